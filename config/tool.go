@@ -1,0 +1,320 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Tool is one tool as written in a tool file or a [[tool]] table of the main
+// config. Only its shape is checked here; its run table is the kind plugin's
+// to check.
+type Tool struct {
+	Name        string
+	Description string
+	Effect      string // "read" (the default) or "change"
+	Params      []Param
+	// Run is the [run] table as decoded (string, int64, float64, bool, time
+	// values, []any, map[string]any), "type" included.
+	Run map[string]any
+	// Source is "file:line" of the tool's start: line 1 for a tool file, the
+	// [[tool]] line for a table in the main config.
+	Source string
+	File   string
+	Line   int
+	// RunLine is the line of the [run] table (or of the run key), so that a
+	// plugin's complaint about run.X can be given a line when X has none.
+	RunLine int
+	// FieldLines maps a dotted path within the tool ("run.url",
+	// "params[0].kind") to its line.
+	FieldLines map[string]int
+}
+
+// Type is the kind of the tool: its run table's type.
+func (t Tool) Type() string {
+	s, _ := t.Run["type"].(string)
+	return s
+}
+
+// LineOf returns the line of a field path within the tool ("run.url",
+// "params[1]"), or of the nearest enclosing table that has one, or the tool's
+// own line.
+func (t Tool) LineOf(field string) int {
+	for {
+		if l, ok := t.FieldLines[field]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(field, ".[")
+		if i < 0 {
+			return t.Line
+		}
+		field = field[:i]
+	}
+}
+
+// ErrorAt makes an Error about a field of the tool, at that field's line. The
+// host uses it to place the errors a kind's plugin reports.
+func (t Tool) ErrorAt(field, message string) Error {
+	return Error{File: t.File, Line: t.LineOf(field), Field: field, Message: message}
+}
+
+// Param is one parameter of a tool.
+type Param struct {
+	Name        string
+	Kind        string // text, number, integer, bool, json or list
+	Description string
+	Required    bool
+	// Options are the values allowed, written as strings; only for text,
+	// number and integer params. Nil when any value goes.
+	Options []string
+}
+
+// ParamKinds are the kinds a parameter may have.
+var paramKinds = []string{"text", "number", "integer", "bool", "json", "list"}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
+
+const nameRule = "must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores"
+
+// ParseTool reads one tool file (a file in tools_dir). file is used in error
+// messages. The error, if any, is Errors.
+func ParseTool(file string, data []byte) (Tool, error) {
+	doc, errs := parseDocument(file, data)
+	if errs != nil {
+		return Tool{}, errs
+	}
+	d := &decoder{doc: doc}
+	t := d.tool("", doc.root)
+	if len(d.errs) > 0 {
+		return Tool{}, d.errs.sorted()
+	}
+	return t, nil
+}
+
+// LoadTools reads every *.toml file in dir, in name order. Files with
+// problems are reported and left out; the good ones are returned. Two files
+// giving the same name is a problem with the second.
+func LoadTools(dir string) ([]Tool, Errors) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, Errors{{File: dir, Message: "can't read the tools folder: " + ioReason(err)}}
+	}
+	var tools []Tool
+	var errs Errors
+	byName := map[string]Tool{}
+	for _, e := range entries { // os.ReadDir sorts by name
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".toml") {
+			continue
+		}
+		file := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(file)
+		if err != nil {
+			errs = append(errs, Error{File: file, Message: "can't read the tool file: " + ioReason(err)})
+			continue
+		}
+		t, err := ParseTool(file, data)
+		if err != nil {
+			var es Errors
+			if errors.As(err, &es) {
+				errs = append(errs, es...)
+			}
+			continue
+		}
+		if prev, dup := byName[t.Name]; dup {
+			errs = append(errs, t.ErrorAt("name", fmt.Sprintf("a tool named %q is already defined at %s", t.Name, prev.Source)))
+			continue
+		}
+		byName[t.Name] = t
+		tools = append(tools, t)
+	}
+	if len(errs) == 0 {
+		return tools, nil
+	}
+	return tools, errs.sorted()
+}
+
+// tool decodes the tool table at path ("" for a tool file, "tool[2]" in the
+// main config).
+func (d *decoder) tool(path string, v any) Tool {
+	tb := d.table(path, v)
+	t := Tool{File: d.doc.file, Line: max(1, d.doc.lineAt(path)), Effect: "read"}
+	if path == "" {
+		t.Line = 1
+	}
+	t.Source = t.File + ":" + strconv.Itoa(t.Line)
+
+	if tb.str("name", &t.Name) {
+		if !nameRE.MatchString(t.Name) {
+			d.addf(tb.at("name"), "%q is not a good tool name: it %s", t.Name, nameRule)
+		}
+	} else if _, ok := tb.m["name"]; !ok {
+		d.addf(path, "the tool has no name: add name = \"...\"")
+	}
+	if tb.str("description", &t.Description) {
+		if strings.TrimSpace(t.Description) == "" {
+			d.addf(tb.at("description"), "must not be empty: say what the tool does, for the model and for people")
+		}
+	} else if _, ok := tb.m["description"]; !ok {
+		d.addf(path, "the tool has no description: add description = \"...\" saying what it does")
+	}
+	if tb.str("effect", &t.Effect) && t.Effect != "read" && t.Effect != "change" {
+		d.addf(tb.at("effect"), "must be \"read\" or \"change\", not %q", t.Effect)
+	}
+
+	if l, ok := tb.list("params"); ok {
+		seen := map[string]int{}
+		for i, pv := range l {
+			pp := indexPath(tb.at("params"), i)
+			p := d.param(pp, pv)
+			if p.Name == "" {
+				continue
+			}
+			if j, dup := seen[p.Name]; dup {
+				d.addf(joinKey(pp, "name"), "%q is already the name of params[%d]", p.Name, j)
+				continue
+			}
+			seen[p.Name] = i
+			t.Params = append(t.Params, p)
+		}
+	}
+
+	if rv, ok := tb.get("run"); !ok {
+		d.addf(path, "the tool has no [run] table: add one, with type = \"http\" (or the tool's kind)")
+	} else if run, ok := rv.(map[string]any); !ok {
+		d.addf(tb.at("run"), "must be a table, not %s", describe(rv))
+	} else {
+		t.Run = run
+		t.RunLine = d.doc.lineAt(tb.at("run"))
+		switch ty, ok := run["type"]; {
+		case !ok:
+			d.addf(tb.at("run"), "the run table has no type: add type = \"http\" (or the tool's kind)")
+		default:
+			s, isStr := ty.(string)
+			switch {
+			case !isStr:
+				d.addf(joinKey(tb.at("run"), "type"), "must be a string, not %s", describe(ty))
+			case !nameRE.MatchString(s):
+				d.addf(joinKey(tb.at("run"), "type"), "%q is not a kind name: it %s", s, nameRule)
+			}
+		}
+	}
+	tb.done()
+
+	t.FieldLines = map[string]int{}
+	for p, l := range d.doc.lines {
+		switch {
+		case path == "":
+			t.FieldLines[p] = l
+		case strings.HasPrefix(p, path+"."):
+			t.FieldLines[p[len(path)+1:]] = l
+		}
+	}
+	return t
+}
+
+func (d *decoder) param(path string, v any) Param {
+	tb := d.table(path, v)
+	var p Param
+	if tb.str("name", &p.Name) {
+		if !nameRE.MatchString(p.Name) {
+			d.addf(tb.at("name"), "%q is not a good parameter name: it %s", p.Name, nameRule)
+		}
+	} else if _, ok := tb.m["name"]; !ok {
+		d.addf(path, "the parameter has no name: add name = \"...\"")
+	}
+	if tb.str("kind", &p.Kind) {
+		if !slices.Contains(paramKinds, p.Kind) {
+			d.addf(tb.at("kind"), "must be one of %s, not %q", strings.Join(paramKinds, ", "), p.Kind)
+			p.Kind = ""
+		}
+	} else if _, ok := tb.m["kind"]; !ok {
+		d.addf(path, "the parameter has no kind: add kind = \"text\" (or %s)", strings.Join(paramKinds[1:], ", "))
+	}
+	tb.str("description", &p.Description)
+	tb.boolean("required", &p.Required)
+	if l, ok := tb.list("options"); ok {
+		p.Options = d.options(tb.at("options"), p.Kind, l)
+	}
+	tb.done()
+	return p
+}
+
+// options checks a param's options against its kind. Numbers may be written
+// as TOML numbers or as strings; they are kept as strings.
+func (d *decoder) options(path, kind string, l []any) []string {
+	switch kind {
+	case "":
+		return nil // the kind is already reported
+	case "text", "number", "integer":
+	default:
+		d.addf(path, "only text, number and integer parameters can have options, not %s ones", kind)
+		return nil
+	}
+	if len(l) == 0 {
+		d.addf(path, "must list at least one value; leave options out to allow any value")
+		return nil
+	}
+	out := []string{}
+	for i, v := range l {
+		ip := indexPath(path, i)
+		var s string
+		switch v := v.(type) {
+		case string:
+			s = v
+		case int64:
+			if kind == "text" {
+				d.addf(ip, "must be a string, not a whole number (write %q)", strconv.FormatInt(v, 10))
+				continue
+			}
+			s = strconv.FormatInt(v, 10)
+		case float64:
+			if kind != "number" {
+				d.addf(ip, "must be %s, not a decimal number", map[string]string{"text": "a string", "integer": "a whole number"}[kind])
+				continue
+			}
+			s = strconv.FormatFloat(v, 'g', -1, 64)
+		default:
+			d.addf(ip, "must be a string, not %s", describe(v))
+			continue
+		}
+		switch kind {
+		case "integer":
+			if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+				d.addf(ip, "%q is not a whole number, and the parameter is an integer", s)
+				continue
+			}
+		case "number":
+			if _, err := strconv.ParseFloat(s, 64); err != nil {
+				d.addf(ip, "%q is not a number, and the parameter is a number", s)
+				continue
+			}
+		}
+		if slices.Contains(out, s) {
+			d.addf(ip, "%q is listed twice", s)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// ioReason says why a file could not be read, without repeating its path.
+func ioReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "it does not exist"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	}
+	return err.Error()
+}

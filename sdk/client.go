@@ -1,0 +1,111 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
+)
+
+// KindClient is the host's handle on a kind plugin. It is what
+// go-plugin's Dispense returns for PluginName.
+type KindClient struct {
+	client        pluginv1.KindClient
+	hostServiceID uint32
+}
+
+// Describe asks the plugin what it is.
+func (c *KindClient) Describe(ctx context.Context) (Info, []uint32, error) {
+	resp, err := c.client.Describe(ctx, &pluginv1.DescribeRequest{})
+	if err != nil {
+		return Info{}, nil, fmt.Errorf("the plugin didn't describe itself: %w", err)
+	}
+	return Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema())},
+		resp.GetProtocolVersions(), nil
+}
+
+// Configure hands the plugin its config table. A bad table comes back as
+// FieldErrors.
+func (c *KindClient) Configure(ctx context.Context, config json.RawMessage) error {
+	resp, err := c.client.Configure(ctx, &pluginv1.ConfigureRequest{ConfigJson: string(config)})
+	if err != nil {
+		return fmt.Errorf("the plugin didn't take its config: %w", err)
+	}
+	if fe := fieldErrorsFromProto(resp.GetErrors()); fe != nil {
+		return fe
+	}
+	return nil
+}
+
+// Check asks the plugin to check a tool. A bad tool comes back as
+// FieldErrors; any other error means the plugin could not be asked.
+func (c *KindClient) Check(ctx context.Context, tool Tool) (json.RawMessage, error) {
+	resp, err := c.client.Check(ctx, &pluginv1.CheckRequest{Tool: toolToProto(tool)})
+	if err != nil {
+		return nil, fmt.Errorf("the plugin didn't check the tool: %w", err)
+	}
+	if fe := fieldErrorsFromProto(resp.GetErrors()); fe != nil {
+		return nil, fe
+	}
+	return json.RawMessage(resp.GetRunJson()), nil
+}
+
+// Invocation is one run as the host asks for it.
+type Invocation struct {
+	Tool      Tool
+	Args      json.RawMessage
+	RunID     string
+	Principal string
+	Session   string
+}
+
+// ErrStreamBroken reports that the plugin's stream ended without a result
+// or an error: the plugin went away mid-run.
+var ErrStreamBroken = errors.New("the plugin stopped before the run ended")
+
+// Invoke runs a tool in the plugin, calling onEvent for each event in
+// order, and returns the result, or an *Error the run ended with. Any other
+// error is the transport's: wrapped ErrStreamBroken when the plugin died,
+// or ctx's error when the caller cancelled.
+func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(Event)) (json.RawMessage, error) {
+	stream, err := c.client.Invoke(ctx, &pluginv1.InvokeRequest{
+		Tool:     toolToProto(inv.Tool),
+		ArgsJson: string(inv.Args),
+		Call: &pluginv1.Call{
+			RunId: inv.RunID, Principal: inv.Principal, Session: inv.Session,
+			HostServiceId: c.hostServiceID,
+		},
+	})
+	if err != nil {
+		return nil, c.transportError(ctx, err)
+	}
+	for {
+		pe, err := stream.Recv()
+		if err != nil {
+			if err == io.EOF {
+				return nil, ErrStreamBroken
+			}
+			return nil, c.transportError(ctx, err)
+		}
+		switch k := pe.GetKind().(type) {
+		case *pluginv1.Event_Result:
+			return json.RawMessage(k.Result.GetJson()), nil
+		case *pluginv1.Event_Error:
+			return nil, errorFromProto(k.Error)
+		default:
+			if ev, ok := eventFromProto(pe); ok && onEvent != nil {
+				onEvent(ev)
+			}
+		}
+	}
+}
+
+func (c *KindClient) transportError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: %v", ErrStreamBroken, err)
+}

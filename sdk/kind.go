@@ -1,0 +1,201 @@
+// Package sdk is what a tool-kind plugin imports: the Kind interface a kind
+// implements, the event types it emits, Serve to run it as a plugin process,
+// and the host-side client the toolhost host uses to talk to it.
+//
+// A kind is a separate process speaking plugin protocol v1 (sdk/proto/v1)
+// over hashicorp/go-plugin's gRPC transport. The Go types here are the public
+// surface; the generated protocol code stays behind them, so a kind never
+// imports it.
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Kind is one tool kind (http, python, …). The host calls, in order:
+// Describe once after the plugin starts, Configure with the kind's table of
+// the host config, then Check for each tool of this kind it loads, and
+// Invoke for every call. Check and Invoke may run concurrently.
+type Kind interface {
+	// Describe names the kind and gives the JSON Schema of its run table.
+	Describe(ctx context.Context) (Info, error)
+	// Configure receives the kind's config table (a JSON object, "{}" when
+	// the config has none). Return FieldErrors for a bad value.
+	Configure(ctx context.Context, config json.RawMessage) error
+	// Check validates a tool of this kind and returns its run table
+	// normalised (defaults filled in, "type" kept). Return FieldErrors with
+	// paths such as "run.url" for what is wrong.
+	Check(ctx context.Context, tool Tool) (json.RawMessage, error)
+	// Invoke runs a tool once. What it prints goes out through emit as it
+	// happens; the returned JSON is the result. Return an *Error for a
+	// failure the user should read. ctx is cancelled when the caller
+	// cancels the run.
+	Invoke(ctx context.Context, call Call, emit Emit) (json.RawMessage, error)
+}
+
+// Info describes a kind.
+type Info struct {
+	// Kind is the name tools use in run.type, e.g. "http".
+	Kind string
+	// Version is the kind's own version.
+	Version string
+	// RunSchema is the JSON Schema of the run table.
+	RunSchema json.RawMessage
+}
+
+// Tool is a tool as the host loaded it.
+type Tool struct {
+	Name        string
+	Description string
+	Effect      string
+	Params      []Param
+	// Run is the tool's run table as a JSON object, "type" included.
+	Run json.RawMessage
+	// Source says where the tool was written, e.g. "tools/get.toml:1".
+	Source string
+}
+
+// Param is one of a tool's parameters.
+type Param struct {
+	Name        string
+	Kind        string // text, number, integer, bool, json or list
+	Required    bool
+	Options     []string
+	Description string
+}
+
+// Call is one run of a tool.
+type Call struct {
+	Tool Tool
+	// Args are the arguments as a JSON object, already checked by the host
+	// against the tool's params.
+	Args json.RawMessage
+	// RunID is the id the host gave this run.
+	RunID string
+	// Principal names who asked, for logs.
+	Principal string
+	// Session is the conversation the call belongs to, if any.
+	Session string
+	// Host reaches back into the host (nested tool calls). It is never nil;
+	// when the host serves nothing its methods return an error.
+	Host Host
+}
+
+// Host is what a kind may ask of the host during a call.
+type Host interface {
+	// CallTool calls another tool with the rights of the calling run.
+	CallTool(ctx context.Context, parentRunID, tool string, args json.RawMessage) (ToolResult, error)
+	// AskModel asks the configured model; not served by hosts of protocol
+	// version 1 yet.
+	AskModel(ctx context.Context, parentRunID, system, prompt string) (string, error)
+}
+
+// ToolResult is the outcome of a nested tool call: a result, or an error.
+type ToolResult struct {
+	Result  json.RawMessage
+	Printed string
+	Error   *Error
+}
+
+// Error is a run's failure as the user reads it: a short code and a
+// sentence.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf makes an *Error with a code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FieldError is one problem with a tool or a config table, at a field.
+type FieldError struct {
+	// Path is the field as a dotted path, e.g. "run.url".
+	Path    string
+	Message string
+}
+
+// FieldErrors is the list Check and Configure return for bad input.
+type FieldErrors []FieldError
+
+func (fe FieldErrors) Error() string {
+	lines := make([]string, len(fe))
+	for i, e := range fe {
+		if e.Path == "" {
+			lines[i] = e.Message
+		} else {
+			lines[i] = e.Path + ": " + e.Message
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Event is one thing a run emits before its result. Exactly one field is
+// set.
+type Event struct {
+	Stdout   []byte
+	Stderr   []byte
+	Progress *Progress
+	Log      *Log
+}
+
+// Progress reports how far a run has got.
+type Progress struct {
+	// Fraction is from 0 to 1, or negative when unknown.
+	Fraction float64
+	Message  string
+}
+
+// Log is a line for the host's log, not for the user.
+type Log struct {
+	Level   string // trace, debug, info, warn or error
+	Message string
+}
+
+// Emit sends one event of a run to the host. It is safe to call from
+// several goroutines; events sent after Invoke returned are dropped.
+type Emit func(Event)
+
+// Stdout emits a chunk of standard output.
+func (e Emit) Stdout(p []byte) { e(Event{Stdout: append([]byte(nil), p...)}) }
+
+// Stderr emits a chunk of standard error.
+func (e Emit) Stderr(p []byte) { e(Event{Stderr: append([]byte(nil), p...)}) }
+
+// Progress emits a progress report.
+func (e Emit) Progress(fraction float64, message string) {
+	e(Event{Progress: &Progress{Fraction: fraction, Message: message}})
+}
+
+// Log emits a line for the host's log.
+func (e Emit) Log(level, message string) { e(Event{Log: &Log{Level: level, Message: message}}) }
+
+// StdoutWriter is an io.Writer whose writes are emitted as stdout.
+func (e Emit) StdoutWriter() *EmitWriter { return &EmitWriter{emit: e} }
+
+// StderrWriter is an io.Writer whose writes are emitted as stderr.
+func (e Emit) StderrWriter() *EmitWriter { return &EmitWriter{emit: e, stderr: true} }
+
+// EmitWriter turns writes into stdout or stderr events.
+type EmitWriter struct {
+	emit   Emit
+	stderr bool
+}
+
+func (w *EmitWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if w.stderr {
+		w.emit.Stderr(p)
+	} else {
+		w.emit.Stdout(p)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,114 @@
+// Package sdktest runs a kind in-process over a real gRPC connection
+// (go-plugin's TestPluginGRPCConn), so a plugin author tests a kind without
+// building a binary: the same adapters, the same wire, the same broker for
+// calls back into the host.
+package sdktest
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// Conn is a host-side connection to a kind served in-process.
+type Conn struct {
+	*sdk.KindClient
+	t testing.TB
+}
+
+// Start serves kind over an in-process gRPC connection and returns the
+// host's side of it. host answers the kind's HostService calls; nil gives
+// a host that refuses them. The connection closes when the test ends.
+func Start(t testing.TB, kind sdk.Kind, host sdk.Host) *Conn {
+	t.Helper()
+	if host == nil {
+		host = refusingHost{}
+	}
+	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
+		sdk.PluginName: &sdk.KindPlugin{Impl: kind, Host: host},
+	})
+	t.Cleanup(func() { _ = client.Close() })
+	raw, err := client.Dispense(sdk.PluginName)
+	if err != nil {
+		t.Fatalf("dispensing the kind: %v", err)
+	}
+	return &Conn{KindClient: raw.(*sdk.KindClient), t: t}
+}
+
+// Run is what one Invoke produced: the events in order, and the result or
+// the error it ended with.
+type Run struct {
+	Events []sdk.Event
+	Result json.RawMessage
+	Err    error
+}
+
+// Stdout is everything the run printed to stdout.
+func (r *Run) Stdout() string {
+	var s []byte
+	for _, e := range r.Events {
+		s = append(s, e.Stdout...)
+	}
+	return string(s)
+}
+
+// Stderr is everything the run printed to stderr.
+func (r *Run) Stderr() string {
+	var s []byte
+	for _, e := range r.Events {
+		s = append(s, e.Stderr...)
+	}
+	return string(s)
+}
+
+// ErrorCode is the code of the *sdk.Error the run ended with, or "".
+func (r *Run) ErrorCode() string {
+	if e, ok := r.Err.(*sdk.Error); ok {
+		return e.Code
+	}
+	return ""
+}
+
+// Invoke runs tool with args (marshalled to JSON) and collects everything.
+func (c *Conn) Invoke(ctx context.Context, tool sdk.Tool, args any) *Run {
+	c.t.Helper()
+	raw, err := json.Marshal(args)
+	if err != nil {
+		c.t.Fatalf("marshalling args: %v", err)
+	}
+	var (
+		mu  sync.Mutex
+		run Run
+	)
+	run.Result, run.Err = c.KindClient.Invoke(ctx, sdk.Invocation{Tool: tool, Args: raw, RunID: "rtest"}, func(e sdk.Event) {
+		mu.Lock()
+		run.Events = append(run.Events, e)
+		mu.Unlock()
+	})
+	return &run
+}
+
+// Tool builds a tool of a kind from a run table given as a Go value.
+func Tool(t testing.TB, name string, run map[string]any, params ...sdk.Param) sdk.Tool {
+	t.Helper()
+	raw, err := json.Marshal(run)
+	if err != nil {
+		t.Fatalf("marshalling run: %v", err)
+	}
+	return sdk.Tool{Name: name, Description: "a test tool", Effect: "read", Params: params, Run: raw, Source: "test"}
+}
+
+type refusingHost struct{}
+
+func (refusingHost) CallTool(context.Context, string, string, json.RawMessage) (sdk.ToolResult, error) {
+	return sdk.ToolResult{}, &sdk.Error{Code: "no_host", Message: "this test serves no tools to call"}
+}
+
+func (refusingHost) AskModel(context.Context, string, string, string) (string, error) {
+	return "", &sdk.Error{Code: "no_host", Message: "this test serves no model"}
+}

@@ -1,0 +1,154 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
+)
+
+// kindServer serves a Kind over gRPC in the plugin process.
+type kindServer struct {
+	pluginv1.UnimplementedKindServer
+	impl   Kind
+	broker *plugin.GRPCBroker
+
+	mu       sync.Mutex
+	hostConn map[uint32]*grpc.ClientConn
+}
+
+var _ pluginv1.KindServer = (*kindServer)(nil)
+
+func (s *kindServer) Describe(ctx context.Context, _ *pluginv1.DescribeRequest) (*pluginv1.DescribeResponse, error) {
+	info, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "describing the kind failed: %v", err)
+	}
+	schema := string(info.RunSchema)
+	if schema == "" {
+		schema = "{}"
+	}
+	return &pluginv1.DescribeResponse{
+		Kind: info.Kind, Version: info.Version, RunSchema: schema,
+		ProtocolVersions: []uint32{ProtocolVersion},
+	}, nil
+}
+
+func (s *kindServer) Configure(ctx context.Context, req *pluginv1.ConfigureRequest) (*pluginv1.ConfigureResponse, error) {
+	cfg := json.RawMessage(req.GetConfigJson())
+	if len(cfg) == 0 {
+		cfg = json.RawMessage("{}")
+	}
+	if err := s.impl.Configure(ctx, cfg); err != nil {
+		return &pluginv1.ConfigureResponse{Errors: fieldErrorsToProto(asFieldErrors(err))}, nil
+	}
+	return &pluginv1.ConfigureResponse{}, nil
+}
+
+func (s *kindServer) Check(ctx context.Context, req *pluginv1.CheckRequest) (*pluginv1.CheckResponse, error) {
+	run, err := s.impl.Check(ctx, toolFromProto(req.GetTool()))
+	if err != nil {
+		return &pluginv1.CheckResponse{Errors: fieldErrorsToProto(asFieldErrors(err))}, nil
+	}
+	return &pluginv1.CheckResponse{RunJson: string(run)}, nil
+}
+
+// asFieldErrors turns any error into field errors: FieldErrors as they are,
+// anything else as one error without a field.
+func asFieldErrors(err error) FieldErrors {
+	var fe FieldErrors
+	if errors.As(err, &fe) && len(fe) > 0 {
+		return fe
+	}
+	return FieldErrors{{Message: err.Error()}}
+}
+
+func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_InvokeServer) error {
+	ctx := stream.Context()
+	var (
+		mu   sync.Mutex
+		seq  uint64
+		done bool
+		// sendErr remembers the first failed send: the host has gone, so
+		// the run is cancelled through ctx anyway.
+		sendErr error
+	)
+	send := func(ev *pluginv1.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done || sendErr != nil {
+			return sendErr
+		}
+		ev.Seq = seq
+		seq++
+		sendErr = stream.Send(ev)
+		return sendErr
+	}
+	emit := Emit(func(e Event) {
+		if pe := eventToProto(e); pe != nil {
+			_ = send(pe)
+		}
+	})
+	call := Call{
+		Tool:      toolFromProto(req.GetTool()),
+		Args:      json.RawMessage(req.GetArgsJson()),
+		RunID:     req.GetCall().GetRunId(),
+		Principal: req.GetCall().GetPrincipal(),
+		Session:   req.GetCall().GetSession(),
+		Host:      s.host(req.GetCall().GetHostServiceId()),
+	}
+	if len(call.Args) == 0 {
+		call.Args = json.RawMessage("{}")
+	}
+	result, err := s.impl.Invoke(ctx, call, emit)
+	var final *pluginv1.Event
+	if err != nil {
+		var ue *Error
+		if !errors.As(err, &ue) {
+			ue = &Error{Code: "failed", Message: err.Error()}
+		}
+		if ctx.Err() != nil && ue.Code == "failed" {
+			ue = &Error{Code: "cancelled", Message: "the run was cancelled"}
+		}
+		final = &pluginv1.Event{Kind: &pluginv1.Event_Error{Error: errorToProto(ue)}}
+	} else {
+		if len(result) == 0 {
+			result = json.RawMessage("null")
+		}
+		final = &pluginv1.Event{Kind: &pluginv1.Event_Result{Result: &pluginv1.Result{Json: string(result)}}}
+	}
+	err = send(final)
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	return err
+}
+
+// host returns the HostService client for a broker id, dialled once.
+func (s *kindServer) host(id uint32) Host {
+	if id == 0 || s.broker == nil {
+		return noHost{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hostConn == nil {
+		s.hostConn = map[uint32]*grpc.ClientConn{}
+	}
+	conn, ok := s.hostConn[id]
+	if !ok {
+		var err error
+		conn, err = s.broker.Dial(id)
+		if err != nil {
+			return noHost{err: err}
+		}
+		s.hostConn[id] = conn
+	}
+	return &hostClient{client: pluginv1.NewHostServiceClient(conn)}
+}
