@@ -3,6 +3,7 @@ module github.com/toolhost/toolhost
 go 1.26.0
 
 require (
+	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -150,6 +151,24 @@ func (t *table) list(key string) ([]any, bool) {
 	return l, true
 }
 
+// tables reads an array of tables ([[key]]), explaining the double brackets
+// to someone who wrote [key].
+func (t *table) tables(key string) ([]any, bool) {
+	v, ok := t.get(key)
+	if !ok {
+		return nil, false
+	}
+	switch v := v.(type) {
+	case []any:
+		return v, true
+	case map[string]any:
+		t.d.addf(t.at(key), "must be a list of tables: write [[%s]], with two brackets, once for each", headerName(t.at(key)))
+	default:
+		t.d.addf(t.at(key), "must be a list of tables ([[%s]]), not %s", headerName(t.at(key)), describe(v))
+	}
+	return nil, false
+}
+
 // strings reads a list of strings; every element that is not a string is
 // reported.
 func (t *table) strings(key string, dst *[]string) bool {
@@ -173,6 +192,12 @@ func (t *table) strings(key string, dst *[]string) bool {
 	}
 	return good
 }
+
+var indexRE = regexp.MustCompile(`\[\d+\]`)
+
+// headerName turns a path into the name of a table header: tool[1].params
+// becomes tool.params.
+func headerName(path string) string { return indexRE.ReplaceAllString(path, "") }
 
 // describe names the type of a decoded TOML value in the words of a config
 // file's author.

@@ -101,6 +101,9 @@ func ParseTool(file string, data []byte) (Tool, error) {
 // problems are reported and left out; the good ones are returned. Two files
 // giving the same name is a problem with the second.
 func LoadTools(dir string) ([]Tool, Errors) {
+	if dir == "" {
+		return nil, nil
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, Errors{{File: dir, Message: "can't read the tools folder: " + ioReason(err)}}
@@ -109,7 +112,8 @@ func LoadTools(dir string) ([]Tool, Errors) {
 	var errs Errors
 	byName := map[string]Tool{}
 	for _, e := range entries { // os.ReadDir sorts by name
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".toml") {
+		// Names starting with a dot are editors' lock and backup files.
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".toml") || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		file := filepath.Join(dir, e.Name())
@@ -139,9 +143,38 @@ func LoadTools(dir string) ([]Tool, Errors) {
 	return tools, errs.sorted()
 }
 
+// AllTools returns the tools of the config's [[tool]] tables followed by
+// those of tools_dir, leaving out (and reporting) bad tool files and tools
+// whose name is already taken. The tools of the main config were checked by
+// Load.
+func (c *Config) AllTools() ([]Tool, Errors) {
+	tools := slices.Clone(c.Tools)
+	byName := map[string]Tool{}
+	for _, t := range tools {
+		byName[t.Name] = t
+	}
+	fromDir, errs := LoadTools(c.ToolsDir)
+	for _, t := range fromDir {
+		if prev, dup := byName[t.Name]; dup {
+			errs = append(errs, t.ErrorAt("name", fmt.Sprintf("a tool named %q is already defined at %s", t.Name, prev.Source)))
+			continue
+		}
+		byName[t.Name] = t
+		tools = append(tools, t)
+	}
+	if len(errs) == 0 {
+		return tools, nil
+	}
+	return tools, errs.sorted()
+}
+
 // tool decodes the tool table at path ("" for a tool file, "tool[2]" in the
 // main config).
 func (d *decoder) tool(path string, v any) Tool {
+	if _, ok := v.(map[string]any); !ok {
+		d.addf(path, "must be a table, not %s", describe(v))
+		return Tool{}
+	}
 	tb := d.table(path, v)
 	t := Tool{File: d.doc.file, Line: max(1, d.doc.lineAt(path)), Effect: "read"}
 	if path == "" {
@@ -167,7 +200,7 @@ func (d *decoder) tool(path string, v any) Tool {
 		d.addf(tb.at("effect"), "must be \"read\" or \"change\", not %q", t.Effect)
 	}
 
-	if l, ok := tb.list("params"); ok {
+	if l, ok := tb.tables("params"); ok {
 		seen := map[string]int{}
 		for i, pv := range l {
 			pp := indexPath(tb.at("params"), i)
@@ -204,6 +237,10 @@ func (d *decoder) tool(path string, v any) Tool {
 			}
 		}
 	}
+	if _, ok := tb.m["tool"]; ok && path == "" {
+		tb.get("tool")
+		d.addf("tool", "a tool file holds one tool, written at its top level (name = ..., [run]); [[tool]] tables belong in toolhost.toml")
+	}
 	tb.done()
 
 	t.FieldLines = map[string]int{}
@@ -219,6 +256,10 @@ func (d *decoder) tool(path string, v any) Tool {
 }
 
 func (d *decoder) param(path string, v any) Param {
+	if _, ok := v.(map[string]any); !ok {
+		d.addf(path, "must be a table, not %s", describe(v))
+		return Param{}
+	}
 	tb := d.table(path, v)
 	var p Param
 	if tb.str("name", &p.Name) {

@@ -1,0 +1,131 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// exampleTree copies examples/toolhost.toml and examples/tools into a
+// temporary folder laid out like the repository, with the pins file that
+// `make build` would write, and returns the copied config's path.
+func exampleTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"examples/tools", "bin/plugins"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile := func(from, to string) {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile("../examples/toolhost.toml", filepath.Join(root, "examples/toolhost.toml"))
+	tools, _ := filepath.Glob("../examples/tools/*.toml")
+	for _, f := range tools {
+		copyFile(f, filepath.Join(root, "examples/tools", filepath.Base(f)))
+	}
+	pins := "http = \"" + hexA + "\"\n"
+	if err := os.WriteFile(filepath.Join(root, "bin/plugins/pins.toml"), []byte(pins), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "examples/toolhost.toml")
+}
+
+func TestExampleConfigLoads(t *testing.T) {
+	file := exampleTree(t)
+	root := filepath.Dir(filepath.Dir(file))
+	c, err := Load(file)
+	if err != nil {
+		t.Fatalf("examples/toolhost.toml:\n%v", err)
+	}
+	for _, tc := range []struct{ name, got, want string }{
+		{"listen", c.Server.Listen, "127.0.0.1:8080"},
+		{"plugins dir", c.Plugins.Dir, filepath.Join(root, "bin/plugins")},
+		{"pins file", c.Plugins.SHA256File, filepath.Join(root, "bin/plugins/pins.toml")},
+		{"pin from pins file", c.Plugins.SHA256["http"], hexA},
+		{"tools dir", c.ToolsDir, filepath.Join(root, "examples/tools")},
+		{"runsc", c.Python.Runsc, filepath.Join(root, "build/bin/runsc")},
+		{"rootfs", c.Python.Rootfs, filepath.Join(root, "build/rootfs")},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	if _, errs := LoadTools(c.ToolsDir); errs != nil {
+		t.Errorf("examples/tools:\n%v", errs)
+	}
+}
+
+// TestExampleConfigWithoutPins: before `make build` the example names a pins
+// file that is not there yet, and says what to do.
+func TestExampleConfigWithoutPins(t *testing.T) {
+	file := exampleTree(t)
+	root := filepath.Dir(filepath.Dir(file))
+	os.Remove(filepath.Join(root, "bin/plugins/pins.toml"))
+	_, err := Load(file)
+	if err == nil || !strings.Contains(err.Error(), "plugins.sha256_file: can't read "+root+"/bin/plugins/pins.toml: it does not exist; run `make build`") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestExampleConfigDocumentsEveryKey: every key the config takes appears in
+// the example, and every key set there has a comment above it giving its
+// default.
+func TestExampleConfigDocumentsEveryKey(t *testing.T) {
+	data, err := os.ReadFile("../examples/toolhost.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	keys := map[string][]string{
+		"":               {"tools_dir"},
+		"server":         {"listen", "allowed_origins"},
+		"plugins":        {"dir", "sha256_file", "start_timeout_seconds"},
+		"plugins.sha256": nil,
+		"http":           {"allow_private", "timeout_seconds", "max_bytes"},
+		"python": {"runsc", "rootfs", "state_dir", "platform", "sandbox_prefix", "packages", "max_memory_mb",
+			"max_output_bytes", "extra_allowed_cidrs", "pids", "tmp_mb", "work_mb"},
+		"python.pool": {"size", "max", "max_idle_minutes"},
+		"runs":        {"keep_minutes"},
+		"log":         {"level", "format"},
+	}
+	for table, ks := range keys {
+		if table != "" && !strings.Contains(text, "\n["+table+"]\n") {
+			t.Errorf("[%s] is not in the example", table)
+		}
+		for _, k := range ks {
+			if !regexp.MustCompile(`(?m)^` + k + ` = `).MatchString(text) {
+				t.Errorf("%s.%s is not set in the example", table, k)
+			}
+		}
+	}
+	for _, commented := range []string{"[[tokens]]", "[kinds.", "[[tool]]"} {
+		if !strings.Contains(text, "# "+commented) {
+			t.Errorf("%s is not shown in the example", commented)
+		}
+	}
+	lines := strings.Split(text, "\n")
+	keyLine := regexp.MustCompile(`^[a-z_]+ = `)
+	for i, l := range lines {
+		if !keyLine.MatchString(l) {
+			continue
+		}
+		j := i - 1
+		comment := ""
+		for ; j >= 0 && strings.HasPrefix(lines[j], "#"); j-- {
+			comment = lines[j] + "\n" + comment
+		}
+		if !strings.Contains(comment, "Default: ") {
+			t.Errorf("examples/toolhost.toml:%d: %q has no comment giving its default", i+1, l)
+		}
+	}
+}

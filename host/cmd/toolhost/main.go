@@ -1,0 +1,55 @@
+// Command toolhost is the one binary admins run: it serves tools
+// (serve), checks a config (check), lists and calls tools on a running
+// host (tools, call), checks the machine (doctor), and says its version.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/toolhost/toolhost/host"
+)
+
+const usage = `toolhost runs an AI assistant's tools, each kind in a plugin process of its own, Python in gVisor.
+
+Usage:
+  toolhost serve  --config FILE        serve the tools of FILE
+  toolhost check  --config FILE        check FILE and every tool; exit 1 if anything is wrong
+  toolhost tools  [--addr HOST:PORT]   list the tools of a running host
+  toolhost call   [--addr HOST:PORT] [--json] TOOL [name=value ...]
+                                       call a tool, streaming what it prints
+  toolhost doctor [--config FILE]      check this machine can run Python sandboxes
+  toolhost version                     print the version
+`
+
+type command func(args []string, stdout, stderr io.Writer) int
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	commands := map[string]command{
+		"serve":   runServe,
+		"check":   runCheck,
+		"tools":   runTools,
+		"call":    runCall,
+		"version": runVersion,
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "toolhost: %q is not a command\n\n%s", args[0], usage)
+		return 2
+	}
+	return cmd(args[1:], stdout, stderr)
+}
+
+func runVersion(_ []string, stdout, _ io.Writer) int {
+	fmt.Fprintf(stdout, "toolhost %s\n", host.Version)
+	return 0
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/host"
+)
+
+func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, *flag.FlagSet, bool) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "/etc/toolhost/toolhost.toml", "the config file")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, false
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		var ce config.Errors
+		if errors.As(err, &ce) {
+			for _, e := range ce {
+				fmt.Fprintln(stderr, e.Error())
+			}
+			fmt.Fprintf(stderr, "toolhost: %s has %d problem(s); nothing was started\n", *path, len(ce))
+		} else {
+			fmt.Fprintf(stderr, "toolhost: %v\n", err)
+		}
+		return nil, nil, false
+	}
+	return cfg, fs, true
+}
+
+func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "toolhost",
+		Level:      hclog.LevelFromString(cfg.Log.Level),
+		JSONFormat: cfg.Log.Format == "json",
+		Output:     w,
+	})
+}
+
+func runServe(args []string, _, stderr io.Writer) int {
+	cfg, _, ok := loadConfig("serve", args, stderr)
+	if !ok {
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolhost: can't listen on %s: %v\n", cfg.Server.Listen, err)
+		return 1
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		log.Warn("listening beyond this machine, but only callers on this machine are served until tokens are configured", "listen", cfg.Server.Listen)
+	}
+	h := host.New(cfg, log)
+	problems := h.Start(ctx)
+	for _, p := range problems.Plugins {
+		fmt.Fprintf(stderr, "toolhost: %v\n", p.Err)
+	}
+	for _, e := range problems.Tools {
+		fmt.Fprintf(stderr, "toolhost: %s (not served)\n", e.Error())
+	}
+	log.Info("listening", "addr", "http://"+ln.Addr().String())
+	notifyReady(log)
+	if err := h.Serve(ctx, ln); err != nil {
+		fmt.Fprintf(stderr, "toolhost: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// notifyReady tells systemd (Type=notify) that the host serves.
+func notifyReady(log hclog.Logger) {
+	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.Warn("could not tell systemd the host is ready", "error", err)
+	}
+}
+
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	cfg, _, ok := loadConfig("check", args, stderr)
+	if !ok {
+		return 1
+	}
+	log := newLogger(cfg, io.Discard)
+	h := host.New(cfg, log)
+	problems := h.Start(context.Background())
+	defer h.Stop()
+	for _, p := range problems.Plugins {
+		fmt.Fprintln(stderr, p.Err)
+	}
+	for _, e := range problems.Tools {
+		fmt.Fprintln(stderr, e.Error())
+	}
+	if !problems.Empty() {
+		fmt.Fprintf(stderr, "toolhost check: %d problem(s)\n", len(problems.Plugins)+len(problems.Tools))
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", cfg.File)
+	return 0
+}

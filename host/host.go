@@ -1,0 +1,175 @@
+// Package host is the toolhost server put together: it starts the kind
+// plugins, loads and checks the tools, and serves the API, until it is
+// told to stop; then it stops everything it started.
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/host/api"
+	"github.com/toolhost/toolhost/host/plugins"
+	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/host/tools"
+)
+
+// Version is the host's version, set at build time.
+var Version = "dev"
+
+// Host is one running toolhost.
+type Host struct {
+	cfg      *config.Config
+	log      hclog.Logger
+	plugins  *plugins.Manager
+	registry *tools.Registry
+	runs     *runs.Dispatcher
+	http     *http.Server
+	// unavailable says why a kind could not be started, by kind.
+	unavailable map[string]string
+}
+
+// New builds a host from a loaded config. Start brings it up.
+func New(cfg *config.Config, log hclog.Logger) *Host {
+	h := &Host{cfg: cfg, log: log, registry: tools.NewRegistry(), unavailable: map[string]string{}}
+	h.runs = runs.NewDispatcher(h.registry, h.invoker, log.Named("runs"), time.Duration(cfg.Runs.KeepMinutes)*time.Minute)
+	h.plugins = plugins.NewManager(plugins.Options{
+		Dir:          cfg.Plugins.Dir,
+		Pins:         cfg.Plugins.SHA256,
+		StartTimeout: time.Duration(cfg.Plugins.StartTimeoutSeconds) * time.Second,
+		KindConfig:   h.kindConfig,
+		Host:         h.runs,
+		Logger:       log.Named("plugin"),
+		PinsHint:     pinsHint(cfg),
+	})
+	return h
+}
+
+func pinsHint(cfg *config.Config) string {
+	if cfg.File == "" {
+		return "[plugins.sha256] in toolhost.toml"
+	}
+	return "[plugins.sha256] in " + cfg.File
+}
+
+func (h *Host) kindConfig(kind string) json.RawMessage {
+	raw, err := json.Marshal(h.cfg.KindConfig(kind))
+	if err != nil || string(raw) == "null" {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
+
+func (h *Host) invoker(kind string) (runs.Invoker, bool) {
+	p, ok := h.plugins.Kind(kind)
+	if !ok {
+		return nil, false
+	}
+	return p, true
+}
+
+func (h *Host) kinds(kind string) (tools.Checker, bool, string) {
+	if p, ok := h.plugins.Kind(kind); ok {
+		return p, true, ""
+	}
+	return nil, false, h.unavailable[kind]
+}
+
+// Problems is what Start found wrong: plugins not started and tools not
+// served. The host serves everything else.
+type Problems struct {
+	Plugins []plugins.Problem
+	Tools   config.Errors
+}
+
+// Empty says whether nothing is wrong.
+func (p Problems) Empty() bool { return len(p.Plugins) == 0 && len(p.Tools) == 0 }
+
+// Start starts the plugins and loads the tools. What can't be used is
+// reported in Problems and left out; the rest is served.
+func (h *Host) Start(ctx context.Context) Problems {
+	var pr Problems
+	pr.Plugins = h.plugins.Start(ctx)
+	for _, p := range pr.Plugins {
+		h.unavailable[p.Kind] = p.Error()
+		h.log.Error("plugin not started", "kind", p.Kind, "why", p.Error())
+	}
+	defs, errs := h.cfg.AllTools()
+	checked, cerrs := tools.CheckAll(ctx, defs, h.kinds)
+	pr.Tools = append(errs, cerrs...)
+	for _, e := range pr.Tools {
+		h.log.Error("tool not served", "where", e.Error())
+	}
+	h.registry.Replace(checked)
+	h.log.Info("tools loaded", "served", len(checked), "refused", len(pr.Tools), "kinds", fmt.Sprint(h.plugins.Kinds()))
+	return pr
+}
+
+// CheckTool checks one tool definition with its kind's plugin.
+func (h *Host) CheckTool(ctx context.Context, def config.Tool) (*tools.Tool, error) {
+	return tools.Check(ctx, def, h.kinds)
+}
+
+// Handler is the host's HTTP handler.
+func (h *Host) Handler() http.Handler {
+	return api.New(api.Options{
+		Registry:       h.registry,
+		Dispatcher:     h.runs,
+		Check:          h.CheckTool,
+		Logger:         h.log.Named("api"),
+		AllowedOrigins: h.cfg.Server.AllowedOrigins,
+		Version:        Version,
+	})
+}
+
+// Serve serves the API on ln until ctx ends, then shuts down: it stops
+// taking requests, cancels runs, and stops the plugins.
+func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
+	h.http = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go h.sweepRuns(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- h.http.Serve(ln) }()
+	select {
+	case err := <-errc:
+		h.Stop()
+		return fmt.Errorf("serving the API stopped: %w", err)
+	case <-ctx.Done():
+	}
+	h.Stop()
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Stop shuts everything down; nothing the host started outlives it.
+func (h *Host) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if h.http != nil {
+		_ = h.http.Shutdown(ctx)
+	}
+	h.runs.CancelAll()
+	h.plugins.Stop(ctx)
+	h.log.Info("stopped")
+}
+
+func (h *Host) sweepRuns(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			h.runs.Sweep(now)
+		}
+	}
+}

@@ -1,0 +1,431 @@
+// Package plugins finds, verifies, starts, watches and stops the host's
+// tool-kind plugin processes. Each kind is one process: pinned by SHA-256,
+// started with a small explicit environment in a process group of its own,
+// restarted with backoff when it dies, and stopped with the host.
+package plugins
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// BinaryPrefix starts the file name of every plugin binary.
+const BinaryPrefix = "toolhost-plugin-"
+
+// pluginEnv is the whole environment a plugin gets: nothing of the host's.
+var pluginEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/nonexistent"}
+
+// Options configure a Manager.
+type Options struct {
+	// Dir holds the plugin binaries, toolhost-plugin-<kind>.
+	Dir string
+	// Pins maps a kind to the hex SHA-256 its binary must have.
+	Pins map[string]string
+	// StartTimeout bounds a plugin's handshake.
+	StartTimeout time.Duration
+	// KindConfig gives the config table handed to a kind's Configure.
+	KindConfig func(kind string) json.RawMessage
+	// Host is served to plugins for nested calls; may be nil.
+	Host sdk.Host
+	// Logger receives the manager's and the plugins' logs.
+	Logger hclog.Logger
+	// PinsHint names where a missing pin line should be added, for messages.
+	PinsHint string
+}
+
+// Manager runs every plugin found in Options.Dir.
+type Manager struct {
+	opts    Options
+	mu      sync.Mutex
+	plugins map[string]*Plugin
+}
+
+// NewManager returns a Manager; Start finds and starts the plugins.
+func NewManager(opts Options) *Manager {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 10 * time.Second
+	}
+	if opts.PinsHint == "" {
+		opts.PinsHint = "[plugins.sha256] in toolhost.toml"
+	}
+	return &Manager{opts: opts, plugins: map[string]*Plugin{}}
+}
+
+// Problem is a plugin that could not be started, and why.
+type Problem struct {
+	Kind string
+	Err  error
+}
+
+func (p Problem) Error() string { return p.Err.Error() }
+
+// Start finds every plugin binary in the folder and starts it. Plugins that
+// can't be used are returned as problems; the others are running.
+func (m *Manager) Start(ctx context.Context) []Problem {
+	entries, err := os.ReadDir(m.opts.Dir)
+	if err != nil {
+		return []Problem{{Err: fmt.Errorf("the plugin folder %s can't be read: %w", m.opts.Dir, err)}}
+	}
+	var problems []Problem
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasPrefix(name, BinaryPrefix) {
+			continue
+		}
+		kind := strings.TrimPrefix(name, BinaryPrefix)
+		p := &Plugin{kind: kind, path: filepath.Join(m.opts.Dir, name), m: m}
+		if err := p.verify(); err != nil {
+			problems = append(problems, Problem{Kind: kind, Err: err})
+			continue
+		}
+		if err := p.start(ctx); err != nil {
+			problems = append(problems, Problem{Kind: kind, Err: err})
+			continue
+		}
+		go p.watch()
+		m.mu.Lock()
+		m.plugins[kind] = p
+		m.mu.Unlock()
+	}
+	return problems
+}
+
+// Kind returns the running plugin of a kind.
+func (m *Manager) Kind(kind string) (*Plugin, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.plugins[kind]
+	return p, ok
+}
+
+// Kinds lists the kinds that have a running plugin.
+func (m *Manager) Kinds() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.plugins))
+	for k := range m.plugins {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Stop asks every plugin to stop, and kills what is still running when
+// ctx ends. Nothing the plugins started outlives this call.
+func (m *Manager) Stop(ctx context.Context) {
+	m.mu.Lock()
+	ps := make([]*Plugin, 0, len(m.plugins))
+	for _, p := range m.plugins {
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.stop(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// Plugin is one kind's plugin process, restarted when it dies.
+type Plugin struct {
+	kind string
+	path string
+	m    *Manager
+	sum  []byte
+
+	mu       sync.Mutex
+	client   *plugin.Client
+	kc       *sdk.KindClient
+	cmd      *exec.Cmd
+	info     sdk.Info
+	stopping bool
+	// up is closed when the plugin is running; replaced while restarting.
+	up      chan struct{}
+	downErr error
+}
+
+// Path is the plugin's binary.
+func (p *Plugin) Path() string { return p.path }
+
+// Info is what the plugin said of itself.
+func (p *Plugin) Info() sdk.Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.info
+}
+
+// verify checks the binary against its pin, saying the exact line to add
+// when it has none or the wrong one.
+func (p *Plugin) verify() error {
+	sum, err := fileSHA256(p.path)
+	if err != nil {
+		return fmt.Errorf("the %s plugin %s can't be read: %w", p.kind, p.path, err)
+	}
+	line := fmt.Sprintf("%s = %q", p.kind, hex.EncodeToString(sum))
+	pin, ok := p.m.opts.Pins[p.kind]
+	if !ok {
+		return fmt.Errorf("the %s plugin %s is not pinned, so it was not started: if you trust this binary, add this line under %s:\n    %s",
+			p.kind, p.path, p.m.opts.PinsHint, line)
+	}
+	want, err := hex.DecodeString(pin)
+	if err != nil || len(want) != sha256.Size {
+		return fmt.Errorf("the pin of the %s plugin is not a SHA-256 in hex (64 characters 0-9a-f): %q", p.kind, pin)
+	}
+	if !strings.EqualFold(pin, hex.EncodeToString(sum)) {
+		return fmt.Errorf("the %s plugin %s does not match its pin (SHA-256 %s…, the pin says %s…), so it was not started: if you trust this binary, change its line under %s to:\n    %s",
+			p.kind, p.path, hex.EncodeToString(sum)[:12], pin[:12], p.m.opts.PinsHint, line)
+	}
+	p.sum = want
+	return nil
+}
+
+func fileSHA256(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
+
+// start launches the process, checks it speaks our protocol and is the
+// kind its name says, and configures it.
+func (p *Plugin) start(ctx context.Context) error {
+	cmd := exec.Command(p.path)
+	cmd.Env = append([]string(nil), pluginEnv...)
+	cmd.Dir = "/"
+	// A process group of its own, so stop can kill whatever it started;
+	// and killed if the host dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	logger := p.m.opts.Logger.Named(p.kind)
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		VersionedPlugins: sdk.PluginSets(nil, p.m.opts.Host),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		// A fresh hash every start: SecureConfig's hash keeps state.
+		SecureConfig: &plugin.SecureConfig{Checksum: p.sum, Hash: sha256.New()},
+		StartTimeout: p.m.opts.StartTimeout,
+		SkipHostEnv:  true,
+		Logger:       logger,
+		Stderr:       io.Discard,
+		SyncStdout:   io.Discard,
+		SyncStderr:   io.Discard,
+	})
+	rpc, err := client.Client()
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("the %s plugin %s did not start: %w", p.kind, p.path, explainStart(err))
+	}
+	raw, err := rpc.Dispense(sdk.PluginName)
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("the %s plugin serves no tool kind: %w", p.kind, err)
+	}
+	kc := raw.(*sdk.KindClient)
+	info, _, err := kc.Describe(ctx)
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("the %s plugin: %w", p.kind, err)
+	}
+	if info.Kind != p.kind {
+		client.Kill()
+		return fmt.Errorf("the plugin %s says it is the %q kind, but its file name says %q", p.path, info.Kind, p.kind)
+	}
+	cfg := json.RawMessage("{}")
+	if p.m.opts.KindConfig != nil {
+		cfg = p.m.opts.KindConfig(p.kind)
+	}
+	if err := kc.Configure(ctx, cfg); err != nil {
+		client.Kill()
+		var fe sdk.FieldErrors
+		if errors.As(err, &fe) {
+			return &ConfigError{Kind: p.kind, Errors: fe}
+		}
+		return fmt.Errorf("the %s plugin: %w", p.kind, err)
+	}
+	logger.Info("plugin started", "path", p.path, "version", info.Version, "protocol", client.NegotiatedVersion())
+	p.mu.Lock()
+	p.client, p.kc, p.cmd, p.info = client, kc, cmd, info
+	p.up = make(chan struct{})
+	close(p.up)
+	p.downErr = nil
+	p.mu.Unlock()
+	return nil
+}
+
+// ConfigError is a kind refusing its config table.
+type ConfigError struct {
+	Kind   string
+	Errors sdk.FieldErrors
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("the %s kind can't work with its config: %s", e.Kind, e.Errors.Error())
+}
+
+func explainStart(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "checksum"):
+		return fmt.Errorf("its SHA-256 changed after it was checked: %w", err)
+	case strings.Contains(msg, "timeout"):
+		return fmt.Errorf("it did not finish its handshake in time (is it a toolhost plugin?): %w", err)
+	case strings.Contains(msg, "Incompatible API version"), strings.Contains(msg, "protocol version"):
+		return fmt.Errorf("it speaks another plugin protocol version than this host (%d): %w", sdk.ProtocolVersion, err)
+	}
+	return err
+}
+
+// watch restarts the plugin with backoff whenever its process exits.
+func (p *Plugin) watch() {
+	backoff := 100 * time.Millisecond
+	for {
+		p.mu.Lock()
+		client, stopping := p.client, p.stopping
+		p.mu.Unlock()
+		if stopping {
+			return
+		}
+		if client != nil && !client.Exited() {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		p.mu.Lock()
+		if p.stopping {
+			p.mu.Unlock()
+			return
+		}
+		if client != nil {
+			p.m.opts.Logger.Warn("plugin exited; restarting", "kind", p.kind, "backoff", backoff)
+			p.client, p.kc = nil, nil
+			p.up = make(chan struct{})
+			p.downErr = fmt.Errorf("the %s plugin stopped and is being restarted", p.kind)
+		}
+		p.mu.Unlock()
+		time.Sleep(backoff)
+		started := time.Now()
+		if err := p.verify(); err != nil {
+			p.fail(err)
+		} else if err := p.start(context.Background()); err != nil {
+			p.fail(err)
+		}
+		if time.Since(started) > time.Minute {
+			backoff = 100 * time.Millisecond
+		} else if backoff < 30*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (p *Plugin) fail(err error) {
+	p.m.opts.Logger.Error("plugin restart failed", "kind", p.kind, "error", err)
+	p.mu.Lock()
+	p.downErr = err
+	p.mu.Unlock()
+}
+
+// current waits briefly for a running plugin and returns its client.
+func (p *Plugin) current(ctx context.Context) (*sdk.KindClient, *plugin.Client, error) {
+	deadline := time.NewTimer(p.m.opts.StartTimeout)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		up, kc, client, downErr := p.up, p.kc, p.client, p.downErr
+		p.mu.Unlock()
+		if kc != nil {
+			return kc, client, nil
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-deadline.C:
+			if downErr == nil {
+				downErr = fmt.Errorf("the %s plugin is not running", p.kind)
+			}
+			return nil, nil, &sdk.Error{Code: "plugin_unavailable", Message: downErr.Error()}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Check asks the plugin to check a tool.
+func (p *Plugin) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error) {
+	kc, _, err := p.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return kc.Check(ctx, tool)
+}
+
+// Invoke runs a tool in the plugin. When the plugin dies during the run,
+// the error is an *sdk.Error with code "plugin_crashed".
+func (p *Plugin) Invoke(ctx context.Context, inv sdk.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
+	kc, client, err := p.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := kc.Invoke(ctx, inv, onEvent)
+	if errors.Is(err, sdk.ErrStreamBroken) {
+		// Give the process a moment to be seen as exited.
+		for i := 0; i < 20 && !client.Exited(); i++ {
+			time.Sleep(25 * time.Millisecond)
+		}
+		p.m.opts.Logger.Error("plugin stream broke during a run", "kind", p.kind, "run", inv.RunID, "error", err, "exited", client.Exited())
+		return nil, &sdk.Error{Code: "plugin_crashed", Message: fmt.Sprintf("the %s plugin stopped during the run (it is being restarted); the run did not finish", p.kind)}
+	}
+	return res, err
+}
+
+// stop asks the plugin to exit, then kills its process group.
+func (p *Plugin) stop(ctx context.Context) {
+	p.mu.Lock()
+	p.stopping = true
+	client, cmd := p.client, p.cmd
+	p.mu.Unlock()
+	if client == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		client.Kill() // graceful first: go-plugin asks the plugin to exit, then kills it after a grace period
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}

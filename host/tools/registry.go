@@ -1,0 +1,151 @@
+// Package tools holds the tools the host serves: each one loaded from the
+// config, checked by its kind's plugin, and turned into the JSON Schema
+// function spec models take; and the check of a call's arguments against a
+// tool's params before any plugin sees them.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// Tool is a tool as served: its definition and its run table as the kind's
+// plugin normalised it.
+type Tool struct {
+	config.Tool
+	// Kind is run.type.
+	Kind string
+	// Run is the normalised run table.
+	Run json.RawMessage
+}
+
+// SDK returns the tool in the SDK's terms, as a plugin receives it.
+func (t *Tool) SDK() sdk.Tool {
+	params := make([]sdk.Param, len(t.Params))
+	for i, p := range t.Params {
+		params[i] = sdk.Param{Name: p.Name, Kind: p.Kind, Required: p.Required, Options: p.Options, Description: p.Description}
+	}
+	return sdk.Tool{Name: t.Name, Description: t.Description, Effect: t.Effect, Params: params, Run: t.Run, Source: t.Source}
+}
+
+// Checker checks a tool of one kind; a plugin is one.
+type Checker interface {
+	Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error)
+}
+
+// Kinds finds the checker of a kind. ok is false when no plugin serves it;
+// why then says what is wrong, if something is known.
+type Kinds func(kind string) (c Checker, ok bool, why string)
+
+// Registry is the set of tools being served. It is safe for concurrent
+// use; Replace swaps the whole set at once.
+type Registry struct {
+	mu    sync.RWMutex
+	tools map[string]*Tool
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{tools: map[string]*Tool{}} }
+
+// Get returns a served tool by name.
+func (r *Registry) Get(name string) (*Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+// List returns the served tools sorted by name.
+func (r *Registry) List() []*Tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*Tool, 0, len(r.tools))
+	for _, t := range r.tools {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Replace makes tools the served set.
+func (r *Registry) Replace(tools []*Tool) {
+	m := make(map[string]*Tool, len(tools))
+	for _, t := range tools {
+		m[t.Name] = t
+	}
+	r.mu.Lock()
+	r.tools = m
+	r.mu.Unlock()
+}
+
+// CheckAll checks each tool with its kind's plugin. It returns the tools
+// that passed and, for the others, errors with file and line. A name used
+// twice keeps the first and reports the second.
+func CheckAll(ctx context.Context, defs []config.Tool, kinds Kinds) ([]*Tool, config.Errors) {
+	var (
+		ok   []*Tool
+		errs config.Errors
+		seen = map[string]string{}
+	)
+	for _, def := range defs {
+		if first, dup := seen[def.Name]; dup {
+			errs = append(errs, config.Error{File: def.File, Line: def.Line, Field: "name",
+				Message: fmt.Sprintf("a tool named %q is already served (from %s); this one is not", def.Name, first)})
+			continue
+		}
+		t, err := Check(ctx, def, kinds)
+		if err != nil {
+			var ce config.Errors
+			if errors.As(err, &ce) {
+				errs = append(errs, ce...)
+			} else {
+				errs = append(errs, config.Error{File: def.File, Line: def.Line, Message: err.Error()})
+			}
+			continue
+		}
+		seen[def.Name] = def.Source
+		ok = append(ok, t)
+	}
+	return ok, errs
+}
+
+// Check checks one tool with its kind's plugin. A tool the plugin refuses
+// gives config.Errors placed at the lines of the fields named.
+func Check(ctx context.Context, def config.Tool, kinds Kinds) (*Tool, error) {
+	kind, _ := def.Run["type"].(string)
+	checker, ok, why := kinds(kind)
+	if !ok {
+		msg := fmt.Sprintf("no plugin serves the %q kind (expected toolhost-plugin-%s in the plugin folder)", kind, kind)
+		if why != "" {
+			msg = fmt.Sprintf("the %q kind is not available: %s", kind, why)
+		}
+		return nil, config.Errors{def.ErrorAt("run.type", msg)}
+	}
+	t := &Tool{Tool: def, Kind: kind}
+	raw, err := json.Marshal(def.Run)
+	if err != nil {
+		return nil, fmt.Errorf("the run table of %s can't be sent to its plugin: %w", def.Name, err)
+	}
+	t.Run = raw
+	norm, err := checker.Check(ctx, t.SDK())
+	if err != nil {
+		var fe sdk.FieldErrors
+		if !errors.As(err, &fe) {
+			return nil, config.Errors{{File: def.File, Line: def.Line, Message: fmt.Sprintf("the tool %s could not be checked: %v", def.Name, err)}}
+		}
+		ce := make(config.Errors, len(fe))
+		for i, e := range fe {
+			ce[i] = def.ErrorAt(e.Path, e.Message)
+		}
+		return nil, ce
+	}
+	t.Run = norm
+	return t, nil
+}

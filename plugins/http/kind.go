@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// version is this kind's own version.
+const version = "0.1.0"
+
+// kind is the http kind. Its zero value is ready: until Configure is
+// called it uses the default settings.
+type kind struct {
+	// exempt is one address and port dialled even though it is private,
+	// so that tests can have a local server as the allowed first hop. The
+	// zero value exempts nothing.
+	exempt netip.AddrPort
+
+	mu sync.Mutex
+	st *state
+}
+
+// state is what Configure sets up: the settings and a client that keeps
+// to them. It is never changed once made.
+type state struct {
+	cfg    config
+	client *http.Client
+}
+
+var _ sdk.Kind = (*kind)(nil)
+
+func (k *kind) Describe(context.Context) (sdk.Info, error) {
+	return sdk.Info{Kind: "http", Version: version, RunSchema: json.RawMessage(runSchema)}, nil
+}
+
+func (k *kind) Configure(_ context.Context, raw json.RawMessage) error {
+	cfg, err := parseConfig(raw)
+	if err != nil {
+		return err
+	}
+	st := k.newState(cfg)
+	k.mu.Lock()
+	old := k.st
+	k.st = st
+	k.mu.Unlock()
+	if old != nil {
+		old.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+func (k *kind) Check(_ context.Context, tool sdk.Tool) (json.RawMessage, error) {
+	p, err := compile(tool, k.state().cfg)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(p.run)
+}
+
+// state returns the current settings and client, making the default ones
+// if Configure has not been called.
+func (k *kind) state() *state {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.st == nil {
+		k.st = k.newState(defaultConfig())
+	}
+	return k.st
+}
+
+// newState makes a client that dials only what cfg allows.
+func (k *kind) newState(cfg config) *state {
+	g := &guard{allowPrivate: cfg.AllowPrivate, classify: newRanges().classify, exempt: k.exempt}
+	dialer := &net.Dialer{
+		Timeout:   time.Duration(cfg.TimeoutSeconds) * time.Second,
+		KeepAlive: 30 * time.Second,
+		Control:   g.control,
+	}
+	transport := &http.Transport{
+		Proxy:                 nil, // never a proxy from the environment
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &state{cfg: cfg, client: &http.Client{Transport: transport, CheckRedirect: g.checkRedirect}}
+}
+
+// runSchema is the JSON Schema of the run table.
+const runSchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "http run table",
+  "description": "One web request built from the tool's parameters. Templates take {{param}} placeholders: URL-escaped in the URL, JSON-escaped in a JSON body, as they are in headers and other bodies.",
+  "type": "object",
+  "required": ["type", "url"],
+  "additionalProperties": false,
+  "properties": {
+    "type": {"const": "http"},
+    "method": {
+      "description": "The request method (any case; normalised to upper case).",
+      "type": "string",
+      "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"],
+      "default": "GET"
+    },
+    "url": {
+      "description": "The URL template. It starts with http:// or https://, or with a placeholder that takes a whole URL. Placeholders in the path are path-escaped, in the query query-escaped, in the host limited to letters, digits, dots and hyphens.",
+      "type": "string",
+      "pattern": "^(https?://|\\{\\{)"
+    },
+    "headers": {
+      "description": "Request headers, each value a template. Host, Content-Length, Connection and other hop-by-hop headers can't be set.",
+      "type": "object",
+      "additionalProperties": {"type": "string"}
+    },
+    "body": {
+      "description": "The request body template. With a JSON Content-Type, or no Content-Type and a body that is JSON, values are JSON-escaped (a placeholder outside a string takes the argument's JSON, null when missing) and Content-Type defaults to application/json; with application/x-www-form-urlencoded they are form-escaped; otherwise they go in as they are.",
+      "type": "string"
+    },
+    "pick": {
+      "description": "A dotted path of one field of a JSON response to return instead of the whole response, e.g. data.items.0.name (a number indexes a list).",
+      "type": "string",
+      "pattern": "^[^.]+(\\.[^.]+)*$"
+    },
+    "timeout_seconds": {
+      "description": "The time the request may take, at most [http] timeout_seconds of the host (the default).",
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 600
+    }
+  }
+}`

@@ -1,0 +1,344 @@
+package runsc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ManagerOptions configure a Manager.
+type ManagerOptions struct {
+	// Runtime runs runsc.
+	Runtime *Runtime
+	// Rootfs is the root filesystem every sandbox mounts read-only.
+	Rootfs string
+	// StateDir holds one folder per sandbox (bundle, capped /work, runsc's log).
+	StateDir string
+	// Prefix starts every id, cgroup, namespace, chain, rule and folder of this manager's
+	// sandboxes; DefaultPrefix when empty. Hosts on one machine that must not sweep each other's
+	// sandboxes use prefixes where neither starts the other.
+	Prefix string
+	// Network configures sandboxes with network.
+	Network NetworkOptions
+}
+
+// Manager makes sandboxes and removes them again. Its methods are safe for concurrent use.
+type Manager struct {
+	opts ManagerOptions
+
+	mu      sync.Mutex
+	live    map[string]*Sandbox
+	closing sync.WaitGroup
+}
+
+// NewManager checks the options and makes the state folder.
+func NewManager(opts ManagerOptions) (*Manager, error) {
+	if opts.Runtime == nil {
+		return nil, errors.New("the sandbox manager needs a runtime")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if err := CheckPrefix(opts.Prefix); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(filepath.Join(opts.Rootfs, "usr/bin/python3")); err != nil || fi.IsDir() {
+		return nil, fmt.Errorf("the rootfs %s has no /usr/bin/python3: build it with make rootfs", opts.Rootfs)
+	}
+	if opts.StateDir == "" {
+		return nil, errors.New("the sandbox manager needs a state folder")
+	}
+	if err := os.MkdirAll(sandboxesDir(opts.StateDir), 0o700); err != nil {
+		return nil, fmt.Errorf("making the sandboxes' state folder: %w", err)
+	}
+	return &Manager{opts: opts, live: map[string]*Sandbox{}}, nil
+}
+
+// Prefix is the prefix of this manager's sandboxes.
+func (m *Manager) Prefix() string { return m.opts.Prefix }
+
+func sandboxesDir(stateDir string) string { return filepath.Join(stateDir, "sandboxes") }
+
+// SandboxOptions describe one sandbox.
+type SandboxOptions struct {
+	// Args is the first process: typically a runner that reads one request from fd 3.
+	Args []string
+	// Env is the environment; DefaultEnv when nil.
+	Env []string
+	// UID and GID inside the sandbox; 65534 (nobody) when both are zero and Root is false.
+	UID, GID uint32
+	Root     bool
+	// Limits are the sandbox's resource limits.
+	Limits Limits
+	// WorkBytes caps /work (a host tmpfs); WorkFiles caps its number of files.
+	WorkBytes int64
+	WorkFiles int
+	// TmpBytes caps /tmp.
+	TmpBytes int64
+	// Network gives the sandbox a network namespace with public addresses on ports 80 and 443;
+	// without it the sandbox has loopback only.
+	Network bool
+}
+
+// Sandbox is a started sandbox whose first process runs, ready to take exactly one run. Its
+// first process has the sandbox's end of Control as fd 3 and Stdout and Stderr as its standard
+// output and error; stdin is /dev/null.
+type Sandbox struct {
+	// ID names the sandbox, its cgroup, namespace and firewall chain.
+	ID string
+	// Control is the host's end of a Unix socket pair whose other end is fd 3 inside.
+	Control *os.File
+	// Stdout and Stderr are the read ends of the pipes the sandbox writes its output to. They
+	// reach EOF when the sandbox has ended.
+	Stdout, Stderr *os.File
+
+	m       *Manager
+	opts    SandboxOptions
+	dir     string
+	cgroup  string
+	net     *sandboxNet
+	started time.Time
+	taken   atomic.Bool
+	once    sync.Once
+	done    chan struct{}
+	err     error
+}
+
+// Prepare makes a sandbox and starts its first process, which then waits for what Control says.
+// The sandbox lives until Close (or Release).
+func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (sb *Sandbox, err error) {
+	id, err := NewID(m.opts.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.Root && opts.UID == 0 && opts.GID == 0 {
+		opts.UID, opts.GID = 65534, 65534
+	}
+	if opts.WorkBytes <= 0 {
+		opts.WorkBytes = 64 << 20
+	}
+	if opts.WorkFiles <= 0 {
+		opts.WorkFiles = 4096
+	}
+	sb = &Sandbox{ID: id, m: m, opts: opts, dir: filepath.Join(sandboxesDir(m.opts.StateDir), id),
+		cgroup: "/" + id, done: make(chan struct{})}
+	m.mu.Lock()
+	m.live[id] = sb
+	m.mu.Unlock()
+	defer func() {
+		if err != nil {
+			_ = sb.Close(context.WithoutCancel(ctx))
+		}
+	}()
+
+	work := filepath.Join(sb.dir, "work")
+	if err := os.MkdirAll(sb.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("making the sandbox folder: %w", err)
+	}
+	if err := mountWork(work, opts.WorkBytes, opts.WorkFiles, opts.UID, opts.GID); err != nil {
+		return nil, err
+	}
+	netMode, nsPath := NetworkNone, ""
+	if opts.Network {
+		if sb.net, err = setupNetwork(ctx, id, m.opts.Network); err != nil {
+			return nil, fmt.Errorf("making the sandbox's network: %w", err)
+		}
+		netMode, nsPath = NetworkSandbox, sb.net.NSPath()
+	}
+	spec, err := Spec(BundleOptions{
+		Rootfs: m.opts.Rootfs, Args: opts.Args, Env: opts.Env, UID: opts.UID, GID: opts.GID,
+		WorkDir: work, TmpBytes: opts.TmpBytes, Limits: opts.Limits, CgroupsPath: sb.cgroup,
+		NetNSPath: nsPath,
+	})
+	if err != nil {
+		return nil, err
+	}
+	bundle := filepath.Join(sb.dir, "bundle")
+	if err := WriteBundle(bundle, spec); err != nil {
+		return nil, err
+	}
+
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("making the control socket: %w", err)
+	}
+	sb.Control = os.NewFile(uintptr(fds[0]), "control")
+	inner := os.NewFile(uintptr(fds[1]), "control-sandbox")
+	defer inner.Close()
+	var outW, errW *os.File
+	if sb.Stdout, outW, err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("making the stdout pipe: %w", err)
+	}
+	defer outW.Close()
+	if sb.Stderr, errW, err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("making the stderr pipe: %w", err)
+	}
+	defer errW.Close()
+
+	if err := m.opts.Runtime.Run(ctx, id, bundle, &RunOpts{Detach: true, CreateOpts: CreateOpts{
+		Network: netMode, Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{inner},
+		LogFile: filepath.Join(sb.dir, "runsc.log"),
+	}}); err != nil {
+		return nil, fmt.Errorf("starting the sandbox: %w", err)
+	}
+	sb.started = time.Now()
+	return sb, nil
+}
+
+// Take marks the sandbox as handed to a run; it fails for a second run.
+func (s *Sandbox) Take() error {
+	if !s.taken.CompareAndSwap(false, true) {
+		return errors.New("this sandbox already had its run: a sandbox takes exactly one")
+	}
+	return nil
+}
+
+// Options returns the options the sandbox was made with (defaults filled in).
+func (s *Sandbox) Options() SandboxOptions { return s.opts }
+
+// Stats reads the sandbox's cgroup. Read it before Close: Close removes the cgroup.
+func (s *Sandbox) Stats() (Stats, error) { return ReadStats(s.cgroup) }
+
+// WorkFree returns the bytes still free in the sandbox's /work.
+func (s *Sandbox) WorkFree() (uint64, error) { return workFree(filepath.Join(s.dir, "work")) }
+
+// NetworkRejected counts the packets the sandbox's firewall chain refused (0 without network).
+func (s *Sandbox) NetworkRejected(ctx context.Context) (uint64, error) {
+	if s.net == nil {
+		return 0, nil
+	}
+	return s.net.Rejected(ctx)
+}
+
+// Kill stops every process in the sandbox at once; the sandbox then ends and Stdout and Stderr
+// reach EOF.
+func (s *Sandbox) Kill(ctx context.Context) error {
+	err := s.m.opts.Runtime.Kill(ctx, s.ID, syscall.SIGKILL, true)
+	if err != nil && IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		// The sandbox may already be gone; its cgroup's processes are killed either way.
+		killCgroupProcs(filepath.Join(CgroupRoot, "pids", s.cgroup))
+	}
+	return err
+}
+
+// Close kills the sandbox and removes it with everything it had on the host: runsc's state, its
+// cgroup, network namespace, veth pair, firewall chain and rules, its /work and its folder. It
+// is idempotent; later calls return the first call's result.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.once.Do(func() {
+		defer close(s.done)
+		var errs []error
+		rt := s.m.opts.Runtime
+		_ = rt.Kill(ctx, s.ID, syscall.SIGKILL, true)
+		if err := rt.Delete(ctx, s.ID, &DeleteOpts{Force: true}); err != nil && !IsNotExist(err) {
+			errs = append(errs, err)
+		}
+		if err := removeCgroup(s.cgroup); err != nil {
+			errs = append(errs, err)
+		}
+		if s.net != nil {
+			if err := s.net.teardown(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := unmountAll(s.dir); err != nil {
+			errs = append(errs, err)
+		} else if err := os.RemoveAll(s.dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing the sandbox folder: %w", err))
+		}
+		for _, f := range []*os.File{s.Control, s.Stdout, s.Stderr} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+		s.m.mu.Lock()
+		delete(s.m.live, s.ID)
+		s.m.mu.Unlock()
+		if len(errs) > 0 {
+			s.err = fmt.Errorf("removing sandbox %s: %w", s.ID, errors.Join(errs...))
+		}
+	})
+	<-s.done
+	return s.err
+}
+
+// Release closes the sandbox in the background (runsc delete takes a while); Manager.Close
+// waits for it. onErr, if not nil, hears of a failure.
+func (m *Manager) Release(s *Sandbox, onErr func(error)) {
+	m.closing.Add(1)
+	go func() {
+		defer m.closing.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Close(ctx); err != nil && onErr != nil {
+			onErr(err)
+		}
+	}()
+}
+
+// Close closes every live sandbox and waits for the ones being released.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	live := make([]*Sandbox, 0, len(m.live))
+	for _, s := range m.live {
+		live = append(live, s)
+	}
+	m.mu.Unlock()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, s := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Close(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	waited := make(chan struct{})
+	go func() { m.closing.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("waiting for sandboxes to be removed: %w", ctx.Err()))
+	}
+	return errors.Join(errs...)
+}
+
+// Sweep removes every leftover of this manager's prefix (see the package's Sweep).
+func (m *Manager) Sweep(ctx context.Context) error {
+	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir})
+}
+
+// ParseCIDRs parses CIDR strings such as "10.0.0.0/8" (a bare address is a /32 or /128).
+func ParseCIDRs(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an address nor a CIDR range", s)
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}

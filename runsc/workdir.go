@@ -1,0 +1,93 @@
+package runsc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountWork mounts a fresh tmpfs of sizeBytes (and at most inodes files) on dir, owned by uid:gid,
+// so a sandbox's /work is empty and capped on the host side.
+func mountWork(dir string, sizeBytes int64, inodes int, uid, gid uint32) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("making the work folder: %w", err)
+	}
+	data := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d", sizeBytes, inodes, uid, gid)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		return fmt.Errorf("mounting a %d MiB tmpfs on the work folder: %w", sizeBytes>>20, err)
+	}
+	return nil
+}
+
+// unmountAll detaches every mount at or below dir, deepest first. Nothing mounted is not an error.
+func unmountAll(dir string) error {
+	points, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := len(points) - 1; i >= 0; i-- {
+		if err := unix.Unmount(points[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", points[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mountsUnder lists the mount points at or below dir, in mount order.
+func mountsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading the mount table: %w", err)
+	}
+	defer f.Close()
+	dir = strings.TrimSuffix(dir, "/")
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescapeMount(fields[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	return out, sc.Err()
+}
+
+// unescapeMount undoes the octal escapes of /proc/self/mountinfo (\040 for a space, …).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// workFree returns the bytes still free on the filesystem at dir.
+func workFree(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("reading the work folder's free space: %w", err)
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
