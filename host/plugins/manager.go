@@ -317,7 +317,7 @@ func (p *Plugin) watch() {
 			return
 		}
 		if client != nil && !client.Exited() {
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 			continue
 		}
 		p.mu.Lock()
@@ -362,7 +362,7 @@ func (p *Plugin) current(ctx context.Context) (*sdk.KindClient, *plugin.Client, 
 		p.mu.Lock()
 		up, kc, client, downErr := p.up, p.kc, p.client, p.downErr
 		p.mu.Unlock()
-		if kc != nil {
+		if kc != nil && !client.Exited() {
 			return kc, client, nil
 		}
 		select {

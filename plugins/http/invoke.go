@@ -53,7 +53,7 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	}
 	var a args
 	if err := json.Unmarshal(call.Args, &a); err != nil {
-		return nil, sdk.Errorf("bad_arguments", "the arguments must be a JSON object")
+		return nil, sdk.Errorf("bad_argument", "the arguments must be a JSON object")
 	}
 
 	ctx, cancel := context.WithTimeoutCause(ctx, p.timeout, timedOut{})
@@ -78,7 +78,7 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	}
 
 	limit := st.cfg.MaxBytes
-	if resp.ContentLength > limit {
+	if resp.ContentLength > limit && p.Method != "HEAD" {
 		return nil, tooLarge(where, limit, resp.ContentLength)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
@@ -183,7 +183,7 @@ func explain(ctx context.Context, err error, p *plan, where string) error {
 		return &sdk.Error{Code: r.code, Message: msg}
 	}
 	if _, ok := context.Cause(ctx).(timedOut); ok {
-		return sdk.Errorf("timeout", "the request to %s took longer than %d seconds and was stopped (the tool's timeout_seconds, at most [http] timeout_seconds)", where, p.TimeoutSeconds)
+		return sdk.Errorf("timeout", "the request to %s took longer than %s and was stopped (the tool's timeout_seconds, at most [http] timeout_seconds)", where, seconds(p.TimeoutSeconds))
 	}
 	if ctx.Err() != nil {
 		return sdk.Errorf("cancelled", "the run was cancelled")
@@ -223,6 +223,14 @@ func explain(ctx context.Context, err error, p *plan, where string) error {
 		return sdk.Errorf("http_error", "the server at %s did not answer in TLS: is the URL's scheme right (http or https)?", host)
 	}
 	return sdk.Errorf("http_error", "the request to %s failed: %v", host, unwrapURL(err))
+}
+
+// seconds writes n seconds.
+func seconds(n int) string {
+	if n == 1 {
+		return "1 second"
+	}
+	return strconv.Itoa(n) + " seconds"
 }
 
 // unwrapURL drops the "Get \"url\": " that net/http puts in front.

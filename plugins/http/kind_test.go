@@ -203,6 +203,7 @@ func TestCheckErrors(t *testing.T) {
 		{map[string]any{"type": "http", "url": "https://example.com/", "body": 3}, "run.body", "must be a string"},
 		{map[string]any{"type": "http", "url": "https://example.com/", "pick": "data..name"}, "run.pick", "empty part"},
 		{map[string]any{"type": "http", "url": "https://example.com/", "pick": 1}, "run.pick", "must be a string"},
+		{map[string]any{"type": "http", "url": "https://example.com/", "method": "HEAD", "pick": "a"}, "run.pick", "no body to pick from"},
 		{map[string]any{"type": "http", "url": "https://example.com/", "timeout_seconds": 31}, "run.timeout_seconds", "from 1 to 30"},
 		{map[string]any{"type": "http", "url": "https://example.com/", "timeout_seconds": 0}, "run.timeout_seconds", "from 1 to 30"},
 		{map[string]any{"type": "http", "url": "https://example.com/", "timeout_seconds": "5"}, "run.timeout_seconds", "whole number"},
@@ -506,6 +507,10 @@ func TestSizeCap(t *testing.T) {
 			t.Errorf("%s: %v", u, run.Err)
 		}
 	}
+	// A HEAD response announces a size but has no body.
+	if run := c.Invoke(context.Background(), sdktest.Tool(t, "t", map[string]any{"type": "http", "method": "HEAD", "url": s.URL + "/big"}), nil); run.Err != nil {
+		t.Errorf("HEAD: %v", run.Err)
+	}
 	for _, u := range []string{"/big", "/big?chunked=1"} {
 		run := c.Invoke(context.Background(), sdktest.Tool(t, "t", map[string]any{"type": "http", "url": s.URL + u}), nil)
 		if run.ErrorCode() != "too_large" || !strings.Contains(run.Err.Error(), "larger than 1 KiB") || !strings.Contains(run.Err.Error(), "max_bytes = 1024") {
@@ -535,7 +540,7 @@ func TestTimeout(t *testing.T) {
 	begin := time.Now()
 	run := c.Invoke(context.Background(), sdktest.Tool(t, "t", map[string]any{"type": "http", "url": s.URL + "/?key=secret", "timeout_seconds": 1}), nil)
 	took := time.Since(begin)
-	want := fmt.Sprintf("the request to %s/ took longer than 1 seconds and was stopped", s.URL)
+	want := fmt.Sprintf("the request to %s/ took longer than 1 second and was stopped", s.URL)
 	if run.ErrorCode() != "timeout" || !strings.Contains(run.Err.Error(), want) {
 		t.Errorf("%v (%s), want %q", run.Err, run.ErrorCode(), want)
 	}

@@ -10,10 +10,32 @@
 // five redirects are followed. The time a request may take and the size of
 // the response are capped by [http] timeout_seconds and max_bytes.
 //
-// A response with a status outside 200–299 ends the run with the error code
-// http_status, whose message gives the status and the start of the body; a
-// successful response is the result {"status", "headers", "body"}, or only
-// the picked value when the tool has run.pick.
+// A successful response (status 200–299, after redirects) is the result
+//
+//	{"status": 200, "headers": {"content-type": "…", …}, "body": …}
+//
+// where headers keeps a few response headers (content-type,
+// content-length, content-language, last-modified, etag, location,
+// retry-after), and body is the response parsed as JSON when it is JSON
+// (by its Content-Type, or with none), else its text, or null when empty;
+// a body that is not UTF-8 text comes as "body_base64" instead. With
+// run.pick the result is only the picked value.
+//
+// A run that fails ends with one of these error codes:
+//
+//	http_status         the server answered outside 200–299; the message
+//	                    gives the status and the start of the body
+//	private_address     the address dialled (or redirected to) is private
+//	too_many_redirects  more than five redirects
+//	bad_redirect        a redirect to a scheme other than http or https
+//	too_large           the response is over [http] max_bytes
+//	timeout             the request took longer than its timeout_seconds
+//	http_error          the request failed: DNS, refused, reset, TLS, …
+//	pick_missing        the response has no field at run.pick
+//	not_json            run.pick is set but the response is not JSON
+//	bad_argument        an argument can't go where its placeholder is
+//	bad_tool            the run table does not pass Check on this host
+//	cancelled           the caller cancelled the run
 package main
 
 import "github.com/toolhost/toolhost/sdk"

@@ -213,8 +213,11 @@ func compile(tool sdk.Tool, cfg config) (*plan, error) {
 
 	if str("pick", &p.Pick) {
 		p.pick = strings.Split(p.Pick, ".")
-		if slices.Contains(p.pick, "") {
+		switch {
+		case slices.Contains(p.pick, ""):
 			addf(&fe, "run.pick", "has an empty part: write the field's path with single dots, e.g. data.items.0.name")
+		case p.Method == "HEAD":
+			addf(&fe, "run.pick", "a HEAD response has no body to pick from: leave pick out or use another method")
 		}
 	}
 

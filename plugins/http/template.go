@@ -91,16 +91,6 @@ func (t template) names() []string {
 	return out
 }
 
-// hasPlaceholders says whether any value goes into t.
-func (t template) hasPlaceholders() bool {
-	for _, p := range t {
-		if p.name != "" {
-			return true
-		}
-	}
-	return false
-}
-
 // withEscaping sets every placeholder to esc.
 func (t template) withEscaping(esc escaping) template {
 	for i := range t {

@@ -1,0 +1,185 @@
+# The python kind's runner: the first process of a sandbox. It waits for one request (a JSON line)
+# on fd 3, runs the tool's code in a child process of its own, and answers on fd 3 with one JSON
+# line. What the code prints goes straight to the sandbox's stdout and stderr, which the host
+# streams. It imports nothing heavy, so a sandbox made ready ahead of time waits cheaply.
+#
+# Request: {"mode": "run" | "check", "code": str, "args": object, "cpu_seconds": int}
+# Answer, one of:
+#   {"ok": true, "result": <the JSON run(**args) returned>}   (mode run)
+#   {"ok": true}                                               (mode check)
+#   {"error": "compile", "msg": str, "line": int | null}
+#   {"error": "no_run"}
+#   {"error": "exception", "last": str, "kind": "" | "memory" | "disk" | "network", "full": "" | "/tmp" | "/work"}
+#   {"error": "bad_result"}
+#   {"error": "cpu"}
+#   {"error": "signal", "signal": int}
+#   {"error": "exit", "status": int}
+import json
+import os
+import resource
+import signal
+import sys
+
+CONTROL = 3
+
+
+def read_request():
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = os.read(CONTROL, 1 << 16)
+        if not chunk:
+            sys.exit(0)
+        buf += chunk
+    return json.loads(buf)
+
+
+def write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def main():
+    req = read_request()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.close(CONTROL)
+        try:
+            child(req, w)
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = b""
+    while not got.endswith(b"\n"):
+        chunk = os.read(r, 1 << 16)
+        if not chunk:
+            break
+        got += chunk
+    _, status, usage = os.wait4(pid, 0)
+    if got.endswith(b"\n"):
+        write_all(CONTROL, got)
+        return
+    cpu = usage.ru_utime + usage.ru_stime
+    limit = req.get("cpu_seconds", 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and limit and cpu >= limit - 0.05):
+            answer = {"error": "cpu"}
+        else:
+            answer = {"error": "signal", "signal": sig}
+    else:
+        answer = {"error": "exit", "status": os.waitstatus_to_exitcode(status)}
+    write_all(CONTROL, (json.dumps(answer) + "\n").encode())
+
+
+def child(req, w):
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
+    cpu = int(req.get("cpu_seconds") or 0)
+    if cpu > 0:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    tried_network = [False]
+
+    def audit(event, _args):
+        if event in ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.sendto", "socket.sendmsg"):
+            tried_network[0] = True
+
+    sys.addaudithook(audit)
+
+    def answer(msg, raw_result=None):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if raw_result is None:
+            data = json.dumps(msg)
+        else:
+            data = '{"ok": true, "result": ' + raw_result + "}"
+        write_all(w, (data + "\n").encode())
+
+    code = req.get("code", "")
+    try:
+        if req.get("mode") == "check":
+            import ast
+
+            tree = compile(code, "tool.py", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            compile(tree, "tool.py", "exec", dont_inherit=True)
+            if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body):
+                answer({"error": "no_run"})
+                return
+            answer({"ok": True})
+            return
+        compiled = compile(code, "tool.py", "exec", dont_inherit=True)
+    except SyntaxError as e:
+        answer({"error": "compile", "msg": e.msg, "line": e.lineno})
+        return
+    except ValueError as e:  # e.g. a null byte in the source
+        answer({"error": "compile", "msg": str(e), "line": None})
+        return
+
+    scope = {"__name__": "tool", "__builtins__": __builtins__}
+    try:
+        exec(compiled, scope)
+        fn = scope.get("run")
+        if not callable(fn):
+            answer({"error": "no_run"})
+            return
+        out = fn(**(req.get("args") or {}))
+    except BaseException as e:  # noqa: B036 — the code's failure, whatever it is, is the answer
+        answer(describe(e, tried_network[0]))
+        return
+    try:
+        text = json.dumps(out, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        answer({"error": "bad_result"})
+        return
+    answer(None, raw_result=text)
+
+
+def describe(e, tried_network):
+    import errno
+    import traceback
+
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != "tool.py":
+        tb = tb.tb_next
+    try:
+        traceback.print_exception(type(e), e, tb, file=sys.stderr)
+        sys.stderr.flush()
+    except Exception:
+        pass
+    last = traceback.format_exception_only(type(e), e)[-1].strip()
+    kind, full = "", ""
+    net_types = tuple(
+        t for t in (getattr(sys.modules.get("socket"), n, None) for n in ("gaierror", "herror", "timeout")) if t
+    )
+    net_errnos = {
+        errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ECONNREFUSED, errno.ENETDOWN, errno.ECONNRESET,
+        errno.ETIMEDOUT, errno.EADDRNOTAVAIL, errno.ECONNABORTED,
+    }
+    seen, x = set(), e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        if isinstance(x, MemoryError):
+            kind = "memory"
+            break
+        if isinstance(x, OSError) and x.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            kind = "disk"
+            for path in ("/work", "/tmp"):
+                try:
+                    st = os.statvfs(path)
+                    if st.f_bavail * st.f_frsize < (1 << 20) or st.f_favail == 0:
+                        full = path
+                        break
+                except OSError:
+                    pass
+            break
+        if tried_network and (isinstance(x, ConnectionError) or (net_types and isinstance(x, net_types))
+                              or (isinstance(x, OSError) and x.errno in net_errnos)):
+            kind = "network"
+            break
+        reason = getattr(x, "reason", None)  # urllib.error.URLError keeps the socket's error here
+        x = reason if isinstance(reason, BaseException) else (x.__cause__ or x.__context__)
+    return {"error": "exception", "last": last, "kind": kind, "full": full}
+
+
+main()
