@@ -169,6 +169,12 @@ func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (sb *Sandbox
 	if err != nil {
 		return nil, fmt.Errorf("making the control socket: %w", err)
 	}
+	// Our end is non-blocking, so reads on it wait in Go's poller and Close interrupts them.
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, fmt.Errorf("making the control socket: %w", err)
+	}
 	sb.Control = os.NewFile(uintptr(fds[0]), "control")
 	inner := os.NewFile(uintptr(fds[1]), "control-sandbox")
 	defer inner.Close()

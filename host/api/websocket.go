@@ -188,21 +188,50 @@ func (c *wsConn) sendError(id, run, code, message string) {
 	c.send(frameError{Type: "error", ID: id, Run: run, Error: runs.ErrorBody{Code: code, Message: message}})
 }
 
-func (c *wsConn) handle(data []byte) {
+// messageTypes are the frames a client may send.
+var messageTypes = map[string]bool{"hello": true, "ping": true, "list_tools": true, "call": true, "cancel": true, "attach": true}
+
+// decodeFrame reads one client frame, or says what is wrong with it (with
+// the frame's id when one can be read).
+func decodeFrame(data []byte) (inMessage, *frameError) {
 	var m inMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		// Say which id it was, if one can be read at all.
 		var loose struct {
 			ID string `json:"id"`
 		}
 		_ = json.Unmarshal(data, &loose)
-		c.sendError(loose.ID, "", "bad_frame", "the frame is not a JSON object of the protocol: "+describeJSONError(err))
-		return
+		return m, badFrame(loose.ID, "the frame is not a JSON object of the protocol: "+describeJSONError(err))
 	}
 	if dec.More() {
-		c.sendError(m.ID, "", "bad_frame", "the frame holds more than one JSON value")
+		return m, badFrame(m.ID, "the frame holds more than one JSON value")
+	}
+	switch {
+	case m.Type == "":
+		return m, badFrame(m.ID, "the frame has no \"type\" (call, cancel, attach, list_tools, hello or ping)")
+	case !messageTypes[m.Type]:
+		return m, badFrame(m.ID, fmt.Sprintf("%q is not a message type (call, cancel, attach, list_tools, hello or ping)", m.Type))
+	case m.Type == "call" && m.ID == "":
+		return m, badFrame("", "a call needs an \"id\" of your choosing, to match its events")
+	case m.Type == "call" && m.Tool == "":
+		return m, badFrame(m.ID, "a call needs a \"tool\" to run")
+	case m.Type == "attach" && m.Run == "":
+		return m, badFrame(m.ID, "attach needs the \"run\" to attach to")
+	case m.Type == "cancel" && m.Run == "" && m.ID == "":
+		return m, badFrame("", "cancel needs the \"run\" to cancel, or the \"id\" of your call")
+	}
+	return m, nil
+}
+
+func badFrame(id, message string) *frameError {
+	return &frameError{Type: "error", ID: id, Error: runs.ErrorBody{Code: "bad_frame", Message: message}}
+}
+
+func (c *wsConn) handle(data []byte) {
+	m, bad := decodeFrame(data)
+	if bad != nil {
+		c.send(bad)
 		return
 	}
 	switch m.Type {
@@ -218,10 +247,6 @@ func (c *wsConn) handle(data []byte) {
 		c.cancelRun(m)
 	case "attach":
 		c.attach(m)
-	case "":
-		c.sendError(m.ID, "", "bad_frame", "the frame has no \"type\" (call, cancel, attach, list_tools, hello or ping)")
-	default:
-		c.sendError(m.ID, "", "bad_frame", fmt.Sprintf("%q is not a message type (call, cancel, attach, list_tools, hello or ping)", m.Type))
 	}
 }
 
@@ -242,14 +267,6 @@ func describeJSONError(err error) string {
 }
 
 func (c *wsConn) call(m inMessage) {
-	if m.ID == "" {
-		c.sendError("", "", "bad_frame", "a call needs an \"id\" of your choosing, to match its events")
-		return
-	}
-	if m.Tool == "" {
-		c.sendError(m.ID, "", "bad_frame", "a call needs a \"tool\" to run")
-		return
-	}
 	c.mu.Lock()
 	if prev, busy := c.calls[m.ID]; busy && !prev.Done() {
 		c.mu.Unlock()
@@ -310,10 +327,6 @@ func (c *wsConn) findRun(m inMessage) *runs.Run {
 }
 
 func (c *wsConn) attach(m inMessage) {
-	if m.Run == "" {
-		c.sendError(m.ID, "", "bad_frame", "attach needs the \"run\" to attach to")
-		return
-	}
 	run, ok := c.s.opts.Dispatcher.Get(m.Run)
 	if !ok {
 		c.sendError(m.ID, m.Run, "unknown_run", "there is no run with that id (runs are kept for a while after they end)")

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// Error codes of a run, short and machine-readable.
+const (
+	codeTimeout    = "timeout"
+	codeMemory     = "memory"
+	codeCPU        = "cpu"
+	codeProcesses  = "processes"
+	codeDisk       = "disk"
+	codeNetwork    = "network"
+	codeCodeError  = "code_error"
+	codeCompile    = "compile"
+	codeNoRun      = "no_run"
+	codeBadResult  = "bad_result"
+	codeOutputCut  = "output_cut"
+	codeSandbox    = "sandbox"
+	codeCancelled  = "cancelled"
+	checkSeconds   = 10
+	checkMemoryMB  = 256
+	maxResultBytes = 16 << 20
+	// overheadMB is added to a run's memory_mb for gVisor itself (its kernel and gofer), so the
+	// code gets about what the tool asked for.
+	overheadMB = 64
+	// wallGrace is how much longer than its CPU seconds a run may take on the clock (starting
+	// Python, waiting on I/O).
+	wallGrace = time.Second
+	// drainWait bounds the wait for the last output once the answer is in.
+	drainWait = 5 * time.Second
+)
+
+// request is what the runner reads from its control socket.
+type request struct {
+	Mode       string          `json:"mode"`
+	Code       string          `json:"code"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	CPUSeconds int             `json:"cpu_seconds"`
+}
+
+// answer is what the runner writes back (see runner.py).
+type answer struct {
+	OK     bool            `json:"ok"`
+	Result json.RawMessage `json:"result"`
+	Error  string          `json:"error"`
+	Msg    string          `json:"msg"`
+	Line   *int            `json:"line"`
+	Last   string          `json:"last"`
+	Kind   string          `json:"kind"`
+	Full   string          `json:"full"`
+	Signal int             `json:"signal"`
+	Status int             `json:"status"`
+}
+
+// outcome is everything known when a run ended: what the runner said (if anything), what the host
+// did to it, and what the sandbox's cgroup and firewall recorded.
+type outcome struct {
+	answer    *answer
+	answerErr error // why no answer could be read
+	timedOut  bool
+	outputCut bool
+	cancelled bool
+	stats     runsc.Stats
+	statsErr  error
+	rejected  uint64
+}
+
+// limits are the numbers a run's messages quote.
+type limits struct {
+	seconds, memoryMB, workMB, tmpMB int
+	outputBytes                      int64
+	network                          bool
+}
+
+// runInSandbox prepares a sandbox, hands it the request, streams its output through emit (nil
+// discards it), and turns how it ended into a result or an *sdk.Error.
+func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req request, emit sdk.Emit) (json.RawMessage, *sdk.Error) {
+	select {
+	case c.slots <- struct{}{}:
+		defer func() { <-c.slots }()
+	case <-ctx.Done():
+		return nil, sdk.Errorf(codeCancelled, "the run was cancelled before a sandbox was free")
+	}
+	lim := limits{seconds: t.Seconds, memoryMB: t.MemoryMB, workMB: c.cfg.WorkMB, tmpMB: c.cfg.TmpMB,
+		outputBytes: c.cfg.MaxOutputBytes, network: t.Network}
+	sb, err := c.mgr.Prepare(ctx, runsc.SandboxOptions{
+		Args: []string{"/usr/bin/python3", "-I", "-B", "-c", runnerSource},
+		Limits: runsc.Limits{
+			MemoryBytes: int64(t.MemoryMB+overheadMB) << 20,
+			Pids:        int64(c.cfg.Pids),
+			CPUs:        1,
+			CPUSeconds:  uint64(2*t.Seconds + 5), // a backstop for the runner; the code gets t.Seconds
+			OpenFiles:   1024,
+			FileBytes:   uint64(c.cfg.WorkMB) << 20,
+		},
+		WorkBytes: int64(c.cfg.WorkMB) << 20,
+		TmpBytes:  int64(c.cfg.TmpMB) << 20,
+		Network:   t.Network,
+	})
+	if err != nil {
+		k.log.Error("starting a sandbox", "error", err)
+		if ctx.Err() != nil {
+			return nil, sdk.Errorf(codeCancelled, "the run was cancelled")
+		}
+		return nil, sdk.Errorf(codeSandbox, "the sandbox didn't start: %v", err)
+	}
+	defer c.mgr.Release(sb, func(err error) { k.log.Warn("removing a sandbox", "id", sb.ID, "error", err) })
+	if err := sb.Take(); err != nil {
+		return nil, sdk.Errorf(codeSandbox, "%v", err)
+	}
+	o := k.drive(ctx, sb, req, lim, emit)
+	return classify(o, lim)
+}
+
+// drive sends the request, streams output until the sandbox ends (or is stopped for time, output
+// or cancellation), and gathers the outcome.
+func (k *kind) drive(ctx context.Context, sb *runsc.Sandbox, req request, lim limits, emit sdk.Emit) outcome {
+	var o outcome
+	out := newCappedOutput(lim.outputBytes, emit)
+	var streams sync.WaitGroup
+	for _, s := range []struct {
+		f      *os.File
+		stderr bool
+	}{{sb.Stdout, false}, {sb.Stderr, true}} {
+		streams.Add(1)
+		go func() {
+			defer streams.Done()
+			out.copy(s.f, s.stderr)
+		}()
+	}
+	streamsDone := make(chan struct{})
+	go func() { streams.Wait(); close(streamsDone) }()
+
+	answers := make(chan outcome, 1)
+	go func() {
+		var r outcome
+		line, err := readLine(sb.Control, maxResultBytes)
+		switch {
+		case err != nil:
+			r.answerErr = err
+		default:
+			var a answer
+			if err := json.Unmarshal(line, &a); err != nil {
+				r.answerErr = fmt.Errorf("the runner's answer isn't JSON: %w", err)
+			} else {
+				r.answer = &a
+			}
+		}
+		answers <- r
+	}()
+
+	body, err := json.Marshal(req)
+	if err == nil {
+		_, err = sb.Control.Write(append(body, '\n'))
+	}
+	if err != nil {
+		o.answerErr = fmt.Errorf("handing the request to the sandbox: %w", err)
+		_ = sb.Kill(context.WithoutCancel(ctx))
+	}
+	timer := time.NewTimer(time.Duration(lim.seconds)*time.Second + wallGrace)
+	defer timer.Stop()
+	killed := false
+	kill := func() {
+		if !killed {
+			killed = true
+			if err := sb.Kill(context.WithoutCancel(ctx)); err != nil {
+				k.log.Warn("stopping a sandbox", "id", sb.ID, "error", err)
+			}
+		}
+	}
+	select {
+	case r := <-answers:
+		o.answer, o.answerErr = r.answer, r.answerErr
+	case <-timer.C:
+		o.timedOut = true
+		kill()
+	case <-out.cut:
+		o.outputCut = true
+		kill()
+	case <-ctx.Done():
+		o.cancelled = true
+		kill()
+	}
+	// The output of a finished run ends when its sandbox does: wait for it, so everything printed
+	// goes out before the result.
+	select {
+	case <-streamsDone:
+	case <-time.After(drainWait):
+		kill()
+		select {
+		case <-streamsDone:
+		case <-time.After(drainWait):
+			_ = sb.Stdout.SetReadDeadline(time.Now())
+			_ = sb.Stderr.SetReadDeadline(time.Now())
+			<-streamsDone
+		}
+	}
+	if out.wasCut() {
+		o.outputCut = true
+	}
+	o.stats, o.statsErr = sb.Stats()
+	if lim.network {
+		o.rejected, _ = sb.NetworkRejected(context.WithoutCancel(ctx))
+	}
+	return o
+}
+
+// readLine reads one newline-ended line of at most limit bytes.
+func readLine(r io.Reader, limit int) ([]byte, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > limit {
+			return nil, errTooLarge
+		}
+		if err == nil {
+			return line, nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			if errors.Is(err, io.EOF) {
+				return nil, errNoAnswer
+			}
+			return nil, err
+		}
+	}
+}
+
+var (
+	errTooLarge = errors.New("the answer is too large")
+	errNoAnswer = errors.New("the sandbox ended without an answer")
+)
+
+// cappedOutput forwards stdout and stderr to emit until their total reaches the cap, then
+// signals cut (once) and forwards nothing more.
+type cappedOutput struct {
+	emit    sdk.Emit
+	limit   int64
+	mu      sync.Mutex
+	written int64
+	cutOnce sync.Once
+	cutFlag atomic.Bool
+	cut     chan struct{}
+}
+
+func newCappedOutput(limit int64, emit sdk.Emit) *cappedOutput {
+	return &cappedOutput{emit: emit, limit: limit, cut: make(chan struct{})}
+}
+
+func (c *cappedOutput) copy(f *os.File, stderr bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			c.forward(buf[:n], stderr)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *cappedOutput) forward(p []byte, stderr bool) {
+	c.mu.Lock()
+	room := c.limit - c.written
+	if int64(len(p)) > room {
+		p = p[:max(room, 0)]
+		c.cutOnce.Do(func() { c.cutFlag.Store(true); close(c.cut) })
+	}
+	c.written += int64(len(p))
+	if len(p) > 0 && c.emit != nil {
+		if stderr {
+			c.emit.Stderr(p)
+		} else {
+			c.emit.Stdout(p)
+		}
+	}
+	c.mu.Unlock()
+}
+
+func (c *cappedOutput) wasCut() bool { return c.cutFlag.Load() }
+
+// classify turns an outcome into the result or the error the user reads. The cause of a stop is
+// taken from what the host did (time, output, cancel), the cgroup (memory, pids), the firewall's
+// counters and the runner's report of its child's exit status, never from printed text.
+func classify(o outcome, lim limits) (json.RawMessage, *sdk.Error) {
+	a := o.answer
+	switch {
+	case o.cancelled:
+		return nil, sdk.Errorf(codeCancelled, "the run was cancelled")
+	case o.timedOut:
+		return nil, sdk.Errorf(codeTimeout, "the code ran longer than %d seconds and was stopped", lim.seconds)
+	case o.outputCut:
+		return nil, sdk.Errorf(codeOutputCut, "the code printed more than its output limit (%s) and was stopped; what it printed is cut there", sizeText(lim.outputBytes))
+	case o.stats.OOMKills > 0 || (a == nil && o.stats.MemoryLimitHits > 0) || (a != nil && a.Kind == "memory"):
+		return nil, sdk.Errorf(codeMemory, "the code used more memory than its limit (%d MiB)", lim.memoryMB)
+	case o.stats.PidsLimitHits > 0 && (a == nil || !a.OK):
+		return nil, sdk.Errorf(codeProcesses, "the code started more processes than its limit")
+	case a == nil:
+		if errors.Is(o.answerErr, errTooLarge) {
+			return nil, sdk.Errorf(codeBadResult, "the code's result is larger than %s", sizeText(maxResultBytes))
+		}
+		return nil, sdk.Errorf(codeSandbox, "the sandbox stopped before the code returned a result")
+	}
+	switch a.Error {
+	case "":
+		if !a.OK {
+			return nil, sdk.Errorf(codeSandbox, "the sandbox's runner gave an answer toolhost doesn't know")
+		}
+		if a.Result == nil {
+			return json.RawMessage("null"), nil
+		}
+		if !json.Valid(a.Result) {
+			return nil, sdk.Errorf(codeBadResult, "the code's result isn't JSON")
+		}
+		return a.Result, nil
+	case "compile":
+		if a.Line != nil {
+			return nil, sdk.Errorf(codeCompile, "the code doesn't compile: %s (line %d)", a.Msg, *a.Line)
+		}
+		return nil, sdk.Errorf(codeCompile, "the code doesn't compile: %s", a.Msg)
+	case "no_run":
+		return nil, sdk.Errorf(codeNoRun, "the code defines a function run(**args) that the tool calls")
+	case "cpu":
+		return nil, sdk.Errorf(codeCPU, "the code used more CPU time than its limit")
+	case "bad_result":
+		return nil, sdk.Errorf(codeBadResult, "the code's result isn't JSON")
+	case "signal":
+		return nil, sdk.Errorf(codeCodeError, "the code failed: it was killed by signal %d", a.Signal)
+	case "exit":
+		return nil, sdk.Errorf(codeCodeError, "the code failed: it exited (status %d) before returning a result", a.Status)
+	case "exception":
+		switch {
+		case a.Kind == "disk":
+			mb := lim.workMB
+			if a.Full == "/tmp" {
+				mb = lim.tmpMB
+			}
+			return nil, sdk.Errorf(codeDisk, "the code wrote more than its disk limit (%d MiB)", mb)
+		case a.Kind == "network" && !lim.network:
+			return nil, sdk.Errorf(codeNetwork, "this tool has no network: say it needs it (network = true)")
+		case lim.network && o.rejected > 0:
+			return nil, sdk.Errorf(codeNetwork, "the code tried to reach an address python tools may not reach (only public addresses, TCP ports 80 and 443): %s", a.Last)
+		}
+		return nil, sdk.Errorf(codeCodeError, "the code failed: %s", a.Last)
+	}
+	return nil, sdk.Errorf(codeSandbox, "the sandbox's runner gave an answer toolhost doesn't know (%q)", a.Error)
+}
+
+// sizeText writes a byte count the way people read it: "1 MiB", "512 KiB", "1000 bytes".
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
