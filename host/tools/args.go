@@ -100,7 +100,7 @@ func checkType(kind string, v any) string {
 		if !ok {
 			return "must be a whole number, not " + jsonKind(v)
 		}
-		if _, err := strconv.ParseInt(n.String(), 10, 64); err != nil {
+		if !isWhole(n) {
 			return fmt.Sprintf("must be a whole number, not %s", n.String())
 		}
 	case "bool":
@@ -165,4 +165,14 @@ func quoteAll(ss []string) []string {
 		out[i] = strconv.Quote(s)
 	}
 	return out
+}
+
+// isWhole says whether a JSON number is a whole number that fits an int64
+// (2 and 2.0 both are, as in JSON Schema).
+func isWhole(n json.Number) bool {
+	if _, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+		return true
+	}
+	f, err := strconv.ParseFloat(n.String(), 64)
+	return err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63
 }

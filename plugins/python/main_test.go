@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/sdktest"
+)
+
+// The tests run the kind in-process (sdktest) against the real runsc and rootfs of make runsc
+// rootfs, as root. Two kinds serve them: "walled" (the tests' config) and "open" (the same, but
+// its network = true sandboxes may also reach a lab subnet the tests make). Each has a sandbox
+// prefix of its own; TestMain asserts that nothing of either is left at the end.
+
+const testSecret = "s3cr3t-of-the-host-7f1c"
+
+var env struct {
+	skip            string
+	walled, open    *kind
+	prefixes        []string
+	stateDir        string
+	runscBin        string
+	labNet          netip.Prefix // the lab subnet the open kind may reach
+	workMB, outputB int
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	repo, _ := filepath.Abs("../..")
+	env.runscBin = envOr("TOOLHOST_RUNSC", filepath.Join(repo, "build/bin/runsc"))
+	rootfs := envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs"))
+	switch {
+	case os.Geteuid() != 0:
+		env.skip = "the python kind's tests need root"
+	case !exists(env.runscBin):
+		env.skip = "no runsc at " + env.runscBin + ": make runsc"
+	case !exists(filepath.Join(rootfs, "usr/bin/python3")):
+		env.skip = "no rootfs at " + rootfs + ": make rootfs"
+	}
+	if env.skip != "" {
+		return m.Run()
+	}
+	// A secret in the environment of the process that runs sandboxes: no sandbox may see it.
+	os.Setenv("TOOLHOST_TEST_SECRET", testSecret)
+	dir, err := os.MkdirTemp("", "python-kind-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	env.stateDir = dir
+	env.labNet = randomLabNet()
+	env.workMB, env.outputB = 64, 1<<20
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	mk := func(extra []string) (*kind, string, error) {
+		b := make([]byte, 2)
+		_, _ = rand.Read(b)
+		prefix := "thpy" + hex.EncodeToString(b) + "-"
+		k := newKind(kindOptions{})
+		cfg, _ := json.Marshal(map[string]any{
+			"runsc": env.runscBin, "rootfs": rootfs, "state_dir": dir, "sandbox_prefix": prefix,
+			"max_memory_mb": 1024, "max_output_bytes": env.outputB, "pids": 64, "tmp_mb": 32,
+			"work_mb": env.workMB, "extra_allowed_cidrs": extra,
+		})
+		return k, prefix, k.Configure(ctx, cfg)
+	}
+	var p1, p2 string
+	if env.walled, p1, err = mk(nil); err == nil {
+		env.open, p2, err = mk([]string{env.labNet.String()})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "configuring the kind:", err)
+		return 1
+	}
+	env.prefixes = []string{p1, p2}
+
+	code := m.Run()
+
+	for _, k := range []*kind{env.walled, env.open} {
+		if err := k.Close(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "closing the kind:", err)
+			code = 1
+		}
+	}
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: env.runscBin, Root: filepath.Join(dir, "runsc")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, p := range env.prefixes {
+		left, err := runsc.Leftovers(ctx, runsc.SweepOptions{Runtime: rt, Prefix: p, StateDir: dir})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "listing leftovers:", err)
+			return 1
+		}
+		if len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "the tests left sandboxes behind: %v\n", left)
+			code = 1
+		}
+	}
+	return code
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// conn serves the walled kind (or the open one) to one test over the SDK's in-process gRPC.
+func conn(t *testing.T, open bool) *sdktest.Conn {
+	t.Helper()
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	k := env.walled
+	if open {
+		k = env.open
+	}
+	return sdktest.Start(t, k, nil)
+}
+
+// pyTool makes a python tool from code and run-table extras.
+func pyTool(t *testing.T, code string, extra map[string]any) sdk.Tool {
+	t.Helper()
+	run := map[string]any{"type": "python", "code": code}
+	for k, v := range extra {
+		run[k] = v
+	}
+	return sdktest.Tool(t, "test_tool", run)
+}
+
+// invoke runs code once with args and returns the run.
+func invoke(t *testing.T, c *sdktest.Conn, code string, extra map[string]any, args any) *sdktest.Run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if args == nil {
+		args = map[string]any{}
+	}
+	return c.Invoke(ctx, pyTool(t, code, extra), args)
+}
+
+// wantError asserts the run failed with code and exactly message.
+func wantError(t *testing.T, r *sdktest.Run, code, message string) {
+	t.Helper()
+	if r.Err == nil {
+		t.Fatalf("the run succeeded with %s; want error %s %q (stderr %q)", r.Result, code, message, tail(r.Stderr()))
+	}
+	if r.ErrorCode() != code || r.Err.Error() != message {
+		t.Fatalf("error = %s %q; want %s %q (stderr %q)", r.ErrorCode(), r.Err, code, message, tail(r.Stderr()))
+	}
+}
+
+// wantResult asserts the run returned JSON equal to want.
+func wantResult(t *testing.T, r *sdktest.Run, want string) {
+	t.Helper()
+	if r.Err != nil {
+		t.Fatalf("the run failed: %s %v (stderr %q)", r.ErrorCode(), r.Err, tail(r.Stderr()))
+	}
+	var got, exp any
+	if err := json.Unmarshal(r.Result, &got); err != nil {
+		t.Fatalf("result %s isn't JSON: %v", r.Result, err)
+	}
+	if err := json.Unmarshal([]byte(want), &exp); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := json.Marshal(got)
+	e, _ := json.Marshal(exp)
+	if string(g) != string(e) {
+		t.Fatalf("result = %s; want %s", g, e)
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 600 {
+		return "…" + s[len(s)-600:]
+	}
+	return s
+}
