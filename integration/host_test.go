@@ -18,7 +18,7 @@ import (
 
 // jsonServer answers /items/{id} with a JSON document, and /slow after a
 // pause.
-func jsonServer(t *testing.T) *httptest.Server {
+func jsonServer(t testing.TB) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/items/{id}", func(w http.ResponseWriter, r *http.Request) {
