@@ -34,6 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"serve":   runServe,
 		"check":   runCheck,
 		"tools":   runTools,
+		"doctor":  runDoctor,
 		"call":    runCall,
 		"version": runVersion,
 	}
