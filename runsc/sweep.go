@@ -176,8 +176,11 @@ func Leftovers(ctx context.Context, opts SweepOptions) ([]string, error) {
 			}
 		}
 		if m, err := mountsUnder(sandboxesDir(opts.StateDir)); err == nil {
+			base := sandboxesDir(opts.StateDir) + "/"
 			for _, p := range m {
-				out = append(out, "mount "+p)
+				if rest := strings.TrimPrefix(p, base); ours(strings.SplitN(rest, "/", 2)[0]) {
+					out = append(out, "mount "+p)
+				}
 			}
 		}
 	}

@@ -241,24 +241,32 @@ func (p *Plugin) start(ctx context.Context) error {
 		SyncStdout:   io.Discard,
 		SyncStderr:   io.Discard,
 	})
+	// kill ends the process and everything it started, at once: a plugin
+	// that failed its start gets no grace period.
+	kill := func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		client.Kill()
+	}
 	rpc, err := client.Client()
 	if err != nil {
-		client.Kill()
+		kill()
 		return fmt.Errorf("the %s plugin %s did not start: %w", p.kind, p.path, explainStart(err))
 	}
 	raw, err := rpc.Dispense(sdk.PluginName)
 	if err != nil {
-		client.Kill()
+		kill()
 		return fmt.Errorf("the %s plugin serves no tool kind: %w", p.kind, err)
 	}
 	kc := raw.(*sdk.KindClient)
 	info, _, err := kc.Describe(ctx)
 	if err != nil {
-		client.Kill()
+		kill()
 		return fmt.Errorf("the %s plugin: %w", p.kind, err)
 	}
 	if info.Kind != p.kind {
-		client.Kill()
+		kill()
 		return fmt.Errorf("the plugin %s says it is the %q kind, but its file name says %q", p.path, info.Kind, p.kind)
 	}
 	cfg := json.RawMessage("{}")
@@ -266,7 +274,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		cfg = p.m.opts.KindConfig(p.kind)
 	}
 	if err := kc.Configure(ctx, cfg); err != nil {
-		client.Kill()
+		kill()
 		var fe sdk.FieldErrors
 		if errors.As(err, &fe) {
 			return &ConfigError{Kind: p.kind, Errors: fe}
@@ -298,6 +306,8 @@ func explainStart(err error) error {
 	switch {
 	case strings.Contains(msg, "checksum"):
 		return fmt.Errorf("its SHA-256 changed after it was checked: %w", err)
+	case strings.Contains(msg, "Unrecognized remote plugin message"):
+		return fmt.Errorf("it printed something other than the plugin handshake (is it a toolhost plugin built with the SDK, printing nothing before sdk.Serve?): %w", err)
 	case strings.Contains(msg, "timeout"):
 		return fmt.Errorf("it did not finish its handshake in time (is it a toolhost plugin?): %w", err)
 	case strings.Contains(msg, "Incompatible API version"), strings.Contains(msg, "protocol version"):

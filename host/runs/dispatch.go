@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ type Dispatcher struct {
 	plugins  Plugins
 	log      hclog.Logger
 	keep     time.Duration
+	spill    spillConfig
 
 	mu   sync.Mutex
 	runs map[string]*Run
@@ -49,6 +51,17 @@ func NewDispatcher(reg *tools.Registry, plugins Plugins, log hclog.Logger, keep 
 	return &Dispatcher{registry: reg, plugins: plugins, log: log, keep: keep, runs: map[string]*Run{}, parent: map[string]string{}}
 }
 
+// SpillTo makes runs keep at most about memoryBytes of their events in
+// memory and move older ones to a file of their own in dir (made when
+// first needed). Call it before the first Start; without it every event
+// stays in memory.
+func (d *Dispatcher) SpillTo(dir string, memoryBytes int) {
+	if memoryBytes <= 0 {
+		memoryBytes = DefaultMemoryBytes
+	}
+	d.spill = spillConfig{dir: dir, memoryBytes: memoryBytes}
+}
+
 // CallError is a call refused before it ran.
 type CallError struct {
 	Code    string
@@ -63,6 +76,9 @@ type Request struct {
 	Args      json.RawMessage
 	Principal string
 	Session   string
+	// IdempotencyKey names the call so a retry can be recognised; it is
+	// recorded on the run (and not acted on yet).
+	IdempotencyKey string
 	// Parent is the run that made this call, for nested calls.
 	Parent string
 }
@@ -87,7 +103,8 @@ func (d *Dispatcher) Start(req Request) (*Run, error) {
 		return nil, &CallError{Code: "plugin_unavailable", Message: fmt.Sprintf("the %s kind is not running", tool.Kind)}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	run := newRun(newRunID(), tool.Name, req.Principal, req.Session, cancel)
+	req.Tool = tool.Name
+	run := newRun(newRunID(), req, d.spill, cancel)
 	d.mu.Lock()
 	d.runs[run.ID] = run
 	if req.Parent != "" {
@@ -158,7 +175,12 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 	if last.Error != nil {
 		outcome = last.Error.Code
 	}
-	d.log.Info("run ended", "run", run.ID, "tool", tool.Name, "principal", run.Principal, "outcome", outcome, "ms", time.Since(started).Milliseconds())
+	spilled, spillErr := run.Spilled()
+	if spillErr != nil {
+		d.log.Warn("a run's output is kept in memory only", "run", run.ID, "why", spillErr.Error())
+	}
+	d.log.Info("run ended", "run", run.ID, "tool", tool.Name, "principal", run.Principal, "outcome", outcome,
+		"events", last.Seq+1, "on_disk", spilled, "ms", time.Since(started).Milliseconds())
 }
 
 // Get returns a run that is going on or ended less than the keep time ago.
@@ -177,7 +199,22 @@ func (d *Dispatcher) Sweep(now time.Time) {
 		if e := r.Ended(); !e.IsZero() && now.Sub(e) > d.keep {
 			delete(d.runs, id)
 			delete(d.parent, id)
+			r.discard()
 		}
+	}
+}
+
+// Close forgets every run and removes the files of their output; used at
+// shutdown, after CancelAll.
+func (d *Dispatcher) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, r := range d.runs {
+		r.discard()
+		delete(d.runs, id)
+	}
+	if d.spill.dir != "" {
+		_ = os.RemoveAll(d.spill.dir)
 	}
 }
 
@@ -212,7 +249,7 @@ func (d *Dispatcher) CallTool(ctx context.Context, parentRunID, tool string, arg
 		run.Cancel()
 		return sdk.ToolResult{}, err
 	}
-	printed, _ := run.Printed()
+	printed, _, _ := run.Printed()
 	if last.Error != nil {
 		return sdk.ToolResult{Printed: printed, Error: &sdk.Error{Code: last.Error.Code, Message: last.Error.Message}}, nil
 	}

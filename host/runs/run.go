@@ -6,8 +6,15 @@
 package runs
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -35,31 +42,66 @@ type Event struct {
 // Terminal says whether the event ends its run.
 func (e Event) Terminal() bool { return e.Type == "result" || e.Type == "error" }
 
+// size is roughly what the event holds in memory.
+func (e Event) size() int {
+	n := 96 + len(e.Type) + len(e.Run) + len(e.Tool) + len(e.Data) + len(e.Message) + len(e.Level) + len(e.Result)
+	if e.Error != nil {
+		n += len(e.Error.Code) + len(e.Error.Message)
+	}
+	return n
+}
+
 // ErrorBody is a run's error: a short code and a sentence.
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
+// DefaultMemoryBytes is how much of a run's events stays in memory before
+// the oldest move to the run's file.
+const DefaultMemoryBytes = 1 << 20
+
+// maxBatch bounds the events one read of the spill file returns.
+const maxBatch = 1024
+
 // Run is one call of a tool.
 type Run struct {
-	ID        string
-	Tool      string
-	Principal string
-	Session   string
-	Started   time.Time
+	ID             string
+	Tool           string
+	Principal      string
+	Session        string
+	IdempotencyKey string
+	Started        time.Time
 
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	events  []Event
-	ended   time.Time
-	changed chan struct{} // closed and replaced on every append
+	mu sync.Mutex
+	n  uint64 // events appended
+	// Events [0, spilled) are in the spill file, at offsets[seq] up to
+	// offsets[seq+1]; events [spilled, n) are in mem.
+	mem      []Event
+	memBytes int
+	spilled  uint64
+	offsets  []int64
+	file     *os.File
+	spill    spillConfig
+	spillErr error
+	ended    time.Time
+	changed  chan struct{} // closed and replaced on every append
 }
 
-func newRun(id, tool, principal, session string, cancel context.CancelFunc) *Run {
-	r := &Run{ID: id, Tool: tool, Principal: principal, Session: session, Started: time.Now(), cancel: cancel, changed: make(chan struct{})}
-	r.append(Event{Type: "started", Tool: tool})
+// spillConfig says where a run's older events go once it holds too many.
+type spillConfig struct {
+	dir         string // "" keeps everything in memory
+	memoryBytes int
+}
+
+func newRun(id string, req Request, spill spillConfig, cancel context.CancelFunc) *Run {
+	r := &Run{
+		ID: id, Tool: req.Tool, Principal: req.Principal, Session: req.Session, IdempotencyKey: req.IdempotencyKey,
+		Started: time.Now(), cancel: cancel, spill: spill, changed: make(chan struct{}),
+	}
+	r.append(Event{Type: "started", Tool: req.Tool})
 	return r
 }
 
@@ -72,13 +114,62 @@ func (r *Run) append(e Event) {
 		return
 	}
 	e.Run = r.ID
-	e.Seq = uint64(len(r.events))
-	r.events = append(r.events, e)
+	e.Seq = r.n
+	r.n++
+	r.mem = append(r.mem, e)
+	r.memBytes += e.size()
 	if e.Terminal() {
 		r.ended = time.Now()
 	}
+	if r.spill.dir != "" && r.spillErr == nil && r.memBytes > r.spill.memoryBytes {
+		r.spillErr = r.spillOldest()
+	}
 	close(r.changed)
 	r.changed = make(chan struct{})
+}
+
+// spillOldest moves the oldest events in memory to the run's file until
+// half the memory budget is used; the newest event always stays, so live
+// readers and Wait read memory. Called with mu held.
+func (r *Run) spillOldest() error {
+	if r.file == nil {
+		if err := os.MkdirAll(r.spill.dir, 0o700); err != nil {
+			return fmt.Errorf("the folder for run output %s can't be made: %w", r.spill.dir, err)
+		}
+		f, err := os.OpenFile(filepath.Join(r.spill.dir, r.ID+".jsonl"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return fmt.Errorf("the file for the output of run %s can't be made: %w", r.ID, err)
+		}
+		r.file = f
+		r.offsets = []int64{0}
+	}
+	var buf bytes.Buffer
+	end := r.offsets[len(r.offsets)-1]
+	var offs []int64
+	k := 0
+	freed := 0
+	for k < len(r.mem)-1 && r.memBytes-freed > r.spill.memoryBytes/2 {
+		b, err := json.Marshal(r.mem[k])
+		if err != nil {
+			return err
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+		offs = append(offs, end+int64(buf.Len()))
+		freed += r.mem[k].size()
+		k++
+	}
+	if k == 0 {
+		return nil
+	}
+	if _, err := r.file.WriteAt(buf.Bytes(), end); err != nil {
+		return fmt.Errorf("the output of run %s can't be written to %s: %w", r.ID, r.file.Name(), err)
+	}
+	r.offsets = append(r.offsets, offs...)
+	r.spilled += uint64(k)
+	r.mem = append([]Event(nil), r.mem[k:]...)
+	r.memBytes -= freed
+	return nil
 }
 
 // Cancel asks the run to stop; it ends with an error event.
@@ -98,26 +189,81 @@ func (r *Run) Ended() time.Time {
 	return r.ended
 }
 
-// Events returns a copy of the events with seq >= from, without waiting.
-func (r *Run) Events(from uint64) []Event {
+// Len is the number of events the run has so far; the last one's seq is
+// Len()-1.
+func (r *Run) Len() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if from >= uint64(len(r.events)) {
-		return nil
+	return r.n
+}
+
+// Spilled says how many of the run's events are kept on disk rather than
+// in memory, and why spilling stopped if it did.
+func (r *Run) Spilled() (uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.spilled, r.spillErr
+}
+
+// batch returns events with seq >= from that are there now, at most
+// maxBatch of those on disk. Called with mu held; it unlocks mu.
+func (r *Run) batch(from uint64) ([]Event, error) {
+	if from >= r.spilled {
+		out := append([]Event(nil), r.mem[from-r.spilled:]...)
+		r.mu.Unlock()
+		return out, nil
 	}
-	return append([]Event(nil), r.events[from:]...)
+	to := min(r.spilled, from+maxBatch)
+	lo, hi, f := r.offsets[from], r.offsets[to], r.file
+	r.mu.Unlock()
+	buf := make([]byte, hi-lo)
+	if _, err := f.ReadAt(buf, lo); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("the kept output of run %s can't be read: %w", r.ID, err)
+	}
+	out := make([]Event, 0, to-from)
+	sc := bufio.NewScanner(bytes.NewReader(buf))
+	sc.Buffer(make([]byte, 0, 64<<10), len(buf)+1)
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("the kept output of run %s is damaged: %w", r.ID, err)
+		}
+		out = append(out, e)
+	}
+	if uint64(len(out)) != to-from {
+		return nil, fmt.Errorf("the kept output of run %s is damaged: %d events read, %d expected", r.ID, len(out), to-from)
+	}
+	return out, nil
+}
+
+// Events returns the events with seq >= from that are there now, without
+// waiting.
+func (r *Run) Events(from uint64) ([]Event, error) {
+	var out []Event
+	for {
+		r.mu.Lock()
+		if from >= r.n {
+			r.mu.Unlock()
+			return out, nil
+		}
+		evs, err := r.batch(from)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, evs...)
+		from += uint64(len(evs))
+	}
 }
 
 // Next waits until the run has events with seq >= from, or ctx ends, and
-// returns them. It returns nil with ctx's error when ctx ends first, and
-// nil, nil when the run has ended and there is nothing more.
+// returns some of them, in order. It returns nil with ctx's error when ctx
+// ends first, and nil, nil when the run has ended and there is nothing
+// more.
 func (r *Run) Next(ctx context.Context, from uint64) ([]Event, error) {
 	for {
 		r.mu.Lock()
-		if from < uint64(len(r.events)) {
-			out := append([]Event(nil), r.events[from:]...)
-			r.mu.Unlock()
-			return out, nil
+		if from < r.n {
+			return r.batch(from)
 		}
 		if !r.ended.IsZero() {
 			r.mu.Unlock()
@@ -138,7 +284,7 @@ func (r *Run) Wait(ctx context.Context) (Event, error) {
 	for {
 		r.mu.Lock()
 		if !r.ended.IsZero() {
-			last := r.events[len(r.events)-1]
+			last := r.mem[len(r.mem)-1]
 			r.mu.Unlock()
 			return last, nil
 		}
@@ -152,18 +298,42 @@ func (r *Run) Wait(ctx context.Context) (Event, error) {
 	}
 }
 
-// Printed is everything the run wrote to stdout, and to stderr.
-func (r *Run) Printed() (stdout, stderr string) {
+// Printed is everything the run wrote to stdout, and to stderr, so far.
+func (r *Run) Printed() (stdout, stderr string, err error) {
+	var o, e strings.Builder
+	from := uint64(0)
+	for {
+		r.mu.Lock()
+		if from >= r.n {
+			r.mu.Unlock()
+			return o.String(), e.String(), nil
+		}
+		evs, err := r.batch(from)
+		if err != nil {
+			return o.String(), e.String(), err
+		}
+		for _, ev := range evs {
+			switch ev.Type {
+			case "stdout":
+				o.WriteString(ev.Data)
+			case "stderr":
+				e.WriteString(ev.Data)
+			}
+		}
+		from += uint64(len(evs))
+	}
+}
+
+// discard removes the run's file; the run must no longer be read.
+func (r *Run) discard() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var o, e strings.Builder
-	for _, ev := range r.events {
-		switch ev.Type {
-		case "stdout":
-			o.WriteString(ev.Data)
-		case "stderr":
-			e.WriteString(ev.Data)
-		}
+	if r.file != nil {
+		_ = r.file.Close()
+		_ = os.Remove(r.file.Name())
+		r.file = nil
 	}
-	return o.String(), e.String()
+	if r.spilled > 0 && r.spillErr == nil {
+		r.spillErr = errors.New("the run was forgotten")
+	}
 }

@@ -40,7 +40,7 @@ func defaultConfig() Config {
 		SandboxPrefix:  runsc.DefaultPrefix,
 		MaxMemoryMB:    1024,
 		MaxOutputBytes: 1 << 20,
-		Pids:           128,
+		Pids:           64,
 		TmpMB:          64,
 		WorkMB:         256,
 	}

@@ -97,20 +97,7 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req r
 	}
 	lim := limits{seconds: t.Seconds, memoryMB: t.MemoryMB, workMB: c.cfg.WorkMB, tmpMB: c.cfg.TmpMB,
 		outputBytes: c.cfg.MaxOutputBytes, network: t.Network}
-	sb, err := c.mgr.Prepare(ctx, runsc.SandboxOptions{
-		Args: []string{"/usr/bin/python3", "-I", "-B", "-c", runnerSource},
-		Limits: runsc.Limits{
-			MemoryBytes: int64(t.MemoryMB+overheadMB) << 20,
-			Pids:        int64(c.cfg.Pids),
-			CPUs:        1,
-			CPUSeconds:  uint64(2*t.Seconds + 5), // a backstop for the runner; the code gets t.Seconds
-			OpenFiles:   1024,
-			FileBytes:   uint64(c.cfg.WorkMB) << 20,
-		},
-		WorkBytes: int64(c.cfg.WorkMB) << 20,
-		TmpBytes:  int64(c.cfg.TmpMB) << 20,
-		Network:   t.Network,
-	})
+	sb, err := c.mgr.Prepare(ctx, sandboxOptions(c, t))
 	if err != nil {
 		k.log.Error("starting a sandbox", "error", err)
 		if ctx.Err() != nil {
@@ -124,6 +111,24 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req r
 	}
 	o := k.drive(ctx, sb, req, lim, emit)
 	return classify(o, lim)
+}
+
+// sandboxOptions are the sandbox of one run of t.
+func sandboxOptions(c configured, t runTable) runsc.SandboxOptions {
+	return runsc.SandboxOptions{
+		Args: []string{"/usr/bin/python3", "-I", "-B", "-c", runnerSource},
+		Limits: runsc.Limits{
+			MemoryBytes: int64(t.MemoryMB+overheadMB) << 20,
+			Pids:        int64(c.cfg.Pids),
+			CPUs:        1,
+			CPUSeconds:  uint64(2*t.Seconds + 5), // a backstop for the runner; the code gets t.Seconds
+			OpenFiles:   1024,
+			FileBytes:   uint64(c.cfg.WorkMB) << 20,
+		},
+		WorkBytes: int64(c.cfg.WorkMB) << 20,
+		TmpBytes:  int64(c.cfg.TmpMB) << 20,
+		Network:   t.Network,
+	}
 }
 
 // drive sends the request, streams output until the sandbox ends (or is stopped for time, output

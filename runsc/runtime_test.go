@@ -1,0 +1,86 @@
+package runsc
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRuntimeVerbs drives one container through runsc's verbs: create, state, start, exec, kill,
+// delete; and a failing verb returns a CommandError carrying runsc's stderr.
+func TestRuntimeVerbs(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	rt := m.opts.Runtime
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, _ := NewID(testEnv.prefix)
+	spec, err := Spec(BundleOptions{Rootfs: testEnv.rootfs, Args: []string{"/bin/sleep", "60"}, UID: 65534, GID: 65534,
+		CgroupsPath: "/" + id, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	if err := WriteBundle(bundle, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rt.Delete(context.Background(), id, &DeleteOpts{Force: true})
+		_ = removeCgroup("/" + id)
+	})
+	if err := rt.Create(ctx, id, bundle, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.State(ctx, id); err != nil || st.Status != "created" || st.ID != id {
+		t.Fatalf("state after create = %+v, %v", st, err)
+	}
+	if err := rt.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.State(ctx, id); err != nil || st.Status != "running" || st.Pid == 0 {
+		t.Fatalf("state after start = %+v, %v", st, err)
+	}
+	list, err := rt.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range list {
+		found = found || s.ID == id
+	}
+	if !found {
+		t.Errorf("runsc list doesn't show %s: %+v", id, list)
+	}
+	if code, err := rt.Exec(ctx, id, ExecOpts{Args: []string{"/bin/true"}}); err != nil || code != 0 {
+		t.Errorf("exec true = %d, %v", code, err)
+	}
+	if code, err := rt.Exec(ctx, id, ExecOpts{Args: []string{"/bin/sh", "-c", "exit 3"}}); err != nil || code != 3 {
+		t.Errorf("exec exit 3 = %d, %v", code, err)
+	}
+	if err := rt.Kill(ctx, id, syscall.SIGKILL, true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := rt.State(ctx, id)
+		if err == nil && st.Status == "stopped" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the container didn't stop: %+v, %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := rt.Delete(ctx, id, &DeleteOpts{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.State(ctx, id)
+	var ce *CommandError
+	if !errors.As(err, &ce) || !IsNotExist(err) || ce.Stderr == "" || !strings.Contains(err.Error(), "runsc state failed") {
+		t.Errorf("state of a deleted container = %v; want a CommandError saying it doesn't exist", err)
+	}
+}
