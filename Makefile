@@ -76,8 +76,11 @@ test: build tools sandbox lint
 	$(GO) test -count=1 -timeout 40m ./...
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./host/api
 
+# The benchmarks, side by side with their baselines; the python table is
+# kept, dated, in bench/.
 bench: build sandbox
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./integration/
+	$(GO) test -run '^$$' -bench . -benchtime 300x ./integration/
+	$(GO) run ./bench -root . | tee bench/results-$$(date -u +%F).txt
 
 clean:
 	rm -rf bin build/rootfs

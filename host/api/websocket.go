@@ -12,10 +12,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
 )
 
@@ -28,8 +30,11 @@ const (
 	pingEvery      = 30 * time.Second
 	pongWait       = 75 * time.Second
 	writeWait      = 10 * time.Second
-	// outQueue is how many frames wait for a slow client.
-	outQueue = 4096
+	// signInWait is how long a connection may go without signing in.
+	signInWait = 30 * time.Second
+	// DefaultConnBuffer is how many bytes of frames wait for one slow
+	// client before its runs' events stop and it is told it fell behind.
+	DefaultConnBuffer = 8 << 20
 )
 
 // inMessage is every field a client frame may carry; which are needed
@@ -62,10 +67,19 @@ type frameError struct {
 	Error runs.ErrorBody `json:"error"`
 }
 
+// behindFrame tells a client the host stopped sending it a run's events.
+type behindFrame struct {
+	Type    string `json:"type"`
+	ID      string `json:"id,omitempty"`
+	Run     string `json:"run"`
+	LastSeq int64  `json:"last_seq"`
+}
+
 func (s *Server) upgrader() *websocket.Upgrader {
 	return &websocket.Upgrader{
-		ReadBufferSize:  16 << 10,
-		WriteBufferSize: 16 << 10,
+		ReadBufferSize:  4 << 10,
+		WriteBufferSize: 4 << 10,
+		WriteBufferPool: s.writePool,
 		CheckOrigin:     s.checkOrigin,
 	}
 }
@@ -88,12 +102,37 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 }
 
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+	// A token in the header signs the connection in at once; a wrong one
+	// is refused before the upgrade. Browsers sign in with hello instead.
+	id, signedIn := auth.Identity{}, false
+	if !s.opts.Tokens.Required() {
+		id, signedIn = auth.Local(), true
+	} else if tok, present := auth.Bearer(r); present {
+		var ok bool
+		if id, ok = s.opts.Tokens.Check(tok); !ok {
+			s.unauthorized(w, r)
+			return
+		}
+		signedIn = true
+	}
 	ws, err := s.upgrader().Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader has answered
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &wsConn{s: s, ws: ws, out: make(chan []byte, outQueue), ctx: ctx, cancel: cancel, calls: map[string]*runs.Run{}}
+	c := &wsConn{
+		s: s, ws: ws, ctx: ctx, cancel: cancel, calls: map[string]*runs.Run{}, id: id, peer: r.RemoteAddr,
+		out: outbox{limit: s.opts.ConnBuffer, wake: make(chan struct{}, 1)},
+	}
+	c.signedIn.Store(signedIn)
+	if !signedIn {
+		t := time.AfterFunc(signInWait, func() {
+			if !c.signedIn.Load() {
+				c.closeWith(frameError{Type: "error", Error: runs.ErrorBody{Code: "unauthorized", Message: "the connection did not sign in (hello with a token) in time"}})
+			}
+		})
+		defer t.Stop()
+	}
 	go c.writeLoop()
 	c.readLoop()
 }
@@ -104,12 +143,101 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 type wsConn struct {
 	s      *Server
 	ws     *websocket.Conn
-	out    chan []byte
+	out    outbox
 	ctx    context.Context
 	cancel context.CancelFunc
+	peer   string
+
+	// id is who the connection is signed in as; set by the reader only,
+	// before signedIn.
+	id       auth.Identity
+	signedIn atomic.Bool
 
 	mu    sync.Mutex
 	calls map[string]*runs.Run // client id -> run
+}
+
+// outFrame is a frame waiting for the writer.
+type outFrame struct {
+	b     []byte
+	final bool // close the connection once it is written
+}
+
+// outbox is the frames waiting for one connection's writer, with their
+// size bounded: a run's events stop at the limit (the forwarder is told,
+// and queues a behind frame instead); other frames go on until twice the
+// limit, past which the client reads nothing and is cut off.
+type outbox struct {
+	mu     sync.Mutex
+	q      []outFrame
+	bytes  int
+	limit  int
+	closed bool
+	wake   chan struct{}
+}
+
+func (o *outbox) signal() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pushEvent queues a run's event unless that would pass the limit (an
+// empty queue takes any one frame, so a big event still goes). When it
+// would, it queues behind instead, and returns false: the forwarder stops.
+func (o *outbox) pushEvent(b []byte, behind func() []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return false
+	}
+	if o.bytes > 0 && o.bytes+len(b) > o.limit {
+		bb := behind()
+		o.q = append(o.q, outFrame{b: bb})
+		o.bytes += len(bb)
+		o.signal()
+		return false
+	}
+	o.q = append(o.q, outFrame{b: b})
+	o.bytes += len(b)
+	o.signal()
+	return true
+}
+
+// push queues a reply; it returns false if the client has let more than
+// twice the limit pile up, and the connection must end.
+func (o *outbox) push(f outFrame) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return true
+	}
+	if o.bytes > 2*o.limit {
+		return false
+	}
+	o.q = append(o.q, f)
+	o.bytes += len(f.b)
+	if f.final {
+		o.closed = true
+	}
+	o.signal()
+	return true
+}
+
+// take returns every frame waiting.
+func (o *outbox) take() []outFrame {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	q := o.q
+	o.q = nil
+	return q
+}
+
+func (o *outbox) written(n int) {
+	o.mu.Lock()
+	o.bytes -= n
+	o.mu.Unlock()
 }
 
 func (c *wsConn) readLoop() {
@@ -138,7 +266,11 @@ func (c *wsConn) readLoop() {
 			c.sendError("", "", "bad_frame", "frames are JSON text; a binary frame was skipped")
 			continue
 		}
-		c.handle(data)
+		if !c.handle(data) {
+			// Wait for the writer to send the last frame and close.
+			<-c.ctx.Done()
+			return
+		}
 	}
 }
 
@@ -146,20 +278,26 @@ func (c *wsConn) writeLoop() {
 	ping := time.NewTicker(pingEvery)
 	defer func() {
 		ping.Stop()
+		c.cancel()
 		_ = c.ws.Close()
 	}()
 	for {
 		select {
-		case b := <-c.out:
-			_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
-				c.cancel()
-				return
+		case <-c.out.wake:
+			for _, f := range c.out.take() {
+				_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
+				if err := c.ws.WriteMessage(websocket.TextMessage, f.b); err != nil {
+					return
+				}
+				c.out.written(len(f.b))
+				if f.final {
+					_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, ""))
+					return
+				}
 			}
 		case <-ping.C:
 			_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
 			if err := c.ws.WriteMessage(websocket.PingMessage, nil); err != nil {
-				c.cancel()
 				return
 			}
 		case <-c.ctx.Done():
@@ -170,17 +308,34 @@ func (c *wsConn) writeLoop() {
 	}
 }
 
-// send queues a frame for the writer; it waits while the client is slow,
-// and gives up when the connection ends.
-func (c *wsConn) send(v any) {
+func (c *wsConn) encode(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		c.s.opts.Logger.Error("a frame could not be encoded", "error", err)
+		return nil
+	}
+	return b
+}
+
+// send queues a reply for the writer. A client that reads nothing while
+// replies pile up is disconnected.
+func (c *wsConn) send(v any) {
+	b := c.encode(v)
+	if b == nil {
 		return
 	}
-	select {
-	case c.out <- b:
-	case <-c.ctx.Done():
+	if !c.out.push(outFrame{b: b}) {
+		c.s.opts.Logger.Warn("a client read nothing while replies piled up; disconnected", "principal", c.id.Name, "peer", c.peer)
+		c.cancel()
+	}
+}
+
+// closeWith sends a last frame and closes the connection.
+func (c *wsConn) closeWith(v any) {
+	if b := c.encode(v); b != nil {
+		c.out.push(outFrame{b: b, final: true})
+	} else {
+		c.cancel()
 	}
 }
 
@@ -228,15 +383,22 @@ func badFrame(id, message string) *frameError {
 	return &frameError{Type: "error", ID: id, Error: runs.ErrorBody{Code: "bad_frame", Message: message}}
 }
 
-func (c *wsConn) handle(data []byte) {
+// handle acts on one frame; it returns false when the connection must
+// close (the writer closes it after the last frame).
+func (c *wsConn) handle(data []byte) bool {
 	m, bad := decodeFrame(data)
+	if !c.signedIn.Load() && (bad != nil || m.Type != "hello") {
+		c.closeWith(frameError{Type: "error", ID: m.ID, Error: runs.ErrorBody{Code: "unauthorized",
+			Message: "sign in first: send {\"type\":\"hello\",\"token\":\"…\"} (or an Authorization: Bearer header)"}})
+		return false
+	}
 	if bad != nil {
 		c.send(bad)
-		return
+		return true
 	}
 	switch m.Type {
 	case "hello":
-		c.send(map[string]any{"type": "hello", "id": m.ID, "protocol": ProtocolVersion, "server": "toolhost", "version": c.s.opts.Version})
+		return c.hello(m)
 	case "ping":
 		c.send(map[string]any{"type": "pong", "id": m.ID})
 	case "list_tools":
@@ -248,6 +410,32 @@ func (c *wsConn) handle(data []byte) {
 	case "attach":
 		c.attach(m)
 	}
+	return true
+}
+
+func (c *wsConn) hello(m inMessage) bool {
+	if m.Protocol != 0 && m.Protocol != ProtocolVersion {
+		c.sendError(m.ID, "", "unsupported_protocol", fmt.Sprintf("this host speaks protocol %d, not %d", ProtocolVersion, m.Protocol))
+		return true
+	}
+	if m.Token != "" && c.s.opts.Tokens.Required() {
+		id, ok := c.s.opts.Tokens.Check(m.Token)
+		if !ok {
+			c.s.opts.Logger.Warn("refused a websocket sign-in with a wrong token", "peer", c.peer, "client", m.Client)
+			c.closeWith(frameError{Type: "error", ID: m.ID, Error: runs.ErrorBody{Code: "unauthorized", Message: "the token is not one this host knows"}})
+			return false
+		}
+		c.id = id
+		c.signedIn.Store(true)
+	}
+	if c.signedIn.Load() {
+		c.s.opts.Logger.Debug("websocket client said hello", "principal", c.id.Name, "role", c.id.Role, "client", m.Client, "peer", c.peer)
+	}
+	c.send(map[string]any{
+		"type": "hello", "id": m.ID, "protocol": ProtocolVersion, "server": "toolhost", "version": c.s.opts.Version,
+		"auth_required": c.s.opts.Tokens.Required(), "principal": c.id.Name, "role": c.id.Role,
+	})
+	return true
 }
 
 func describeJSONError(err error) string {
@@ -267,6 +455,10 @@ func describeJSONError(err error) string {
 }
 
 func (c *wsConn) call(m inMessage) {
+	if !c.id.CanCall() {
+		c.sendError(m.ID, "", "forbidden", fmt.Sprintf("%s is a %s and may not run tools", c.id.Name, c.id.Role))
+		return
+	}
 	c.mu.Lock()
 	if prev, busy := c.calls[m.ID]; busy && !prev.Done() {
 		c.mu.Unlock()
@@ -274,7 +466,7 @@ func (c *wsConn) call(m inMessage) {
 		return
 	}
 	c.mu.Unlock()
-	run, err := c.s.opts.Dispatcher.Start(runs.Request{Tool: m.Tool, Args: m.Args, Principal: "local", Session: m.Session})
+	run, err := c.s.opts.Dispatcher.Start(runs.Request{Tool: m.Tool, Args: m.Args, Principal: c.id.Name, Session: m.Session, IdempotencyKey: m.IdempotencyKey})
 	if err != nil {
 		code := "failed"
 		var ce *runs.CallError
@@ -290,16 +482,30 @@ func (c *wsConn) call(m inMessage) {
 	go c.forward(m.ID, run, 0)
 }
 
-// forward sends a run's events from seq from on, live, until the run ends
-// or the connection does. The run goes on either way.
+// forward sends a run's events from seq from on, live, until the run ends,
+// the connection does, or the client falls too far behind (then it is
+// told so). The run goes on whatever happens here.
 func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 	for {
 		evs, err := run.Next(c.ctx, from)
+		if err != nil && c.ctx.Err() == nil {
+			c.sendError(id, run.ID, "unknown_run", "the run's events can no longer be read: "+err.Error())
+		}
 		if err != nil || evs == nil {
 			return
 		}
 		for _, e := range evs {
-			c.send(outEvent{ID: id, Event: e})
+			b := c.encode(outEvent{ID: id, Event: e})
+			if b == nil {
+				return
+			}
+			last := int64(from) - 1
+			if !c.out.pushEvent(b, func() []byte {
+				return c.encode(behindFrame{Type: "behind", ID: id, Run: run.ID, LastSeq: last})
+			}) {
+				c.s.opts.Logger.Debug("a client fell behind a run", "run", run.ID, "principal", c.id.Name, "last_seq", last)
+				return
+			}
 			from = e.Seq + 1
 		}
 	}
@@ -309,6 +515,10 @@ func (c *wsConn) cancelRun(m inMessage) {
 	run := c.findRun(m)
 	if run == nil {
 		c.sendError(m.ID, m.Run, "unknown_run", "cancel names no run of yours: give \"run\" (the run id) or the \"id\" of your call")
+		return
+	}
+	if !c.id.CanSee(run.Principal) || !c.id.CanCall() {
+		c.sendError(m.ID, run.ID, "forbidden", "you may cancel only runs you started")
 		return
 	}
 	run.Cancel()
@@ -330,6 +540,10 @@ func (c *wsConn) attach(m inMessage) {
 	run, ok := c.s.opts.Dispatcher.Get(m.Run)
 	if !ok {
 		c.sendError(m.ID, m.Run, "unknown_run", "there is no run with that id (runs are kept for a while after they end)")
+		return
+	}
+	if !c.id.CanSee(run.Principal) {
+		c.sendError(m.ID, m.Run, "forbidden", "that run was started by someone else")
 		return
 	}
 	from := uint64(0)

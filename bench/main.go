@@ -1,0 +1,492 @@
+// Command bench measures a trivial python tool call through toolhost — pool
+// of ready sandboxes on and off, over HTTP and over the websocket — side by
+// side, in the same run, with the designs it replaces: a plain Debian
+// python3 subprocess under rlimits (the predecessor's) and bubblewrap on
+// the same rootfs. It prints one table. Run it with `make bench` (root; it
+// needs bin/ and build/ from `make build sandbox`).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// runner is the predecessor's design: python3 -I -S -B sets its own
+// rlimits, reads the code and the args on stdin and calls run(**args).
+const runner = `
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
+resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
+resource.setrlimit(resource.RLIMIT_FSIZE, (50 << 20, 50 << 20))
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+src = json.loads(sys.stdin.readline())
+args = json.loads(sys.stdin.readline())
+scope = {"__name__": "tool"}
+exec(compile(src, "tool.py", "exec"), scope)
+sys.stdout.write(json.dumps(scope["run"](**args)))
+`
+
+const trivialCode = "def run():\n    return 1\n"
+
+type options struct {
+	root     string
+	n        int
+	duration time.Duration
+	poolSize int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.root, "root", ".", "the repository root (bin/ and build/ inside)")
+	flag.IntVar(&o.n, "n", 200, "calls per latency row")
+	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long each throughput row runs")
+	flag.IntVar(&o.poolSize, "pool", 4, "ready sandboxes kept when the pool is on")
+	flag.Parse()
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		fail(err)
+	}
+	o.root = root
+	if err := run(o); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+type row struct {
+	name string
+	d    []time.Duration
+	note string
+}
+
+type throughput struct {
+	name        string
+	concurrency int
+	calls       int64
+	failed      int64
+	seconds     float64
+}
+
+func run(o options) error {
+	var rows []row
+	var tput []throughput
+	var notes []string
+	fmt.Fprintf(os.Stderr, "bench: %s, %d calls a row, throughput rows of %v\n", time.Now().UTC().Format(time.RFC3339), o.n, o.duration)
+
+	base, err := baseline(o)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, base...)
+	if r, note := bubblewrap(o); note != "" {
+		notes = append(notes, note)
+	} else {
+		rows = append(rows, r)
+	}
+
+	for _, pool := range []int{0, o.poolSize} {
+		label := "pool off"
+		if pool > 0 {
+			label = fmt.Sprintf("pool on (%d ready)", pool)
+		}
+		h, err := startHost(o, pool)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < 5; i++ { // warm up
+			if _, err := h.callHTTP(); err != nil {
+				h.stop()
+				return fmt.Errorf("warm-up call failed: %w\n%s", err, h.log.String())
+			}
+		}
+		rows = append(rows, row{name: "toolhost HTTP call, " + label, d: h.repeat(o.n, h.callHTTP)})
+		ws, _, err := websocket.DefaultDialer.Dial("ws://"+h.addr+"/api/v1/ws", nil)
+		if err != nil {
+			h.stop()
+			return err
+		}
+		i := 0
+		rows = append(rows, row{name: "toolhost websocket call, " + label, d: h.repeat(o.n, func() (time.Duration, error) {
+			i++
+			return callWS(ws, fmt.Sprint("b", i))
+		})})
+		ws.Close()
+		for _, c := range []int{1, 2, 8} {
+			tput = append(tput, h.throughput(label, c, o.duration))
+		}
+		if pool > 0 {
+			time.Sleep(3 * time.Second) // let the pool refill and settle
+			if mib, n := readySandboxMemory(h.prefix); n > 0 {
+				notes = append(notes, fmt.Sprintf("memory of one ready sandbox (memcg usage, mean of %d): %.1f MiB", n, mib))
+			}
+		}
+		notes = append(notes, fmt.Sprintf("memory of the host and its plugins (RSS), %s: %.1f MiB", label, h.rssMiB()))
+		h.stop()
+	}
+	print(rows, tput, notes)
+	return nil
+}
+
+// repeat calls f n times and keeps the durations of those that worked.
+func (h *host) repeat(n int, f func() (time.Duration, error)) []time.Duration {
+	var out []time.Duration
+	for i := 0; i < n; i++ {
+		d, err := f()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: a call failed:", err)
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func baseline(o options) ([]row, error) {
+	py := "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		return nil, fmt.Errorf("the baseline needs Debian's %s: %w", py, err)
+	}
+	stdin := mustJSON(trivialCode) + "\n{}\n"
+	var d []time.Duration
+	for i := 0; i < o.n; i++ {
+		tmp, _ := os.MkdirTemp("", "bench-py-")
+		t0 := time.Now()
+		cmd := exec.Command(py, "-I", "-S", "-B", "-c", runner)
+		cmd.Dir = tmp
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + tmp, "LANG=C.UTF-8"}
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		out, err := cmd.Output()
+		el := time.Since(t0)
+		os.RemoveAll(tmp)
+		if err != nil || string(out) != "1" {
+			return nil, fmt.Errorf("the python3 baseline failed: %v %q", err, out)
+		}
+		d = append(d, el)
+	}
+	return []row{{name: "python3 subprocess + rlimits (predecessor)", d: d}}, nil
+}
+
+func bubblewrap(o options) (row, string) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		if out, err := exec.Command("sh", "-c", "apt-get install -y -q bubblewrap >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1)").CombinedOutput(); err != nil {
+			return row{}, "bubblewrap: not installable here (" + strings.TrimSpace(string(out)) + ")"
+		}
+		if bwrap, err = exec.LookPath("bwrap"); err != nil {
+			return row{}, "bubblewrap: not installable here"
+		}
+	}
+	rootfs := filepath.Join(o.root, "build/rootfs")
+	stdin := mustJSON(trivialCode) + "\n{}\n"
+	var d []time.Duration
+	for i := 0; i < o.n; i++ {
+		t0 := time.Now()
+		cmd := exec.Command(bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", rootfs, "/", "--proc", "/proc",
+			"--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+			"/usr/bin/python3", "-I", "-S", "-B", "-c", runner)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil || string(out) != "1" {
+			return row{}, fmt.Sprintf("bubblewrap: failed here (%v: %s)", err, strings.TrimSpace(string(out)))
+		}
+		d = append(d, time.Since(t0))
+	}
+	return row{name: "bubblewrap --unshare-all, same rootfs", d: d}, ""
+}
+
+type host struct {
+	addr   string
+	prefix string
+	cmd    *exec.Cmd
+	log    *bytes.Buffer
+	client *http.Client
+}
+
+func startHost(o options, pool int) (*host, error) {
+	dir, err := os.MkdirTemp("", "toolhost-bench-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "tools"), 0o755); err != nil {
+		return nil, err
+	}
+	tool := "name = \"one\"\ndescription = \"Returns 1.\"\n[run]\ntype = \"python\"\ncode = '''\n" + trivialCode + "'''\n"
+	if err := os.WriteFile(filepath.Join(dir, "tools", "one.toml"), []byte(tool), 0o644); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	prefix := fmt.Sprintf("thbench%d-", pool)
+	poolMax := 16
+	if pool > poolMax {
+		poolMax = pool
+	}
+	cfg := fmt.Sprintf(`tools_dir = "tools"
+[server]
+listen = %q
+[plugins]
+dir = %q
+sha256_file = %q
+[python]
+runsc = %q
+rootfs = %q
+state_dir = %q
+sandbox_prefix = %q
+[python.pool]
+size = %d
+max = %d
+[log]
+level = "warn"
+`, addr, filepath.Join(o.root, "bin/plugins"), filepath.Join(o.root, "bin/plugins/pins.toml"),
+		filepath.Join(o.root, "build/bin/runsc"), filepath.Join(o.root, "build/rootfs"), filepath.Join(dir, "state"), prefix, pool, poolMax)
+	path := filepath.Join(dir, "toolhost.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	h := &host{addr: addr, prefix: prefix, log: &bytes.Buffer{}, client: &http.Client{Timeout: 60 * time.Second}}
+	h.cmd = exec.Command(filepath.Join(o.root, "bin/toolhost"), "serve", "--config", path)
+	h.cmd.Stderr = h.log
+	h.cmd.Stdout = h.log
+	if err := h.cmd.Start(); err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			var body struct{ Tools int }
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if body.Tools == 1 {
+				time.Sleep(2 * time.Second) // let the pool fill
+				return h, nil
+			}
+			h.stop()
+			return nil, fmt.Errorf("the host serves no python tool:\n%s", h.log.String())
+		}
+	}
+	h.stop()
+	return nil, fmt.Errorf("the host did not start:\n%s", h.log.String())
+}
+
+func (h *host) stop() {
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = h.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = h.cmd.Process.Kill()
+	}
+}
+
+func (h *host) callHTTP() (time.Duration, error) {
+	t0 := time.Now()
+	resp, err := h.client.Post("http://"+h.addr+"/api/v1/tools/one/call", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return 0, err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	el := time.Since(t0)
+	var r struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(body, &r) != nil || string(r.Result) != "1" {
+		return 0, fmt.Errorf("unexpected answer %d: %s", resp.StatusCode, body)
+	}
+	return el, nil
+}
+
+func callWS(ws *websocket.Conn, id string) (time.Duration, error) {
+	t0 := time.Now()
+	if err := ws.WriteJSON(map[string]any{"type": "call", "id": id, "tool": "one", "args": map[string]any{}}); err != nil {
+		return 0, err
+	}
+	for {
+		var f struct {
+			Type   string          `json:"type"`
+			ID     string          `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := ws.ReadJSON(&f); err != nil {
+			return 0, err
+		}
+		if f.ID != id {
+			continue
+		}
+		switch f.Type {
+		case "result":
+			if string(f.Result) != "1" {
+				return 0, fmt.Errorf("result %s", f.Result)
+			}
+			return time.Since(t0), nil
+		case "error":
+			return 0, fmt.Errorf("error %s", f.Error)
+		}
+	}
+}
+
+func (h *host) throughput(label string, c int, d time.Duration) throughput {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var calls, failed atomic.Int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := 0; i < c; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := h.callHTTP(); err != nil {
+					failed.Add(1)
+				} else {
+					calls.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return throughput{name: label, concurrency: c, calls: calls.Load(), failed: failed.Load(), seconds: time.Since(t0).Seconds()}
+}
+
+// readySandboxMemory is the mean memcg usage of the sandboxes of a prefix.
+func readySandboxMemory(prefix string) (float64, int) {
+	paths, _ := filepath.Glob("/sys/fs/cgroup/memory/" + prefix + "*/memory.usage_in_bytes")
+	var sum float64
+	n := 0
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+		if err != nil {
+			continue
+		}
+		sum += v
+		n++
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / float64(n) / (1 << 20), n
+}
+
+// rssMiB is the resident memory of the host and its plugin processes.
+func (h *host) rssMiB() float64 {
+	pids := []int{h.cmd.Process.Pid}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(h.cmd.Process.Pid) {
+			if exe, _ := os.Readlink("/proc/" + e.Name() + "/exe"); strings.Contains(exe, "toolhost-plugin-") {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	var kb float64
+	for _, pid := range pids {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				n, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+				kb += n
+			}
+		}
+	}
+	return kb / 1024
+}
+
+func quantile(d []time.Duration, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return float64(s[int(q*float64(len(s)-1))].Microseconds()) / 1000
+}
+
+func print(rows []row, tput []throughput, notes []string) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(os.Stdout, "trivial python call (return 1), %s, %s\n\n", time.Now().UTC().Format("2006-01-02"), machine())
+	fmt.Fprintln(w, "what\tp50 ms\tp90 ms\tp99 ms\tn\tp50 vs python3\t")
+	var base float64
+	for _, r := range rows {
+		if base == 0 {
+			base = quantile(r.d, 0.5)
+		}
+		p50 := quantile(r.d, 0.5)
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.2f\t%d\t%.2f×\t\n", r.name, p50, quantile(r.d, 0.9), quantile(r.d, 0.99), len(r.d), p50/base)
+	}
+	_ = w.Flush()
+	fmt.Println()
+	fmt.Fprintln(w, "throughput (every call in a fresh sandbox, HTTP)\tconcurrency\tcalls/s\tcalls\tfailed\t")
+	for _, t := range tput {
+		fmt.Fprintf(w, "%s\t%d\t%.1f\t%d\t%d\t\n", t.name, t.concurrency, float64(t.calls)/t.seconds, t.calls, t.failed)
+	}
+	_ = w.Flush()
+	fmt.Println()
+	for _, n := range notes {
+		fmt.Println(n)
+	}
+}
+
+func machine() string {
+	var u syscall.Utsname
+	_ = syscall.Uname(&u)
+	var b []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	n, _ := os.ReadFile("/proc/cpuinfo")
+	cores := strings.Count(string(n), "processor\t:")
+	return fmt.Sprintf("linux %s, %d cores", b, cores)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
