@@ -67,6 +67,8 @@ proto: tools
 
 lint: tools
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "not gofmt-ed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@big=$$(git ls-files -z | xargs -0 -r find 2>/dev/null -maxdepth 0 -type f -size +1M); \
+		test -z "$$big" || { echo "build outputs or large files are committed: $$big"; exit 1; }
 	$(GO) vet ./...
 	$(TOOLS_BIN)/staticcheck ./...
 
