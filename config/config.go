@@ -72,7 +72,7 @@ type HTTPConfig struct {
 type PythonConfig struct {
 	Runsc    string // absolute; default "/usr/local/bin/runsc"
 	Rootfs   string // absolute; default "/var/lib/toolhost/rootfs"
-	StateDir string // absolute; default "/run/toolhost/runsc"
+	StateDir string // absolute; default "/run/toolhost" (runsc state and sandbox folders below it)
 	Platform string // systrap (default), ptrace or kvm
 	// SandboxPrefix starts the name of every sandbox, so leftovers can be
 	// found and cleaned up; default "toolhost-".
@@ -80,7 +80,7 @@ type PythonConfig struct {
 	Packages          []string // Debian packages added to the rootfs; default none
 	MaxMemoryMB       int      // default 1024, 16..65536
 	MaxOutputBytes    int64    // default 1 MiB, 1 KiB..1 GiB
-	ExtraAllowedCIDRs []string // public ranges only; default none
+	ExtraAllowedCIDRs []string // test-only: extra destinations (any range, any port); loopback, link-local, multicast and the host's own addresses stay blocked; default none
 	Pids              int      // default 64, 8..4096
 	TmpMB             int      // default 64, 1..65536
 	WorkMB            int      // default 256, 1..1048576
@@ -128,7 +128,7 @@ func Default() *Config {
 		Python: PythonConfig{
 			Runsc:          "/usr/local/bin/runsc",
 			Rootfs:         "/var/lib/toolhost/rootfs",
-			StateDir:       "/run/toolhost/runsc",
+			StateDir:       "/run/toolhost",
 			Platform:       "systrap",
 			SandboxPrefix:  "toolhost-",
 			MaxMemoryMB:    1024,
@@ -318,7 +318,7 @@ func (d *decoder) decodePython(t *table, py *PythonConfig, dir string) {
 		d.oneOf("python.platform", py.Platform, "systrap", "ptrace", "kvm")
 	}
 	if t.str("sandbox_prefix", &py.SandboxPrefix) && !sandboxPrefixRE.MatchString(py.SandboxPrefix) {
-		d.addf("python.sandbox_prefix", "%q is not a good prefix: use 1 to 32 lowercase letters, digits, '-' or '_', starting with a letter", py.SandboxPrefix)
+		d.addf("python.sandbox_prefix", "%q is not a good prefix: use 1 to 18 lowercase letters, digits, '-' or '_', starting with a letter", py.SandboxPrefix)
 	}
 	if t.strings("packages", &py.Packages) {
 		for i, p := range py.Packages {
@@ -487,7 +487,7 @@ func loadPins(main *document, c *Config) Errors {
 
 var (
 	hexRE           = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	sandboxPrefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	sandboxPrefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,17}$`)
 	debPackageRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
 )
 

@@ -49,7 +49,7 @@ func TestParseErrors(t *testing.T) {
 		{"pin type", "[plugins]\nsha256 = { http = 1 }\n", `toolhost.toml:2: plugins.sha256.http: must be a string, not a whole number`},
 		{"start timeout", "[plugins]\nstart_timeout_seconds = 0\n", `toolhost.toml:2: plugins.start_timeout_seconds: must be from 1 to 300, not 0`},
 		{"python platform", "[python]\nplatform = \"kvm2\"\n", `toolhost.toml:2: python.platform: must be one of "systrap", "ptrace", "kvm", not "kvm2"`},
-		{"python prefix", "[python]\nsandbox_prefix = \"Tool host\"\n", `toolhost.toml:2: python.sandbox_prefix: "Tool host" is not a good prefix: use 1 to 32 lowercase letters, digits, '-' or '_', starting with a letter`},
+		{"python prefix", "[python]\nsandbox_prefix = \"Tool host\"\n", `toolhost.toml:2: python.sandbox_prefix: "Tool host" is not a good prefix: use 1 to 18 lowercase letters, digits, '-' or '_', starting with a letter`},
 		{"python package", "[python]\npackages = [\"numpy\", \"Py Thing\"]\n", `toolhost.toml:2: python.packages[1]: "Py Thing" is not a Debian package name (like "python3-numpy")`},
 		{"python cidr", "[python]\nextra_allowed_cidrs = [\"10.0.0.0/8\", \"nope\"]\n", `toolhost.toml:2: python.extra_allowed_cidrs[1]: "nope" is not an address range like "203.0.113.0/24"`},
 		{"python cidr host bits", "[python]\nextra_allowed_cidrs = [\"203.0.113.7/24\"]\n", `toolhost.toml:2: python.extra_allowed_cidrs[0]: "203.0.113.7/24" has bits set past its prefix length; write "203.0.113.0/24"`},

@@ -10,15 +10,19 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/api"
+	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/plugins"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/host/ui"
 )
 
 // Version is the host's version, set at build time.
@@ -40,6 +44,7 @@ type Host struct {
 func New(cfg *config.Config, log hclog.Logger) *Host {
 	h := &Host{cfg: cfg, log: log, registry: tools.NewRegistry(), unavailable: map[string]string{}}
 	h.runs = runs.NewDispatcher(h.registry, h.invoker, log.Named("runs"), time.Duration(cfg.Runs.KeepMinutes)*time.Minute)
+	h.runs.SpillTo(RunsDir(), runs.DefaultMemoryBytes)
 	h.plugins = plugins.NewManager(plugins.Options{
 		Dir:          cfg.Plugins.Dir,
 		Pins:         cfg.Plugins.SHA256,
@@ -117,6 +122,12 @@ func (h *Host) CheckTool(ctx context.Context, def config.Tool) (*tools.Tool, err
 	return tools.Check(ctx, def, h.kinds)
 }
 
+// RunsDir is the folder where runs keep the part of their output that does
+// not stay in memory; the host removes it when it stops.
+func RunsDir() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("toolhost-runs-%d", os.Getpid()))
+}
+
 // Handler is the host's HTTP handler.
 func (h *Host) Handler() http.Handler {
 	return api.New(api.Options{
@@ -126,6 +137,8 @@ func (h *Host) Handler() http.Handler {
 		Logger:         h.log.Named("api"),
 		AllowedOrigins: h.cfg.Server.AllowedOrigins,
 		Version:        Version,
+		Tokens:         auth.New(h.cfg.Tokens),
+		UI:             ui.Handler(),
 	})
 }
 
@@ -158,6 +171,7 @@ func (h *Host) Stop() {
 	}
 	h.runs.CancelAll()
 	h.plugins.Stop(ctx)
+	h.runs.Close()
 	h.log.Info("stopped")
 }
 

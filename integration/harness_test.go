@@ -107,6 +107,20 @@ func (h *Host) Stderr() string {
 	return h.stderr.String()
 }
 
+// WaitLog waits until the host has logged want: the log is copied from
+// the process by a goroutine, so it may lag behind what the host did.
+func (h *Host) WaitLog(t testing.TB, want string, timeout time.Duration) bool {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(h.Stderr(), want) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
 // writeConfig writes the config of a spec into dir and returns its path.
 func writeConfig(t testing.TB, dir, listen string, spec hostSpec) string {
 	t.Helper()

@@ -242,6 +242,7 @@ func TestWrongPinIsRefusedWithTheLineToAdd(t *testing.T) {
 		Pins:  map[string]string{"http": strings.Repeat("ab", 32), "echo": pin(t, "echo")},
 		Tools: map[string]string{"get_item.toml": getItemTool(srv.URL)},
 	})
+	h.WaitLog(t, "not served", 5*time.Second)
 	log := h.Stderr()
 	if !strings.Contains(log, "does not match its pin") || !strings.Contains(log, `http = "`+right+`"`) {
 		t.Fatalf("the log does not refuse the binary with the line to add:\n%s", log)
@@ -257,6 +258,7 @@ func TestWrongPinIsRefusedWithTheLineToAdd(t *testing.T) {
 
 	// Unpinned: the same, with the line to add.
 	h2 := startHost(t, hostSpec{Pins: map[string]string{"echo": pin(t, "echo")}})
+	h2.WaitLog(t, `http = "`+right+`"`, 5*time.Second)
 	if !strings.Contains(h2.Stderr(), "is not pinned") || !strings.Contains(h2.Stderr(), `http = "`+right+`"`) {
 		t.Fatalf("an unpinned plugin was not refused with the line to add:\n%s", h2.Stderr())
 	}
@@ -330,7 +332,7 @@ func TestMalformedToolFilesAreReportedAndGoodOnesServed(t *testing.T) {
 	}}
 	h := startHost(t, spec)
 	for _, want := range []string{"unknown.toml:3", "wrongtype.toml:2", "badname.toml:1", "nokind.toml:4"} {
-		if !strings.Contains(h.Stderr(), want) {
+		if !h.WaitLog(t, want, 5*time.Second) {
 			t.Errorf("the log does not name %s:\n%s", want, h.Stderr())
 		}
 	}

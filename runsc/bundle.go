@@ -34,7 +34,7 @@ type BundleOptions struct {
 	Rootfs string
 	// Args is the first process and its arguments.
 	Args []string
-	// Env is the whole environment; DefaultEnv when nil. Nothing of the host's is added.
+	// Env is the whole environment; DefaultEnv() when nil. Nothing of the host's is added.
 	Env []string
 	// Cwd is the working folder inside; "/work" when empty.
 	Cwd string
@@ -57,7 +57,9 @@ type BundleOptions struct {
 }
 
 // DefaultEnv is the whole environment of a sandboxed process unless told otherwise.
-var DefaultEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/work"}
+func DefaultEnv() []string {
+	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/work"}
+}
 
 // Spec builds the OCI runtime spec of a sandbox: read-only root, writable /work, size-capped /tmp,
 // no capabilities, no new privileges, an environment of its own, rlimits and cgroup limits.
@@ -73,7 +75,7 @@ func Spec(o BundleOptions) (*specs.Spec, error) {
 	}
 	env := o.Env
 	if env == nil {
-		env = DefaultEnv
+		env = DefaultEnv()
 	}
 	cwd := o.Cwd
 	if cwd == "" {

@@ -197,6 +197,13 @@ func tryPlatform(ctx context.Context, o DoctorOptions, platform string) error {
 		return err
 	}
 	defer m.Close(context.WithoutCancel(ctx))
+	return m.CheckPlatform(ctx)
+}
+
+// CheckPlatform starts a sandbox with the manager's runtime and has Python in it print a word.
+// The sandbox is removed in the background (Close waits for it). A failure says why the platform
+// doesn't work; PlatformCheck tells which one would.
+func (m *Manager) CheckPlatform(ctx context.Context) error {
 	sb, err := m.Prepare(ctx, SandboxOptions{Args: []string{"/usr/bin/python3", "-I", "-S", "-c", "print('ok')"},
 		Limits: Limits{MemoryBytes: 256 << 20, Pids: 64, CPUs: 1, CPUSeconds: 10}})
 	if err != nil {
@@ -209,6 +216,18 @@ func tryPlatform(ctx context.Context, o DoctorOptions, platform string) error {
 		return errors.New("python in the sandbox didn't print what it was told to")
 	}
 	return nil
+}
+
+// PlatformCheck is Doctor's platform line alone: it starts a sandbox on o.Platform and, when that
+// fails, names a platform that works.
+func PlatformCheck(ctx context.Context, o DoctorOptions) Check {
+	if o.Platform == "" {
+		o.Platform = PlatformSystrap
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	return platformCheck(ctx, o)
 }
 
 // Ready turns Doctor's failing lines into one error (nil when every line holds), worded for

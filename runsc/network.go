@@ -16,23 +16,23 @@ import (
 	"syscall"
 )
 
-// BlockedRanges are the destinations a sandbox with network never reaches, whatever the port:
+// blockedRanges are the destinations a sandbox with network never reaches, whatever the port:
 // "this network", private ranges, CGNAT, loopback, link-local (the cloud metadata address
 // 169.254.169.254 among them), IETF and test ranges, benchmarking, multicast and reserved. The
 // host's own addresses are refused too (addrtype LOCAL and the INPUT hook).
-var BlockedRanges = []string{
+var blockedRanges = []string{
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
 	"192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
 	"198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
 }
 
-// AlwaysBlockedRanges stay refused even when ExtraAllowedCIDRs name them: loopback, link-local
+// alwaysBlockedRanges stay refused even when ExtraAllowedCIDRs name them: loopback, link-local
 // (the cloud metadata address among them) and multicast. The host's own addresses are always
 // refused too.
-var AlwaysBlockedRanges = []string{"127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4"}
+var alwaysBlockedRanges = []string{"127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4"}
 
-// AllowedPorts are the TCP ports of public addresses a sandbox with network reaches.
-var AllowedPorts = []int{80, 443}
+// allowedPorts are the TCP ports of public addresses a sandbox with network reaches.
+var allowedPorts = []int{80, 443}
 
 // sandboxNetPool is where each sandbox's /30 (host side .1, sandbox side .2) comes from. It lies in
 // CGNAT space, which sandboxes themselves may not reach.
@@ -43,8 +43,8 @@ const netLockPath = "/run/lock/toolhost-net.lock"
 
 // NetworkOptions configure network = true sandboxes.
 type NetworkOptions struct {
-	// ExtraAllowedCIDRs are destinations admitted on any port despite BlockedRanges (but never
-	// AlwaysBlockedRanges or the host's own addresses). For tests only: they open a hole in the
+	// ExtraAllowedCIDRs are destinations admitted on any port despite blockedRanges (but never
+	// alwaysBlockedRanges or the host's own addresses). For tests only: they open a hole in the
 	// wall.
 	ExtraAllowedCIDRs []netip.Prefix
 }
@@ -126,17 +126,17 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 		{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"},
 		{"-m", "addrtype", "--dst-type", "LOCAL", "-j", "REJECT"},
 	}
-	for _, r := range AlwaysBlockedRanges {
+	for _, r := range alwaysBlockedRanges {
 		rules = append(rules, []string{"-d", r, "-j", "REJECT"})
 	}
 	for _, p := range opts.ExtraAllowedCIDRs {
 		rules = append(rules, []string{"-d", p.String(), "-j", "ACCEPT"})
 	}
-	for _, r := range BlockedRanges {
+	for _, r := range blockedRanges {
 		rules = append(rules, []string{"-d", r, "-j", "REJECT"})
 	}
-	ports := make([]string, len(AllowedPorts))
-	for i, p := range AllowedPorts {
+	ports := make([]string, len(allowedPorts))
+	for i, p := range allowedPorts {
 		ports[i] = strconv.Itoa(p)
 	}
 	rules = append(rules,

@@ -216,10 +216,27 @@ func (r *Runtime) runStdio(ctx context.Context, args []string, opts *CreateOpts)
 	}
 	if opts.LogFile != "" {
 		if b, rerr := os.ReadFile(opts.LogFile); rerr == nil && len(b) > 0 {
-			stderr = string(b)
+			stderr = logMessages(b)
 		}
 	}
 	return commandError(ctx, args, stderr, err)
+}
+
+// logMessages turns runsc's JSON log lines ({"msg": …}) into their messages, one a line; other
+// lines stay as they are.
+func logMessages(b []byte) string {
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var entry struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg != "" {
+			out = append(out, entry.Msg)
+		} else if strings.TrimSpace(line) != "" {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // Start starts a created container.

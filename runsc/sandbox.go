@@ -70,7 +70,7 @@ func sandboxesDir(stateDir string) string { return filepath.Join(stateDir, "sand
 type SandboxOptions struct {
 	// Args is the first process: typically a runner that reads one request from fd 3.
 	Args []string
-	// Env is the environment; DefaultEnv when nil.
+	// Env is the environment; DefaultEnv() when nil.
 	Env []string
 	// UID and GID inside the sandbox; 65534 (nobody) when both are zero and Root is false.
 	UID, GID uint32
@@ -113,7 +113,7 @@ type Sandbox struct {
 
 // Prepare makes a sandbox and starts its first process, which then waits for what Control says.
 // The sandbox lives until Close (or Release).
-func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (sb *Sandbox, err error) {
+func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (_ *Sandbox, err error) {
 	id, err := NewID(m.opts.Prefix)
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (sb *Sandbox
 	if opts.WorkFiles <= 0 {
 		opts.WorkFiles = 4096
 	}
-	sb = &Sandbox{ID: id, m: m, opts: opts, dir: filepath.Join(sandboxesDir(m.opts.StateDir), id),
+	sb := &Sandbox{ID: id, m: m, opts: opts, dir: filepath.Join(sandboxesDir(m.opts.StateDir), id),
 		cgroup: "/" + id, done: make(chan struct{})}
 	m.mu.Lock()
 	m.live[id] = sb
@@ -205,6 +205,9 @@ func (s *Sandbox) Take() error {
 	}
 	return nil
 }
+
+// Started is when the sandbox became ready (a pool retires sandboxes that waited too long).
+func (s *Sandbox) Started() time.Time { return s.started }
 
 // Options returns the options the sandbox was made with (defaults filled in).
 func (s *Sandbox) Options() SandboxOptions { return s.opts }

@@ -1,21 +1,25 @@
 // Package api serves the host's HTTP API: health, the tool list as
 // function specs, checking a tool, calling a tool over plain HTTP, reading
-// a run back, and the websocket protocol (docs/protocol.md).
+// a run back, the websocket protocol (docs/protocol.md), and the web UI's
+// files; it lets in only callers with a good token.
 package api
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
 )
@@ -41,12 +45,21 @@ type Options struct {
 	AllowedOrigins []string
 	// Version is the host's version, for /healthz.
 	Version string
+	// Tokens are the tokens callers may present; with none, only callers
+	// on this machine are served, each as admin.
+	Tokens *auth.Tokens
+	// ConnBuffer bounds the bytes of frames waiting for one websocket
+	// client; 0 means DefaultConnBuffer.
+	ConnBuffer int
+	// UI serves the web UI at /; nil serves none.
+	UI http.Handler
 }
 
 // Server is the HTTP handler of the API.
 type Server struct {
-	opts Options
-	mux  *http.ServeMux
+	opts      Options
+	mux       *http.ServeMux
+	writePool *sync.Pool
 }
 
 // New returns the API's handler.
@@ -54,24 +67,90 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux()}
+	if opts.Tokens == nil {
+		opts.Tokens = auth.New(nil)
+	}
+	if opts.ConnBuffer <= 0 {
+		opts.ConnBuffer = DefaultConnBuffer
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), writePool: &sync.Pool{}}
 	s.mux.HandleFunc("GET /healthz", s.health)
-	s.mux.HandleFunc("GET /api/v1/tools", s.listTools)
-	s.mux.HandleFunc("POST /api/v1/tools/check", s.checkTool)
-	s.mux.HandleFunc("POST /api/v1/tools/{name}/call", s.callTool)
-	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.getRun)
+	s.mux.HandleFunc("GET /api/v1/tools", s.authed(s.listTools))
+	s.mux.HandleFunc("POST /api/v1/tools/check", s.authed(s.checkTool))
+	s.mux.HandleFunc("POST /api/v1/tools/{name}/call", s.authed(s.callTool))
+	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.authed(s.getRun))
 	s.mux.HandleFunc("GET /api/v1/ws", s.websocket)
+	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "there is no such endpoint (see docs/protocol.md)")
+	})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if opts.UI == nil || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+			writeError(w, http.StatusNotFound, "not_found", "there is nothing here (the API is under /api/v1/)")
+			return
+		}
+		opts.UI.ServeHTTP(w, r)
+	})
 	return s
 }
 
-// ServeHTTP serves loopback callers only: until tokens exist, nobody else
-// may call tools.
+// ServeHTTP serves every caller when tokens are configured (each endpoint
+// checks the token), and only callers on this machine when none are. It
+// refuses what a web page of another site makes a browser send: requests
+// with a foreign Origin, and, with no tokens, requests for a host name
+// that is not this machine's (DNS rebinding).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !fromLoopback(r) {
-		writeError(w, http.StatusForbidden, "forbidden", "this host serves callers on its own machine only (no tokens are configured)")
+	if !s.opts.Tokens.Required() && (!fromLoopback(r) || !localName(r.Host)) {
+		writeError(w, http.StatusForbidden, "forbidden", "this host serves callers on its own machine only, at localhost or a loopback address (no tokens are configured)")
+		return
+	}
+	if r.Header.Get("Origin") != "" && !s.checkOrigin(r) {
+		writeError(w, http.StatusForbidden, "forbidden", "requests from the web pages of other sites are refused ([server] allowed_origins lists the sites allowed)")
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// localName says whether a Host header names this machine: localhost or a
+// loopback address.
+func localName(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authed lets a handler run only for a caller with a good token, and tells
+// it who the caller is.
+func (s *Server) authed(h func(http.ResponseWriter, *http.Request, auth.Identity)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.opts.Tokens.Required() {
+			h(w, r, auth.Local())
+			return
+		}
+		tok, _ := auth.Bearer(r)
+		id, ok := s.opts.Tokens.Check(tok)
+		if !ok {
+			s.unauthorized(w, r)
+			return
+		}
+		h(w, r, id)
+	}
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
+	s.opts.Logger.Warn("refused a request without a good token", "peer", r.RemoteAddr, "path", r.URL.Path)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="toolhost"`)
+	writeError(w, http.StatusUnauthorized, "unauthorized", "a good token is needed: send Authorization: Bearer <token>")
+}
+
+func forbidden(w http.ResponseWriter, message string) {
+	writeError(w, http.StatusForbidden, "forbidden", message)
 }
 
 func fromLoopback(r *http.Request) bool {
@@ -96,13 +175,17 @@ func (s *Server) specs() []tools.FunctionSpec {
 	return out
 }
 
-func (s *Server) listTools(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, _ auth.Identity) {
 	writeJSON(w, http.StatusOK, map[string]any{"tools": s.specs()})
 }
 
 // checkTool takes a tool in TOML and returns it normalised or the errors;
 // nothing is saved.
-func (s *Server) checkTool(w http.ResponseWriter, r *http.Request) {
+func (s *Server) checkTool(w http.ResponseWriter, r *http.Request, id auth.Identity) {
+	if !id.CanCall() {
+		forbidden(w, fmt.Sprintf("%s is a %s and may not check tools", id.Name, id.Role))
+		return
+	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(data) > maxBody {
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "a tool must be at most 1 MiB of TOML")
@@ -132,13 +215,20 @@ func (s *Server) checkTool(w http.ResponseWriter, r *http.Request) {
 }
 
 // callTool runs a tool and answers when it ends: for curl users.
-func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
+func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identity) {
+	if !id.CanCall() {
+		forbidden(w, fmt.Sprintf("%s is a %s and may not run tools", id.Name, id.Role))
+		return
+	}
 	args, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(args) > maxBody {
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "the arguments must be at most 1 MiB of JSON")
 		return
 	}
-	run, err := s.opts.Dispatcher.Start(runs.Request{Tool: r.PathValue("name"), Args: args, Principal: "local"})
+	run, err := s.opts.Dispatcher.Start(runs.Request{
+		Tool: r.PathValue("name"), Args: args, Principal: id.Name,
+		Session: r.Header.Get("Toolhost-Session"), IdempotencyKey: r.Header.Get("Idempotency-Key"),
+	})
 	if err != nil {
 		var ce *runs.CallError
 		if errors.As(err, &ce) {
@@ -154,7 +244,10 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		run.Cancel()
 		return
 	}
-	stdout, stderr := run.Printed()
+	stdout, stderr, err := run.Printed()
+	if err != nil {
+		s.opts.Logger.Error("a run's output could not be read back", "run", run.ID, "error", err)
+	}
 	body := map[string]any{"run": run.ID, "printed": strings.TrimSpace(stdout)}
 	if stderr != "" {
 		body["stderr"] = stderr
@@ -179,21 +272,44 @@ func callErrorStatus(code string) int {
 }
 
 // getRun gives a run's record and output.
-func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	run, ok := s.opts.Dispatcher.Get(r.PathValue("id"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "unknown_run", "there is no run with that id (runs are kept for a while after they end)")
 		return
 	}
-	stdout, stderr := run.Printed()
-	rec := map[string]any{
-		"run": run.ID, "tool": run.Tool, "principal": run.Principal, "started": run.Started.UTC().Format(time.RFC3339Nano),
-		"done": run.Done(), "stdout": stdout, "stderr": stderr, "events": run.Events(0),
+	if !id.CanSee(run.Principal) {
+		forbidden(w, "that run was started by someone else")
+		return
 	}
-	if e := run.Ended(); !e.IsZero() {
-		rec["ended"] = e.UTC().Format(time.RFC3339Nano)
-		last, _ := run.Wait(r.Context())
-		if last.Error != nil {
+	// Read the end first: what is read after it is complete.
+	ended := run.Ended()
+	events, err := run.Events(0)
+	if err != nil {
+		s.opts.Logger.Error("a run's output could not be read back", "run", run.ID, "error", err)
+		writeError(w, http.StatusInternalServerError, "failed", "the run's output can't be read back: "+err.Error())
+		return
+	}
+	var stdout, stderr strings.Builder
+	for _, e := range events {
+		switch e.Type {
+		case "stdout":
+			stdout.WriteString(e.Data)
+		case "stderr":
+			stderr.WriteString(e.Data)
+		}
+	}
+	rec := map[string]any{
+		"run": run.ID, "tool": run.Tool, "principal": run.Principal, "session": run.Session, "idempotency_key": run.IdempotencyKey,
+		"started": run.Started.UTC().Format(time.RFC3339Nano), "done": !ended.IsZero(),
+		"stdout": stdout.String(), "stderr": stderr.String(), "last_seq": len(events) - 1,
+	}
+	if r.URL.Query().Get("events") != "false" {
+		rec["events"] = events
+	}
+	if !ended.IsZero() {
+		rec["ended"] = ended.UTC().Format(time.RFC3339Nano)
+		if last := events[len(events)-1]; last.Error != nil {
 			rec["error"] = last.Error
 		} else {
 			rec["result"] = last.Result

@@ -29,7 +29,10 @@ const (
 	hardFrameLimit = 64 << 20
 	pingEvery      = 30 * time.Second
 	pongWait       = 75 * time.Second
-	writeWait      = 10 * time.Second
+	// writeWait is how long one frame may take to go out: as long as a
+	// client may stay silent, so a client that pauses reading is not cut off
+	// sooner than one that pauses talking.
+	writeWait = pongWait
 	// signInWait is how long a connection may go without signing in.
 	signInWait = 30 * time.Second
 	// DefaultConnBuffer is how many bytes of frames wait for one slow
@@ -76,8 +79,9 @@ type behindFrame struct {
 }
 
 func (s *Server) upgrader() *websocket.Upgrader {
+	// The read buffer is the HTTP server's own (4 KiB), reused; write
+	// buffers come from a pool, so an idle connection holds none.
 	return &websocket.Upgrader{
-		ReadBufferSize:  4 << 10,
 		WriteBufferSize: 4 << 10,
 		WriteBufferPool: s.writePool,
 		CheckOrigin:     s.checkOrigin,
@@ -148,13 +152,18 @@ type wsConn struct {
 	cancel context.CancelFunc
 	peer   string
 
-	// id is who the connection is signed in as; set by the reader only,
-	// before signedIn.
-	id       auth.Identity
 	signedIn atomic.Bool
 
 	mu    sync.Mutex
+	id    auth.Identity        // who the connection is signed in as
 	calls map[string]*runs.Run // client id -> run
+}
+
+// who is who the connection is signed in as.
+func (c *wsConn) who() auth.Identity {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.id
 }
 
 // outFrame is a frame waiting for the writer.
@@ -325,7 +334,7 @@ func (c *wsConn) send(v any) {
 		return
 	}
 	if !c.out.push(outFrame{b: b}) {
-		c.s.opts.Logger.Warn("a client read nothing while replies piled up; disconnected", "principal", c.id.Name, "peer", c.peer)
+		c.s.opts.Logger.Warn("a client read nothing while replies piled up; disconnected", "principal", c.who().Name, "peer", c.peer)
 		c.cancel()
 	}
 }
@@ -425,15 +434,18 @@ func (c *wsConn) hello(m inMessage) bool {
 			c.closeWith(frameError{Type: "error", ID: m.ID, Error: runs.ErrorBody{Code: "unauthorized", Message: "the token is not one this host knows"}})
 			return false
 		}
+		c.mu.Lock()
 		c.id = id
+		c.mu.Unlock()
 		c.signedIn.Store(true)
 	}
+	who := c.who()
 	if c.signedIn.Load() {
-		c.s.opts.Logger.Debug("websocket client said hello", "principal", c.id.Name, "role", c.id.Role, "client", m.Client, "peer", c.peer)
+		c.s.opts.Logger.Debug("websocket client said hello", "principal", who.Name, "role", who.Role, "client", m.Client, "peer", c.peer)
 	}
 	c.send(map[string]any{
 		"type": "hello", "id": m.ID, "protocol": ProtocolVersion, "server": "toolhost", "version": c.s.opts.Version,
-		"auth_required": c.s.opts.Tokens.Required(), "principal": c.id.Name, "role": c.id.Role,
+		"auth_required": c.s.opts.Tokens.Required(), "principal": who.Name, "role": who.Role,
 	})
 	return true
 }
@@ -455,8 +467,9 @@ func describeJSONError(err error) string {
 }
 
 func (c *wsConn) call(m inMessage) {
-	if !c.id.CanCall() {
-		c.sendError(m.ID, "", "forbidden", fmt.Sprintf("%s is a %s and may not run tools", c.id.Name, c.id.Role))
+	who := c.who()
+	if !who.CanCall() {
+		c.sendError(m.ID, "", "forbidden", fmt.Sprintf("%s is a %s and may not run tools", who.Name, who.Role))
 		return
 	}
 	c.mu.Lock()
@@ -466,7 +479,7 @@ func (c *wsConn) call(m inMessage) {
 		return
 	}
 	c.mu.Unlock()
-	run, err := c.s.opts.Dispatcher.Start(runs.Request{Tool: m.Tool, Args: m.Args, Principal: c.id.Name, Session: m.Session, IdempotencyKey: m.IdempotencyKey})
+	run, err := c.s.opts.Dispatcher.Start(runs.Request{Tool: m.Tool, Args: m.Args, Principal: who.Name, Session: m.Session, IdempotencyKey: m.IdempotencyKey})
 	if err != nil {
 		code := "failed"
 		var ce *runs.CallError
@@ -491,7 +504,17 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 		if err != nil && c.ctx.Err() == nil {
 			c.sendError(id, run.ID, "unknown_run", "the run's events can no longer be read: "+err.Error())
 		}
-		if err != nil || evs == nil {
+		if err != nil {
+			return
+		}
+		if evs == nil {
+			// The run ended and the client has all of it: the call's id
+			// is free again, and the run can be forgotten in time.
+			c.mu.Lock()
+			if c.calls[id] == run {
+				delete(c.calls, id)
+			}
+			c.mu.Unlock()
 			return
 		}
 		for _, e := range evs {
@@ -503,7 +526,7 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 			if !c.out.pushEvent(b, func() []byte {
 				return c.encode(behindFrame{Type: "behind", ID: id, Run: run.ID, LastSeq: last})
 			}) {
-				c.s.opts.Logger.Debug("a client fell behind a run", "run", run.ID, "principal", c.id.Name, "last_seq", last)
+				c.s.opts.Logger.Debug("a client fell behind a run", "run", run.ID, "principal", c.who().Name, "last_seq", last)
 				return
 			}
 			from = e.Seq + 1
@@ -517,7 +540,7 @@ func (c *wsConn) cancelRun(m inMessage) {
 		c.sendError(m.ID, m.Run, "unknown_run", "cancel names no run of yours: give \"run\" (the run id) or the \"id\" of your call")
 		return
 	}
-	if !c.id.CanSee(run.Principal) || !c.id.CanCall() {
+	if who := c.who(); !who.CanSee(run.Principal) || !who.CanCall() {
 		c.sendError(m.ID, run.ID, "forbidden", "you may cancel only runs you started")
 		return
 	}
@@ -542,7 +565,7 @@ func (c *wsConn) attach(m inMessage) {
 		c.sendError(m.ID, m.Run, "unknown_run", "there is no run with that id (runs are kept for a while after they end)")
 		return
 	}
-	if !c.id.CanSee(run.Principal) {
+	if !c.who().CanSee(run.Principal) {
 		c.sendError(m.ID, m.Run, "forbidden", "that run was started by someone else")
 		return
 	}

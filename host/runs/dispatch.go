@@ -191,6 +191,17 @@ func (d *Dispatcher) Get(id string) (*Run, bool) {
 	return r, ok
 }
 
+// List returns the runs kept now, in no order.
+func (d *Dispatcher) List() []*Run {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*Run, 0, len(d.runs))
+	for _, r := range d.runs {
+		out = append(out, r)
+	}
+	return out
+}
+
 // Sweep forgets runs that ended more than the keep time ago.
 func (d *Dispatcher) Sweep(now time.Time) {
 	d.mu.Lock()

@@ -35,7 +35,7 @@ func defaultConfig() Config {
 	return Config{
 		Runsc:          "/usr/local/bin/runsc",
 		Rootfs:         "/var/lib/toolhost/rootfs",
-		StateDir:       "/run/toolhost/runsc",
+		StateDir:       "/run/toolhost",
 		Platform:       runsc.PlatformSystrap,
 		SandboxPrefix:  runsc.DefaultPrefix,
 		MaxMemoryMB:    1024,

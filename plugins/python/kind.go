@@ -37,6 +37,9 @@ type kind struct {
 	cfg   Config
 	mgr   *runsc.Manager
 	slots chan struct{} // one per sandbox allowed at once
+	// runs is held for reading by every run on mgr, so a replaced manager is closed only once
+	// its runs are done.
+	runs *sync.RWMutex
 }
 
 var _ sdk.Kind = (*kind)(nil)
@@ -72,9 +75,11 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
 	if same {
 		return nil
 	}
-	checks := runsc.Doctor(ctx, runsc.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
-		Platform: cfg.Platform, Prefix: cfg.SandboxPrefix})
-	if err := runsc.Ready(checks); err != nil {
+	// The checks of toolhost doctor; the platform is tried last, with the new manager, so its
+	// sandbox is removed in the background instead of holding up the start.
+	doctor := runsc.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
+		Platform: cfg.Platform, Prefix: cfg.SandboxPrefix, SkipPlatform: true}
+	if err := runsc.Ready(runsc.Doctor(ctx, doctor)); err != nil {
 		return fmt.Errorf("the python kind can't start: %w", err)
 	}
 	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: cfg.Runsc, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform})
@@ -88,17 +93,30 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
 	}
 	k.mu.Lock()
 	old, oldCfg := k.mgr, k.cfg
-	first := old == nil || oldCfg.SandboxPrefix != cfg.SandboxPrefix || oldCfg.StateDir != cfg.StateDir
-	k.cfg, k.mgr, k.slots = cfg, mgr, make(chan struct{}, poolMax(cfg.Pool))
 	k.mu.Unlock()
-	if first {
+	if old == nil || oldCfg.SandboxPrefix != cfg.SandboxPrefix || oldCfg.StateDir != cfg.StateDir {
+		// Starting up: whatever an earlier run of the plugin left goes first.
 		if err := mgr.Sweep(ctx); err != nil {
 			k.log.Warn("removing leftover sandboxes", "error", err)
 		}
 	}
+	if err := mgr.CheckPlatform(ctx); err != nil {
+		_ = mgr.Close(context.WithoutCancel(ctx))
+		if why := runsc.Ready([]runsc.Check{runsc.PlatformCheck(ctx, doctor)}); why != nil {
+			err = why
+		}
+		return fmt.Errorf("the python kind can't start: %w", err)
+	}
+	k.mu.Lock()
+	old = k.mgr
+	oldRuns := k.runs
+	k.cfg, k.mgr, k.slots, k.runs = cfg, mgr, make(chan struct{}, poolMax(cfg.Pool)), &sync.RWMutex{}
+	k.mu.Unlock()
 	if old != nil {
 		// Runs in flight finish on the old manager; it is closed once they are done.
 		go func() {
+			oldRuns.Lock()
+			defer oldRuns.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			if err := old.Close(ctx); err != nil {
@@ -124,6 +142,7 @@ type configured struct {
 	cfg   Config
 	mgr   *runsc.Manager
 	slots chan struct{}
+	runs  *sync.RWMutex
 }
 
 func (k *kind) current() (configured, error) {
@@ -132,7 +151,7 @@ func (k *kind) current() (configured, error) {
 	if k.mgr == nil {
 		return configured{}, errors.New("the python kind has no configuration yet")
 	}
-	return configured{k.cfg, k.mgr, k.slots}, nil
+	return configured{k.cfg, k.mgr, k.slots, k.runs}, nil
 }
 
 // Check checks the run table and compiles the code in a sandbox (never in this process), which

@@ -72,7 +72,7 @@ func TestCheckCompilesInASandbox(t *testing.T) {
 		t.Errorf("normalised run table = %s", got)
 	}
 	_, err = c.Check(ctx, pyTool(t, "def run():\n    pass\n", map[string]any{"seconds": 61, "memory_mb": 4096, "netwrk": true}))
-	want := "run.memory_mb: is a whole number of MiB from 32 to 1024 ([python] max_memory_mb)\n" +
+	want := "run.memory_mb: is a whole number of MiB from 16 to 1024 ([python] max_memory_mb)\n" +
 		"run.netwrk: is not a key of a python tool's run table (type, code, seconds, memory_mb, network)\n" +
 		"run.seconds: is a whole number from 1 to 60"
 	if err == nil || err.Error() != want {

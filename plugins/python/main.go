@@ -7,6 +7,9 @@ package main
 
 import (
 	"context"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
@@ -14,9 +17,22 @@ import (
 
 func main() {
 	k := newKind(kindOptions{Logger: sdk.Logger("python")})
+	// Stopped by a signal (systemctl stop sends SIGTERM to every process of the unit) or by the
+	// host (Serve returns): either way no sandbox may outlive the plugin. Sandboxes are not in
+	// the unit's cgroups, so nothing else would stop them; a later start sweeps what a SIGKILL
+	// leaves.
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = k.Close(ctx)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		stop()
+		os.Exit(0)
+	}()
 	sdk.Serve(k)
-	// The host stopped the plugin: no sandbox may outlive it.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_ = k.Close(ctx)
+	stop()
 }

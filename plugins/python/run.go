@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -74,9 +76,11 @@ type outcome struct {
 	timedOut  bool
 	outputCut bool
 	cancelled bool
-	stats     runsc.Stats
-	statsErr  error
-	rejected  uint64
+	// answered is when the answer (or the end of the control socket) came.
+	answered time.Time
+	stats    runsc.Stats
+	statsErr error
+	rejected uint64
 }
 
 // limits are the numbers a run's messages quote.
@@ -89,6 +93,8 @@ type limits struct {
 // runInSandbox prepares a sandbox, hands it the request, streams its output through emit (nil
 // discards it), and turns how it ended into a result or an *sdk.Error.
 func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req request, emit sdk.Emit) (json.RawMessage, *sdk.Error) {
+	c.runs.RLock()
+	defer c.runs.RUnlock()
 	select {
 	case c.slots <- struct{}{}:
 		defer func() { <-c.slots }()
@@ -189,7 +195,7 @@ func (k *kind) drive(ctx context.Context, sb *runsc.Sandbox, req request, lim li
 	}
 	select {
 	case r := <-answers:
-		o.answer, o.answerErr = r.answer, r.answerErr
+		o.answer, o.answerErr, o.answered = r.answer, r.answerErr, time.Now()
 	case <-timer.C:
 		o.timedOut = true
 		kill()
@@ -200,18 +206,28 @@ func (k *kind) drive(ctx context.Context, sb *runsc.Sandbox, req request, lim li
 		o.cancelled = true
 		kill()
 	}
-	// The output of a finished run ends when its sandbox does: wait for it, so everything printed
-	// goes out before the result.
-	select {
-	case <-streamsDone:
-	case <-time.After(drainWait):
-		kill()
+	if o.answer != nil {
+		// The code is done and everything it wrote is in the pipes already (the sandbox writes
+		// them synchronously): stop the streaming goroutines and drain what is left, rather than
+		// wait for the sandbox to end.
+		_ = sb.Stdout.SetReadDeadline(time.Now())
+		_ = sb.Stderr.SetReadDeadline(time.Now())
+		<-streamsDone
+		out.drain(sb.Stdout, false)
+		out.drain(sb.Stderr, true)
+	} else {
+		// Stopped or crashed: the output ends when the sandbox does.
 		select {
 		case <-streamsDone:
 		case <-time.After(drainWait):
-			_ = sb.Stdout.SetReadDeadline(time.Now())
-			_ = sb.Stderr.SetReadDeadline(time.Now())
-			<-streamsDone
+			kill()
+			select {
+			case <-streamsDone:
+			case <-time.After(drainWait):
+				_ = sb.Stdout.SetReadDeadline(time.Now())
+				_ = sb.Stderr.SetReadDeadline(time.Now())
+				<-streamsDone
+			}
 		}
 	}
 	if out.wasCut() {
@@ -278,6 +294,41 @@ func (c *cappedOutput) copy(f *os.File, stderr bool) {
 			return
 		}
 	}
+}
+
+// drain forwards what is buffered in f now, without waiting for more. Only one goroutine may
+// read f meanwhile.
+func (c *cappedOutput) drain(f *os.File, stderr bool) {
+	_ = f.SetReadDeadline(time.Time{})
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := buffered(f)
+		if err != nil || n <= 0 {
+			return
+		}
+		m, rerr := f.Read(buf[:min(n, len(buf))])
+		if m > 0 {
+			c.forward(buf[:m], stderr)
+		}
+		if rerr != nil {
+			return
+		}
+	}
+}
+
+// buffered returns how many bytes wait in the pipe f (FIONREAD), without touching its mode (Fd
+// would make it blocking).
+func buffered(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil {
+		return 0, err
+	}
+	return n, ierr
 }
 
 func (c *cappedOutput) forward(p []byte, stderr bool) {

@@ -1,6 +1,6 @@
-# The python kind's runner: the first process of a sandbox. It waits for one request (a JSON line)
-# on fd 3, runs the tool's code in a child process of its own, and answers on fd 3 with one JSON
-# line. What the code prints goes straight to the sandbox's stdout and stderr, which the host
+# The python kind's runner: the first process of a sandbox. A child process of its own waits for
+# one request (a JSON line) on fd 3 and runs the tool's code; this process reports how the child
+# ended, and the answer goes back on fd 3 as one JSON line. What the code prints goes straight to the sandbox's stdout and stderr, which the host
 # streams. It imports nothing heavy, so a sandbox made ready ahead of time waits cheaply.
 #
 # Request: {"mode": "run" | "check", "code": str, "args": object, "cpu_seconds": int}
@@ -39,29 +39,37 @@ def write_all(fd, data):
 
 
 def main():
-    req = read_request()
+    # The child that will run the code is forked now, before the request comes, so a sandbox made
+    # ready ahead of time has paid for the fork already. The child reads the request itself, tells
+    # this process the CPU limit on the pipe, then sends its answer there.
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        os.close(CONTROL)
         try:
-            child(req, w)
+            child(w)
         finally:
             os._exit(0)
     os.close(w)
     got = b""
-    while not got.endswith(b"\n"):
+    while got.count(b"\n") < 2:
         chunk = os.read(r, 1 << 16)
         if not chunk:
             break
         got += chunk
-    _, status, usage = os.wait4(pid, 0)
-    if got.endswith(b"\n"):
-        write_all(CONTROL, got)
+    lines = got.split(b"\n")
+    if len(lines) > 2:
+        # The child answered: pass it on at once; the sandbox ends when this process does.
+        write_all(CONTROL, lines[1] + b"\n")
         return
+    _, status, usage = os.wait4(pid, 0)
+    try:
+        limit = json.loads(lines[0]).get("cpu_seconds", 0) if lines[0] else 0
+    except ValueError:
+        limit = 0
+    if not lines[0]:
+        return  # no request came: the sandbox is being closed
     cpu = usage.ru_utime + usage.ru_stime
-    limit = req.get("cpu_seconds", 0)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and limit and cpu >= limit - 0.05):
@@ -73,10 +81,13 @@ def main():
     write_all(CONTROL, (json.dumps(answer) + "\n").encode())
 
 
-def child(req, w):
+def child(w):
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
+    req = read_request()
+    os.close(CONTROL)
     cpu = int(req.get("cpu_seconds") or 0)
+    write_all(w, (json.dumps({"cpu_seconds": cpu}) + "\n").encode())
     if cpu > 0:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     tried_network = [False]

@@ -13,7 +13,7 @@ const (
 	minSeconds      = 1
 	maxSeconds      = 60
 	defaultSeconds  = 20
-	minMemoryMB     = 32
+	minMemoryMB     = 16
 	defaultMemoryMB = 512
 	maxCodeBytes    = 1 << 20
 )

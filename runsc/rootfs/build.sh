@@ -79,6 +79,11 @@ rm -rf "$tmp"/var/cache/apt/* "$tmp"/var/lib/apt/lists/* "$tmp"/var/log/* \
 	"$tmp"/usr/share/doc "$tmp"/usr/share/man "$tmp"/usr/share/info "$tmp"/usr/share/locale \
 	"$tmp"/usr/share/lintian "$tmp"/usr/share/linda "$tmp"/var/cache/debconf/*-old \
 	"$tmp"/debootstrap
+# Nothing of the build machine: its resolver and name stay out of the sandboxes.
+: >"$tmp/etc/resolv.conf"
+chmod 0644 "$tmp/etc/resolv.conf"
+echo sandbox >"$tmp/etc/hostname"
+printf '127.0.0.1\tlocalhost\n::1\tlocalhost\n' >"$tmp/etc/hosts"
 # Mount points of the sandbox: the run's writable folder and the runner's folder.
 mkdir -p "$tmp"/work "$tmp"/toolhost
 echo "$want" >"$tmp/.toolhost-rootfs"

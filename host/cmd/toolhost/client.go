@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/toolhost/toolhost/host/api"
 )
 
 // clientFlags are the flags of the commands that talk to a running host.
@@ -61,6 +63,9 @@ func (c *clientFlags) fetchTools() ([]toolSpec, error) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode == http.StatusUnauthorized {
+		return nil, fmt.Errorf("the host at %s needs a good token (give it with --token or TOOLHOST_TOKEN)", c.addr)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("the host answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
@@ -141,6 +146,19 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cf.register(fs)
 	raw := fs.Bool("json", false, "print the raw events, one JSON object a line")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: toolhost call [--addr HOST:PORT] [--token T] [--json] TOOL [name=value ...]
+
+Calls TOOL on a running host and streams what it prints: its stdout to
+stdout, its stderr to stderr, then the result as JSON. Text params take the
+value as it is; others take JSON (n=42, flag=true, items='["a","b"]').
+
+Exit codes: 0 the run returned a result; 1 the run ended with an error;
+2 usage error, refused call, or the host could not be reached.
+
+`)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -169,49 +187,134 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolhost: %v\n", err)
 		return 2
 	}
-	ws, _, err := websocket.DefaultDialer.Dial("ws://"+cf.addr+"/api/v1/ws", cf.header())
+	return streamCall(cf, name, callArgs, *raw, stdout, stderr)
+}
+
+// callEvent is a frame of the host, as toolhost call reads it.
+type callEvent struct {
+	Type    string          `json:"type"`
+	Run     string          `json:"run"`
+	Seq     *int64          `json:"seq"`
+	LastSeq int64           `json:"last_seq"`
+	Data    string          `json:"data"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// dial opens the websocket, saying in words why it could not.
+func (c *clientFlags) dial() (*websocket.Conn, error) {
+	ws, resp, err := websocket.DefaultDialer.Dial("ws://"+c.addr+"/api/v1/ws", c.header())
 	if err != nil {
-		fmt.Fprintf(stderr, "toolhost: the websocket at %s can't be opened: %v\n", cf.addr, err)
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return nil, fmt.Errorf("the host at %s refused the token (give a good one with --token or TOOLHOST_TOKEN)", c.addr)
+		}
+		if resp != nil && resp.StatusCode == http.StatusForbidden {
+			return nil, fmt.Errorf("the host at %s refused the connection (%s)", c.addr, resp.Status)
+		}
+		return nil, fmt.Errorf("the websocket at %s can't be opened: %w", c.addr, err)
+	}
+	// Say hello, and check the host speaks our protocol.
+	_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	defer func() { _ = ws.SetReadDeadline(time.Time{}) }()
+	if err := ws.WriteJSON(map[string]any{"type": "hello", "id": "hello", "client": "toolhost-cli", "protocol": api.ProtocolVersion}); err != nil {
+		ws.Close()
+		return nil, fmt.Errorf("the host at %s can't be greeted: %w", c.addr, err)
+	}
+	var hello struct {
+		Type     string `json:"type"`
+		Protocol int    `json:"protocol"`
+		Error    *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := ws.ReadJSON(&hello); err != nil {
+		ws.Close()
+		return nil, fmt.Errorf("the host at %s did not answer hello: %w", c.addr, err)
+	}
+	if hello.Type != "hello" || hello.Protocol != api.ProtocolVersion {
+		ws.Close()
+		why := fmt.Sprintf("it speaks protocol %d", hello.Protocol)
+		if hello.Error != nil {
+			why = hello.Error.Message
+		}
+		return nil, fmt.Errorf("the host at %s does not speak protocol %d that this toolhost speaks (%s)", c.addr, api.ProtocolVersion, why)
+	}
+	return ws, nil
+}
+
+// streamCall calls a tool and prints its events until the run ends. If
+// the connection drops, it reconnects and re-attaches from the last seq it
+// got, so nothing is printed twice or lost. Exit codes: 0 result, 1 run
+// error, 2 refused or unreachable.
+func streamCall(cf clientFlags, name string, args json.RawMessage, raw bool, stdout, stderr io.Writer) int {
+	const id = "cli"
+	ws, err := cf.dial()
+	if err != nil {
+		fmt.Fprintf(stderr, "toolhost: %v\n", err)
 		return 2
 	}
-	defer ws.Close()
-	if err := ws.WriteJSON(map[string]any{"type": "call", "id": "cli", "tool": name, "args": callArgs}); err != nil {
+	defer func() { ws.Close() }()
+	if err := ws.WriteJSON(map[string]any{"type": "call", "id": id, "tool": name, "args": args}); err != nil {
 		fmt.Fprintf(stderr, "toolhost: the call could not be sent: %v\n", err)
 		return 2
 	}
+	run, last := "", int64(-1)
+	retries := 0
 	for {
 		_, data, err := ws.ReadMessage()
 		if err != nil {
-			fmt.Fprintf(stderr, "toolhost: the connection ended before the run did: %v\n", err)
-			return 2
+			if run == "" || retries >= 5 {
+				fmt.Fprintf(stderr, "toolhost: the connection ended before the run did: %v\n", err)
+				return 2
+			}
+			// Reconnect and pick the run up after the last event we have.
+			retries++
+			time.Sleep(time.Duration(retries) * 500 * time.Millisecond)
+			ws.Close()
+			if ws, err = cf.dial(); err == nil {
+				err = ws.WriteJSON(map[string]any{"type": "attach", "id": id, "run": run, "after_seq": last})
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "toolhost: the connection dropped and could not be reopened: %v\n", err)
+				return 2
+			}
+			continue
 		}
-		if *raw {
-			fmt.Fprintln(stdout, string(data))
-		}
-		var ev struct {
-			Type   string          `json:"type"`
-			Data   string          `json:"data"`
-			Result json.RawMessage `json:"result"`
-			Error  *struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
+		var ev callEvent
 		if err := json.Unmarshal(data, &ev); err != nil {
 			fmt.Fprintf(stderr, "toolhost: the host sent a frame that isn't JSON: %v\n", err)
 			return 2
 		}
+		if ev.Seq != nil {
+			if *ev.Seq <= last {
+				continue // already printed
+			}
+			last = *ev.Seq
+			run = ev.Run
+			retries = 0
+		}
+		if raw {
+			fmt.Fprintln(stdout, string(data))
+		}
 		switch ev.Type {
 		case "stdout":
-			if !*raw {
+			if !raw {
 				fmt.Fprint(stdout, ev.Data)
 			}
 		case "stderr":
-			if !*raw {
+			if !raw {
 				fmt.Fprint(stderr, ev.Data)
 			}
+		case "behind":
+			if err := ws.WriteJSON(map[string]any{"type": "attach", "id": id, "run": ev.Run, "after_seq": last}); err != nil {
+				fmt.Fprintf(stderr, "toolhost: the run could not be followed: %v\n", err)
+				return 2
+			}
 		case "result":
-			if !*raw {
+			if !raw {
 				var pretty any
 				_ = json.Unmarshal(ev.Result, &pretty)
 				b, _ := json.MarshalIndent(pretty, "", "  ")
@@ -219,14 +322,15 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 			}
 			return 0
 		case "error":
-			if ev.Error == nil {
-				ev.Error = &struct {
-					Code    string `json:"code"`
-					Message string `json:"message"`
-				}{"failed", "the run failed"}
+			code, message := "failed", "the run failed"
+			if ev.Error != nil {
+				code, message = ev.Error.Code, ev.Error.Message
 			}
-			if !*raw {
-				fmt.Fprintf(stderr, "toolhost: %s (%s)\n", ev.Error.Message, ev.Error.Code)
+			if !raw {
+				fmt.Fprintf(stderr, "toolhost: %s (%s)\n", message, code)
+			}
+			if ev.Seq == nil {
+				return 2 // refused before it ran
 			}
 			return 1
 		}

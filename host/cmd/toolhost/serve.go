@@ -64,8 +64,16 @@ func runServe(args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolhost: can't listen on %s: %v\n", cfg.Server.Listen, err)
 		return 1
 	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
-		log.Warn("listening beyond this machine, but only callers on this machine are served until tokens are configured", "listen", cfg.Server.Listen)
+	if len(cfg.Tokens) == 0 {
+		if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+			ln.Close()
+			fmt.Fprintf(stderr, "toolhost: [server] listen = %q reaches beyond this machine, but no [[tokens]] are configured, so anyone could run tools;\n"+
+				"  add a [[tokens]] entry (name, sha256, role), or listen on 127.0.0.1\n", cfg.Server.Listen)
+			return 2
+		}
+		log.Warn("NO TOKENS ARE CONFIGURED: every caller on this machine is an admin, and nobody else is served; add [[tokens]] to " + cfg.File + " to require a token")
+	} else {
+		log.Info("callers need a token", "tokens", len(cfg.Tokens))
 	}
 	h := host.New(cfg, log)
 	problems := h.Start(ctx)

@@ -1,0 +1,509 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/host/auth"
+	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// fakeKind is an in-process kind: "lines" prints n lines of size bytes
+// (to stderr too when stderr is set, with a progress event half way),
+// waiting delay_ms before each; "block" waits to be cancelled. A line
+// starts with the time it was printed, in nanoseconds, for latency.
+type fakeKind struct{}
+
+func (fakeKind) Invoke(ctx context.Context, inv sdk.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
+	var a struct {
+		N       int  `json:"n"`
+		Size    int  `json:"size"`
+		DelayMS int  `json:"delay_ms"`
+		Stderr  bool `json:"stderr"`
+	}
+	_ = json.Unmarshal(inv.Args, &a)
+	switch inv.Tool.Name {
+	case "block":
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case "fail":
+		onEvent(sdk.Event{Stdout: []byte("trying\n")})
+		return nil, &sdk.Error{Code: "no_luck", Message: "the thing could not be done"}
+	}
+	pad := strings.Repeat("x", max(0, a.Size-40))
+	for i := range a.N {
+		if a.DelayMS > 0 {
+			select {
+			case <-time.After(time.Duration(a.DelayMS) * time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		onEvent(sdk.Event{Stdout: fmt.Appendf(nil, "%d %d %s\n", time.Now().UnixNano(), i, pad)})
+		if a.Stderr {
+			onEvent(sdk.Event{Stderr: fmt.Appendf(nil, "warning %d\n", i)})
+		}
+		if a.Stderr && i == a.N/2 {
+			onEvent(sdk.Event{Progress: &sdk.Progress{Fraction: 0.5, Message: "half way"}})
+		}
+	}
+	return json.Marshal(map[string]int{"lines": a.N})
+}
+
+func fakeTools() []*tools.Tool {
+	param := func(name, kind string) config.Param { return config.Param{Name: name, Kind: kind} }
+	return []*tools.Tool{
+		{Tool: config.Tool{Name: "lines", Description: "Print lines.", Effect: "read",
+			Params: []config.Param{param("n", "integer"), param("size", "integer"), param("delay_ms", "integer"), param("stderr", "bool")}},
+			Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)},
+		{Tool: config.Tool{Name: "block", Description: "Wait to be cancelled.", Effect: "read"}, Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)},
+		{Tool: config.Tool{Name: "fail", Description: "Fail.", Effect: "read"}, Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)},
+		{Tool: config.Tool{Name: "ghost", Description: "Of a kind not running.", Effect: "read"}, Kind: "ghost", Run: json.RawMessage(`{"type":"ghost"}`)},
+	}
+}
+
+type testHost struct {
+	srv  *httptest.Server
+	runs *runs.Dispatcher
+	url  string // ws://…/api/v1/ws
+}
+
+// smallBuffers makes the kernel's socket buffers small, so that a client
+// that does not read is felt by the host at once.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(64 << 10)
+	}
+	return c, err
+}
+
+func newTestHost(t testing.TB, opts Options) *testHost {
+	t.Helper()
+	reg := tools.NewRegistry()
+	reg.Replace(fakeTools())
+	d := runs.NewDispatcher(reg, func(kind string) (runs.Invoker, bool) { return fakeKind{}, kind == "fake" }, nil, time.Hour)
+	d.SpillTo(t.TempDir(), 64<<10)
+	opts.Registry, opts.Dispatcher = reg, d
+	srv := httptest.NewUnstartedServer(New(opts))
+	srv.Listener = smallBuffers{srv.Listener}
+	srv.Start()
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		d.CancelAll()
+		d.Close()
+	})
+	return &testHost{srv: srv, runs: d, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/ws"}
+}
+
+type client struct {
+	t    testing.TB
+	conn *websocket.Conn
+}
+
+// dial opens a websocket whose socket reads little at a time, with the
+// given header.
+func (h *testHost) dial(t testing.TB, header http.Header) *client {
+	t.Helper()
+	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(64 << 10)
+		}
+		return c, err
+	}}
+	conn, resp, err := d.Dial(h.url, header)
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("dialling: %v (status %d)", err, status)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &client{t: t, conn: conn}
+}
+
+func (c *client) send(v any) {
+	c.t.Helper()
+	if err := c.conn.WriteJSON(v); err != nil {
+		c.t.Fatalf("sending: %v", err)
+	}
+}
+
+type frame struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Run     string          `json:"run"`
+	Seq     *int64          `json:"seq"`
+	LastSeq int64           `json:"last_seq"`
+	Data    string          `json:"data"`
+	Result  json.RawMessage `json:"result"`
+	Error   *runs.ErrorBody `json:"error"`
+	// hello
+	Protocol     int    `json:"protocol"`
+	AuthRequired bool   `json:"auth_required"`
+	Principal    string `json:"principal"`
+	Role         string `json:"role"`
+	Tools        []any  `json:"tools"`
+	at           time.Time
+}
+
+func (c *client) read(timeout time.Duration) frame {
+	c.t.Helper()
+	f, err := c.tryRead(timeout)
+	if err != nil {
+		c.t.Fatalf("reading a frame: %v", err)
+	}
+	return f
+}
+
+func (c *client) tryRead(timeout time.Duration) (frame, error) {
+	_ = c.conn.SetReadDeadline(time.Now().Add(timeout))
+	_, data, err := c.conn.ReadMessage()
+	if err != nil {
+		return frame{}, err
+	}
+	var f frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return frame{}, fmt.Errorf("a frame isn't JSON: %v: %s", err, data)
+	}
+	f.at = time.Now()
+	return f, nil
+}
+
+// follow reads the frames of one run (by client id) until its end,
+// re-attaching after behind, and checks each seq comes once, in order.
+func (c *client) follow(id string, timeout time.Duration) (frames []frame, behinds int) {
+	c.t.Helper()
+	last := int64(-1)
+	for {
+		f := c.read(timeout)
+		if f.ID != id {
+			continue
+		}
+		if f.Type == "behind" {
+			behinds++
+			if f.LastSeq != last {
+				c.t.Fatalf("behind says last_seq %d, but the last event received was %d", f.LastSeq, last)
+			}
+			c.send(map[string]any{"type": "attach", "id": id, "run": f.Run, "after_seq": last})
+			continue
+		}
+		if f.Seq == nil {
+			c.t.Fatalf("frame without seq while following %s: %+v", id, f)
+		}
+		if *f.Seq != last+1 {
+			c.t.Fatalf("got seq %d after %d", *f.Seq, last)
+		}
+		last = *f.Seq
+		frames = append(frames, f)
+		if f.Type == "result" || f.Type == "error" {
+			return frames, behinds
+		}
+	}
+}
+
+func TestEveryEventTypeReachesTheClientInOrder(t *testing.T) {
+	h := newTestHost(t, Options{})
+	c := h.dial(t, nil)
+	c.send(map[string]any{"type": "hello", "id": "h", "protocol": 1, "client": "test"})
+	if f := c.read(5 * time.Second); f.Type != "hello" || f.Protocol != ProtocolVersion || f.AuthRequired || f.Principal != "local" || f.Role != "admin" {
+		t.Fatalf("hello reply = %+v", f)
+	}
+	c.send(map[string]any{"type": "call", "id": "c", "tool": "lines", "args": map[string]any{"n": 4, "stderr": true}})
+	frames, _ := c.follow("c", 10*time.Second)
+	var types []string
+	for _, f := range frames {
+		types = append(types, f.Type)
+	}
+	want := "started stdout stderr stdout stderr stdout stderr progress stdout stderr result"
+	if strings.Join(types, " ") != want {
+		t.Fatalf("event types = %v, want %s", types, want)
+	}
+	if string(frames[len(frames)-1].Result) != `{"lines":4}` {
+		t.Fatalf("result = %s", frames[len(frames)-1].Result)
+	}
+}
+
+func TestASlowClientFallsBehindWithoutSlowingTheRunOrAFastClient(t *testing.T) {
+	h := newTestHost(t, Options{ConnBuffer: 512 << 10})
+	slow := h.dial(t, nil)
+	fast := h.dial(t, nil)
+	const n, size = 2000, 1000 // 2 MB of output per run
+	args := map[string]any{"n": n, "size": size}
+	slow.send(map[string]any{"type": "call", "id": "s", "tool": "lines", "args": args})
+	// Let the slow client's queue fill: it reads nothing.
+	fast.send(map[string]any{"type": "call", "id": "f", "tool": "lines", "args": args})
+	// The fast client reads everything while the slow one reads nothing.
+	// (A burst can put even a reading client behind for a moment; then it
+	// re-attaches, as clients should.)
+	frames, _ := fast.follow("f", 30*time.Second)
+	if len(frames) != n+2 {
+		t.Fatalf("the fast client got %d events, want %d", len(frames), n+2)
+	}
+	// The slow client's run ends on its own, though nobody reads it.
+	sr := h.otherRun(frames[0].Run)
+	if sr == nil {
+		t.Fatal("the slow client's run was not found")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := sr.Wait(ctx); err != nil {
+		t.Fatalf("the slow client's run did not end while the client read nothing: %v", err)
+	}
+	// Now the slow client reads: everything up to behind, then the rest
+	// after re-attaching, each event once, in order.
+	got, behinds := slow.follow("s", 30*time.Second)
+	if len(got) != n+2 || behinds == 0 {
+		t.Fatalf("the slow client got %d events and fell behind %d times; want %d events and at least one behind", len(got), behinds, n+2)
+	}
+}
+
+// otherRun returns a run of the dispatcher that is not id.
+func (h *testHost) otherRun(id string) *runs.Run {
+	for _, r := range h.runs.List() {
+		if r.ID != id {
+			return r
+		}
+	}
+	return nil
+}
+
+func TestReattachAfterADroppedConnectionGetsEveryEventOnce(t *testing.T) {
+	h := newTestHost(t, Options{})
+	c := h.dial(t, nil)
+	const n = 60
+	c.send(map[string]any{"type": "call", "id": "c", "tool": "lines", "args": map[string]any{"n": n, "delay_ms": 5}})
+	var got []frame
+	last := int64(-1)
+	run := ""
+	for drops := 0; ; {
+		f, err := c.tryRead(10 * time.Second)
+		if err != nil || (drops < 3 && last >= int64(10*(drops+1))) {
+			// Drop the connection hard, then come back and attach.
+			_ = c.conn.UnderlyingConn().Close()
+			drops++
+			time.Sleep(20 * time.Millisecond)
+			c = h.dial(t, nil)
+			c.send(map[string]any{"type": "attach", "id": "c", "run": run, "after_seq": last})
+			continue
+		}
+		if f.ID != "c" || f.Seq == nil {
+			t.Fatalf("unexpected frame %+v", f)
+		}
+		if *f.Seq != last+1 {
+			t.Fatalf("seq %d after %d", *f.Seq, last)
+		}
+		last, run = *f.Seq, f.Run
+		got = append(got, f)
+		if f.Type == "result" {
+			break
+		}
+	}
+	if len(got) != n+2 {
+		t.Fatalf("got %d events, want %d", len(got), n+2)
+	}
+	for i, f := range got[1 : n+1] {
+		if fields := strings.Fields(f.Data); len(fields) < 2 || fields[1] != fmt.Sprint(i) {
+			t.Fatalf("line %d is %q", i, f.Data)
+		}
+	}
+}
+
+func TestAttachToARunThatSpilledToDiskReplaysItAll(t *testing.T) {
+	h := newTestHost(t, Options{})
+	c := h.dial(t, nil)
+	c.send(map[string]any{"type": "call", "id": "c", "tool": "lines", "args": map[string]any{"n": 3000, "size": 200}})
+	first, _ := c.follow("c", 30*time.Second)
+	r, _ := h.runs.Get(first[0].Run)
+	if n, err := r.Spilled(); n == 0 || err != nil {
+		t.Fatalf("600 KB of output with a 64 KiB memory budget: %d events on disk (%v)", n, err)
+	}
+	c.send(map[string]any{"type": "attach", "id": "again", "run": first[0].Run, "after_seq": 99})
+	again, _ := c.followFrom("again", 99, 30*time.Second)
+	if len(again) != len(first)-100 || again[0].Data != first[100].Data {
+		t.Fatalf("re-attach after 99 gave %d events, want %d", len(again), len(first)-100)
+	}
+}
+
+// followFrom is follow for an attach after seq last.
+func (c *client) followFrom(id string, last int64, timeout time.Duration) ([]frame, int) {
+	c.t.Helper()
+	var out []frame
+	for {
+		f := c.read(timeout)
+		if f.ID != id {
+			continue
+		}
+		if f.Seq == nil || *f.Seq != last+1 {
+			c.t.Fatalf("after seq %d got %+v", last, f)
+		}
+		last = *f.Seq
+		out = append(out, f)
+		if f.Type == "result" || f.Type == "error" {
+			return out, 0
+		}
+	}
+}
+
+func sum(s string) string {
+	b := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(b[:])
+}
+
+func TestTokensOverTheWebsocket(t *testing.T) {
+	h := newTestHost(t, Options{Tokens: auth.New([]config.Token{
+		{Name: "ed", SHA256: sum("ed-token"), Role: "editor"},
+		{Name: "vic", SHA256: sum("vic-token"), Role: "viewer"},
+	})})
+
+	// A wrong header token is refused before the upgrade.
+	if _, resp, err := websocket.DefaultDialer.Dial(h.url, http.Header{"Authorization": {"Bearer nope"}}); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong header token: err %v, resp %v; want 401", err, resp)
+	}
+
+	// Without a token, only hello is taken; it says a token is needed.
+	c := h.dial(t, nil)
+	c.send(map[string]any{"type": "hello", "id": "h"})
+	if f := c.read(5 * time.Second); f.Type != "hello" || !f.AuthRequired || f.Principal != "" {
+		t.Fatalf("hello without token = %+v", f)
+	}
+	c.send(map[string]any{"type": "list_tools", "id": "t"})
+	if f := c.read(5 * time.Second); f.Type != "error" || f.Error.Code != "unauthorized" {
+		t.Fatalf("list_tools before sign-in = %+v", f)
+	}
+	if _, err := c.tryRead(5 * time.Second); err == nil {
+		t.Fatal("the connection stayed open after a frame before sign-in")
+	}
+
+	// A wrong token in hello: an error, then the connection closes.
+	c = h.dial(t, nil)
+	c.send(map[string]any{"type": "hello", "id": "h", "token": "wrong"})
+	if f := c.read(5 * time.Second); f.Type != "error" || f.Error.Code != "unauthorized" {
+		t.Fatalf("hello with a wrong token = %+v", f)
+	}
+	if _, err := c.tryRead(5 * time.Second); err == nil {
+		t.Fatal("the connection stayed open after a wrong token")
+	}
+
+	// A viewer lists tools but may not call.
+	v := h.dial(t, nil)
+	v.send(map[string]any{"type": "hello", "id": "h", "token": "vic-token"})
+	if f := v.read(5 * time.Second); f.Principal != "vic" || f.Role != "viewer" {
+		t.Fatalf("viewer hello = %+v", f)
+	}
+	v.send(map[string]any{"type": "list_tools", "id": "t"})
+	if f := v.read(5 * time.Second); f.Type != "tools" || len(f.Tools) != len(fakeTools()) {
+		t.Fatalf("viewer list_tools = %+v", f)
+	}
+	v.send(map[string]any{"type": "call", "id": "c", "tool": "lines", "args": map[string]any{"n": 1}})
+	if f := v.read(5 * time.Second); f.Type != "error" || f.Error.Code != "forbidden" {
+		t.Fatalf("viewer call = %+v", f)
+	}
+
+	// An editor (header token) calls; the run is recorded as theirs; the
+	// viewer may not attach to it or cancel it.
+	e := h.dial(t, http.Header{"Authorization": {"Bearer ed-token"}})
+	e.send(map[string]any{"type": "call", "id": "c", "tool": "block", "session": "conv-1", "idempotency_key": "k-1"})
+	started := e.read(5 * time.Second)
+	r, ok := h.runs.Get(started.Run)
+	if !ok || r.Principal != "ed" || r.Session != "conv-1" || r.IdempotencyKey != "k-1" {
+		t.Fatalf("run record = %+v", r)
+	}
+	v.send(map[string]any{"type": "attach", "id": "a", "run": started.Run})
+	if f := v.read(5 * time.Second); f.Error == nil || f.Error.Code != "forbidden" {
+		t.Fatalf("viewer attach to another's run = %+v", f)
+	}
+	v.send(map[string]any{"type": "cancel", "id": "x", "run": started.Run})
+	if f := v.read(5 * time.Second); f.Error == nil || f.Error.Code != "forbidden" {
+		t.Fatalf("viewer cancel of another's run = %+v", f)
+	}
+	e.send(map[string]any{"type": "cancel", "id": "c"})
+	if f := e.read(5 * time.Second); f.Type != "error" || f.Error.Code != "cancelled" || f.Seq == nil {
+		t.Fatalf("cancel by the owner = %+v", f)
+	}
+}
+
+func TestOriginCheck(t *testing.T) {
+	h := newTestHost(t, Options{AllowedOrigins: []string{"https://chat.example.com"}})
+	for origin, want := range map[string]int{"https://evil.example.com": http.StatusForbidden, "https://chat.example.com": http.StatusSwitchingProtocols, h.srv.URL: http.StatusSwitchingProtocols} {
+		conn, resp, err := websocket.DefaultDialer.Dial(h.url, http.Header{"Origin": {origin}})
+		if resp == nil || resp.StatusCode != want {
+			t.Errorf("origin %s: %v, %v; want status %d", origin, resp, err, want)
+		}
+		if conn != nil {
+			conn.Close()
+		}
+	}
+}
+
+func TestConcurrentCallsOnOneConnectionAllEnd(t *testing.T) {
+	h := newTestHost(t, Options{})
+	c := h.dial(t, nil)
+	const calls = 50
+	for i := range calls {
+		c.send(map[string]any{"type": "call", "id": fmt.Sprint(i), "tool": "lines", "args": map[string]any{"n": 20}})
+	}
+	last := map[string]int64{}
+	ended := 0
+	for ended < calls {
+		f := c.read(30 * time.Second)
+		prev, seen := last[f.ID]
+		if !seen {
+			prev = -1
+		}
+		if *f.Seq != prev+1 {
+			t.Fatalf("call %s: seq %d after %d", f.ID, *f.Seq, prev)
+		}
+		last[f.ID] = *f.Seq
+		if f.Type == "result" {
+			ended++
+		}
+	}
+}
+
+func TestAClientThatReadsNothingIsCutOffWhenRepliesPileUp(t *testing.T) {
+	h := newTestHost(t, Options{ConnBuffer: 16 << 10})
+	c := h.dial(t, nil)
+	// list_tools replies pile up; past twice the buffer the host hangs up.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 5000 {
+			if err := c.conn.WriteJSON(map[string]any{"type": "list_tools"}); err != nil {
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	n := 0
+	for {
+		if _, err := c.tryRead(20 * time.Second); err != nil {
+			break
+		}
+		n++
+	}
+	if n >= 5000 {
+		t.Fatalf("all %d replies were delivered to a client that read nothing; want it cut off", n)
+	}
+}

@@ -1,0 +1,82 @@
+package integration
+
+import (
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const pythonTrivialTool = `name = "trivial"
+description = "Returns 1."
+[run]
+type = "python"
+seconds = 10
+code = '''
+def run():
+    return 1
+'''
+`
+
+// BenchmarkPythonToolCall is a trivial python tool call through a real host
+// (POST /api/v1/tools/trivial/call), each in a cold sandbox. It reports the median and p90.
+func BenchmarkPythonToolCall(b *testing.B) {
+	h := startPythonHost(b, map[string]string{"trivial.toml": pythonTrivialTool})
+	var d []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		status, out := h.call(b, "trivial", map[string]any{})
+		d = append(d, time.Since(t0))
+		if status != http.StatusOK {
+			b.Fatalf("trivial = %d %v", status, out)
+		}
+	}
+	b.StopTimer()
+	reportPercentiles(b, d)
+}
+
+// BenchmarkPythonPlainSubprocess is the predecessor's design for comparison: Debian's
+// /usr/bin/python3 in a subprocess, rlimits set by the child, no sandbox.
+func BenchmarkPythonPlainSubprocess(b *testing.B) {
+	py := "/usr/bin/python3"
+	if !fileExists(py) {
+		b.Skip("no " + py)
+	}
+	code := `import json, resource
+resource.setrlimit(resource.RLIMIT_CPU, (10, 10))
+resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+scope = {}
+exec(compile("def run():\n    return 1\n", "tool.py", "exec"), scope)
+print(json.dumps(scope["run"]()))`
+	dir := b.TempDir()
+	var d []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		cmd := exec.Command(py, "-I", "-B", "-c", code)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir}
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		d = append(d, time.Since(t0))
+		if err != nil || strings.TrimSpace(string(out)) != "1" {
+			b.Fatalf("python3: %v %q", err, out)
+		}
+	}
+	b.StopTimer()
+	reportPercentiles(b, d)
+}
+
+func reportPercentiles(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	b.ReportMetric(float64(s[(len(s)-1)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(s[(len(s)-1)*9/10].Microseconds())/1000, "p90-ms")
+}

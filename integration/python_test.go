@@ -1,0 +1,233 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/runsc"
+)
+
+// pythonHost is a real toolhost serving python tools through the real python plugin, runsc and
+// rootfs (built by make build sandbox), with a sandbox prefix of its own.
+type pythonHost struct {
+	url, token, prefix, stateDir, runscBin string
+	cmd                                    *exec.Cmd
+	log                                    *bytes.Buffer
+	exited                                 chan error
+}
+
+func pythonRepo(t testing.TB) string {
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo
+}
+
+// startPythonHost builds toolhost and the python plugin, writes a config serving the tools in
+// tools (file name → TOML) and starts it.
+func startPythonHost(t testing.TB, tools map[string]string) *pythonHost {
+	t.Helper()
+	repo := pythonRepo(t)
+	runscBin := filepath.Join(repo, "build/bin/runsc")
+	rootfs := filepath.Join(repo, "build/rootfs")
+	switch {
+	case os.Geteuid() != 0:
+		t.Skip("python tools need root")
+	case !fileExists(runscBin) || !fileExists(filepath.Join(rootfs, "usr/bin/python3")):
+		t.Skip("no runsc or rootfs: make runsc rootfs")
+	}
+	dir := t.TempDir()
+	for _, b := range [][]string{
+		{"-o", filepath.Join(dir, "toolhost"), "./host/cmd/toolhost"},
+		{"-o", filepath.Join(dir, "plugins", "toolhost-plugin-python"), "./plugins/python"},
+	} {
+		cmd := exec.Command("go", append([]string{"build"}, b...)...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %v: %v\n%s", b, err, out)
+		}
+	}
+	plugin, err := os.ReadFile(filepath.Join(dir, "plugins", "toolhost-plugin-python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := sha256.Sum256(plugin)
+	toolsDir := filepath.Join(dir, "tools")
+	if err := os.MkdirAll(toolsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range tools {
+		if err := os.WriteFile(filepath.Join(toolsDir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	h := &pythonHost{url: "http://" + addr, token: hex.EncodeToString(b), prefix: "thit" + hex.EncodeToString(b[:2]) + "-",
+		stateDir: filepath.Join(dir, "state"), runscBin: runscBin, log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	tokSum := sha256.Sum256([]byte(h.token))
+	cfg := fmt.Sprintf(`tools_dir = %q
+[server]
+listen = %q
+[plugins]
+dir = %q
+start_timeout_seconds = 60
+[plugins.sha256]
+python = %q
+[python]
+runsc = %q
+rootfs = %q
+state_dir = %q
+sandbox_prefix = %q
+work_mb = 64
+[[tokens]]
+name = "integration"
+sha256 = %q
+role = "editor"
+`, toolsDir, addr, filepath.Join(dir, "plugins"), hex.EncodeToString(pin[:]), runscBin, rootfs, h.stateDir, h.prefix, hex.EncodeToString(tokSum[:]))
+	cfgPath := filepath.Join(dir, "toolhost.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.cmd = exec.Command(filepath.Join(dir, "toolhost"), "serve", "--config", cfgPath)
+	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { h.exited <- h.cmd.Wait() }()
+	t.Cleanup(func() { h.stop(t) })
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if resp, err := http.Get(h.url + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-h.exited:
+			t.Fatalf("toolhost exited: %v\n%s", err, h.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("toolhost isn't healthy after 90s:\n%s", h.log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return h
+}
+
+// stop ends the host with SIGTERM and asserts that nothing of its sandboxes is left.
+func (h *pythonHost) stop(t testing.TB) {
+	if h.cmd.Process == nil || h.cmd.ProcessState != nil {
+		return
+	}
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+	case <-time.After(time.Minute):
+		_ = h.cmd.Process.Kill()
+		t.Errorf("toolhost didn't stop within a minute of SIGTERM")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: h.runscBin, Root: filepath.Join(h.stateDir, "runsc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := runsc.SweepOptions{Runtime: rt, Prefix: h.prefix, StateDir: h.stateDir}
+	left, err := runsc.Leftovers(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("the stopped host left sandboxes behind: %v", left)
+		_ = runsc.Sweep(ctx, opts)
+	}
+}
+
+// call is POST /api/v1/tools/{name}/call.
+func (h *pythonHost) call(t testing.TB, tool string, args any) (int, map[string]any) {
+	t.Helper()
+	body, _ := json.Marshal(args)
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/api/v1/tools/"+tool+"/call", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s answered %d with %q", tool, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+const pythonForkBomb = `name = "fork_bomb"
+description = "Starts processes until something stops it."
+[run]
+type = "python"
+code = '''
+import os
+def run():
+    while True:
+        os.fork()
+'''
+`
+
+// TestPythonToolsThroughTheHost: the example word_count through a real host, a fork bomb stopped
+// with its own message while the host keeps serving, and nothing left once the host stops.
+func TestPythonToolsThroughTheHost(t *testing.T) {
+	wc, err := os.ReadFile(filepath.Join(pythonRepo(t), "examples/tools/word_count.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startPythonHost(t, map[string]string{"word_count.toml": string(wc), "fork_bomb.toml": pythonForkBomb})
+
+	status, out := h.call(t, "word_count", map[string]any{"text": "one two three"})
+	res, _ := json.Marshal(out["result"])
+	if status != http.StatusOK || string(res) != `{"words":3}` || out["printed"] != "counting" {
+		t.Fatalf("word_count = %d %v\n%s", status, out, h.log)
+	}
+	status, out = h.call(t, "fork_bomb", map[string]any{})
+	e, _ := out["error"].(map[string]any)
+	if status != http.StatusUnprocessableEntity || e == nil || !strings.Contains(fmt.Sprint(e), "the code started more processes than its limit") {
+		t.Fatalf("fork_bomb = %d %v", status, out)
+	}
+	status, out = h.call(t, "word_count", map[string]any{"text": "still serving"})
+	res, _ = json.Marshal(out["result"])
+	if status != http.StatusOK || string(res) != `{"words":2}` {
+		t.Fatalf("word_count after the fork bomb = %d %v", status, out)
+	}
+	h.stop(t)
+}

@@ -1,0 +1,37 @@
+package runsc
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPrepareFailureLeavesNothing: a sandbox that can't start fails with runsc's words and leaves
+// nothing behind, network and all.
+func TestPrepareFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
+	base := newTestManager(t, NetworkOptions{})
+	suffix, _ := NewID("")
+	prefix := "thf" + suffix[:4] + "-" // a prefix of its own: other tests' sandboxes don't count
+	m, err := NewManager(ManagerOptions{Runtime: base.opts.Runtime, Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := SweepOptions{Runtime: base.opts.Runtime, Prefix: prefix, StateDir: testEnv.stateDir}
+	t.Cleanup(func() { _ = Sweep(context.Background(), opts) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = m.Prepare(ctx, SandboxOptions{Args: []string{"/no/such/program"}, Limits: testLimits(), Network: true})
+	if err == nil || !strings.Contains(err.Error(), "starting the sandbox: runsc run failed") ||
+		!strings.Contains(err.Error(), "/no/such/program: no such file or directory") {
+		t.Fatalf("Prepare of a missing program = %v", err)
+	}
+	left, err := Leftovers(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("a failed Prepare left %v", left)
+	}
+}
