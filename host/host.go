@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/api"
@@ -130,6 +133,17 @@ func RunsDir() string {
 
 // Handler is the host's HTTP handler.
 func (h *Host) Handler() http.Handler {
+	mux := http.NewServeMux()
+	// /metrics carries counts and gauges only, no tool data: it is open
+	// to scrapers as /healthz is.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(pluginCollector{h}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", h.apiHandler())
+	return mux
+}
+
+func (h *Host) apiHandler() http.Handler {
 	return api.New(api.Options{
 		Registry:       h.registry,
 		Dispatcher:     h.runs,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -422,5 +423,35 @@ func TestCLICallStreamsAndExits(t *testing.T) {
 	cmd := exec.Command(bins.toolhost, "call", "--addr", h.Addr, "say", "n=four")
 	if err := cmd.Run(); cmd.ProcessState.ExitCode() != 2 {
 		t.Fatalf("a bad argument should exit 2, got %v", err)
+	}
+}
+
+func TestMetricsShowPluginsAndTheirRestarts(t *testing.T) {
+	h := startHost(t, hostSpec{})
+	scrape := func() string {
+		resp, err := http.Get(h.URL("/metrics"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	m := scrape()
+	for _, want := range []string{`toolhost_plugin_up{kind="echo"} 1`, `toolhost_plugin_up{kind="http"} 1`, `toolhost_plugin_restarts_total{kind="http"} 0`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if err := syscall.Kill(pluginPID(t, h, "echo"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(m, `toolhost_plugin_restarts_total{kind="echo"} 1`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the restart is not counted:\n%s", m)
+		}
+		time.Sleep(100 * time.Millisecond)
+		m = scrape()
 	}
 }

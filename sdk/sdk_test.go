@@ -178,3 +178,20 @@ func TestHostServiceOverBroker(t *testing.T) {
 		t.Fatalf("host saw %v", h.calls)
 	}
 }
+
+type meteredKind struct{ *echoKind }
+
+func (meteredKind) Metrics(context.Context) []sdk.Metric {
+	return []sdk.Metric{{Name: "pool_ready", Help: "ready sandboxes", Type: "gauge", Value: 3, Labels: map[string]string{"shape": "net"}}}
+}
+
+func TestMetricsAreReportedWhenTheKindHasThem(t *testing.T) {
+	got, err := sdktest.Start(t, meteredKind{&echoKind{}}, nil).Metrics(context.Background())
+	if err != nil || len(got) != 1 || got[0].Name != "pool_ready" || got[0].Value != 3 || got[0].Labels["shape"] != "net" {
+		t.Fatalf("metrics = %+v, %v", got, err)
+	}
+	got, err = sdktest.Start(t, &echoKind{}, nil).Metrics(context.Background())
+	if err != nil || len(got) != 0 {
+		t.Fatalf("a kind without metrics reported %+v, %v", got, err)
+	}
+}

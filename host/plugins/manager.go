@@ -165,8 +165,9 @@ type Plugin struct {
 	info     sdk.Info
 	stopping bool
 	// up is closed when the plugin is running; replaced while restarting.
-	up      chan struct{}
-	downErr error
+	up       chan struct{}
+	downErr  error
+	restarts int
 }
 
 // Path is the plugin's binary.
@@ -348,6 +349,10 @@ func (p *Plugin) watch() {
 			p.fail(err)
 		} else if err := p.start(context.Background()); err != nil {
 			p.fail(err)
+		} else {
+			p.mu.Lock()
+			p.restarts++
+			p.mu.Unlock()
 		}
 		if time.Since(started) > time.Minute {
 			backoff = 100 * time.Millisecond
@@ -438,4 +443,29 @@ func (p *Plugin) stop(ctx context.Context) {
 	if cmd != nil && cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
+}
+
+// Metrics asks the running plugin for its own metrics.
+func (p *Plugin) Metrics(ctx context.Context) ([]sdk.Metric, error) {
+	p.mu.Lock()
+	kc, client := p.kc, p.client
+	p.mu.Unlock()
+	if kc == nil || client.Exited() {
+		return nil, fmt.Errorf("the %s plugin is not running", p.kind)
+	}
+	return kc.Metrics(ctx)
+}
+
+// Up says whether the plugin's process is running now.
+func (p *Plugin) Up() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kc != nil && !p.client.Exited()
+}
+
+// Restarts is how many times the plugin was started again after dying.
+func (p *Plugin) Restarts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts
 }

@@ -130,8 +130,13 @@
     showApp();
     state.ws.send(JSON.stringify({ type: "list_tools", id: "tools" }));
     // Pick the current run up where it was.
-    if (state.run && state.run.state === "running") {
-      state.ws.send(JSON.stringify({ type: "attach", id: state.run.id, run: state.run.run, after_seq: state.run.lastSeq }));
+    const r = state.run;
+    if (r && r.state === "running" && r.run) {
+      state.ws.send(JSON.stringify({ type: "attach", id: r.id, run: r.run, after_seq: r.lastSeq }));
+    } else if (r && r.state === "running" && !state.pending.some((p) => p.id === r.id)) {
+      r.ended = Date.now();
+      showError({ message: "the connection dropped before the host said the run had started; it may have run anyway" }, "Connection lost");
+      setRunState("failed");
     }
     const pending = state.pending;
     state.pending = [];

@@ -226,6 +226,164 @@ func (x *ConfigureResponse) GetErrors() []*FieldError {
 	return nil
 }
 
+type MetricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricsRequest) Reset() {
+	*x = MetricsRequest{}
+	mi := &file_v1_plugin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricsRequest) ProtoMessage() {}
+
+func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricsRequest.ProtoReflect.Descriptor instead.
+func (*MetricsRequest) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{4}
+}
+
+type MetricsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metrics       []*Metric              `protobuf:"bytes,1,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricsResponse) Reset() {
+	*x = MetricsResponse{}
+	mi := &file_v1_plugin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricsResponse) ProtoMessage() {}
+
+func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
+func (*MetricsResponse) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MetricsResponse) GetMetrics() []*Metric {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+type Metric struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snake_case, without a prefix: the host adds "toolhost_kind_".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Help string `protobuf:"bytes,2,opt,name=help,proto3" json:"help,omitempty"`
+	// gauge or counter.
+	Type          string            `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	Value         float64           `protobuf:"fixed64,4,opt,name=value,proto3" json:"value,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Metric) Reset() {
+	*x = Metric{}
+	mi := &file_v1_plugin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Metric) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Metric) ProtoMessage() {}
+
+func (x *Metric) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Metric.ProtoReflect.Descriptor instead.
+func (*Metric) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Metric) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Metric) GetHelp() string {
+	if x != nil {
+		return x.Help
+	}
+	return ""
+}
+
+func (x *Metric) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Metric) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *Metric) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 type Param struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -240,7 +398,7 @@ type Param struct {
 
 func (x *Param) Reset() {
 	*x = Param{}
-	mi := &file_v1_plugin_proto_msgTypes[4]
+	mi := &file_v1_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +410,7 @@ func (x *Param) String() string {
 func (*Param) ProtoMessage() {}
 
 func (x *Param) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[4]
+	mi := &file_v1_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +423,7 @@ func (x *Param) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Param.ProtoReflect.Descriptor instead.
 func (*Param) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{4}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Param) GetName() string {
@@ -320,7 +478,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_v1_plugin_proto_msgTypes[5]
+	mi := &file_v1_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +490,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[5]
+	mi := &file_v1_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +503,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{5}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Tool) GetName() string {
@@ -399,7 +557,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[6]
+	mi := &file_v1_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +569,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[6]
+	mi := &file_v1_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +582,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{6}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CheckRequest) GetTool() *Tool {
@@ -445,7 +603,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_v1_plugin_proto_msgTypes[7]
+	mi := &file_v1_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +615,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[7]
+	mi := &file_v1_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +628,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FieldError) GetPath() string {
@@ -498,7 +656,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[8]
+	mi := &file_v1_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +668,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[8]
+	mi := &file_v1_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +681,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CheckResponse) GetRunJson() string {
@@ -557,7 +715,7 @@ type Call struct {
 
 func (x *Call) Reset() {
 	*x = Call{}
-	mi := &file_v1_plugin_proto_msgTypes[9]
+	mi := &file_v1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +727,7 @@ func (x *Call) String() string {
 func (*Call) ProtoMessage() {}
 
 func (x *Call) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[9]
+	mi := &file_v1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +740,7 @@ func (x *Call) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Call.ProtoReflect.Descriptor instead.
 func (*Call) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Call) GetRunId() string {
@@ -626,7 +784,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[10]
+	mi := &file_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +796,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[10]
+	mi := &file_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +809,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{10}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InvokeRequest) GetTool() *Tool {
@@ -694,7 +852,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_v1_plugin_proto_msgTypes[11]
+	mi := &file_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +864,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[11]
+	mi := &file_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +877,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{11}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -839,7 +997,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_v1_plugin_proto_msgTypes[12]
+	mi := &file_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1009,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[12]
+	mi := &file_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1022,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Output) GetData() []byte {
@@ -885,7 +1043,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_v1_plugin_proto_msgTypes[13]
+	mi := &file_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1055,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[13]
+	mi := &file_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1068,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Progress) GetFraction() float64 {
@@ -938,7 +1096,7 @@ type Log struct {
 
 func (x *Log) Reset() {
 	*x = Log{}
-	mi := &file_v1_plugin_proto_msgTypes[14]
+	mi := &file_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1108,7 @@ func (x *Log) String() string {
 func (*Log) ProtoMessage() {}
 
 func (x *Log) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[14]
+	mi := &file_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1121,7 @@ func (x *Log) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Log.ProtoReflect.Descriptor instead.
 func (*Log) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Log) GetLevel() string {
@@ -990,7 +1148,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_v1_plugin_proto_msgTypes[15]
+	mi := &file_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1160,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[15]
+	mi := &file_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1173,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Result) GetJson() string {
@@ -1037,7 +1195,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_v1_plugin_proto_msgTypes[16]
+	mi := &file_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1207,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[16]
+	mi := &file_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1220,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Error) GetCode() string {
@@ -1091,7 +1249,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[17]
+	mi := &file_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1261,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[17]
+	mi := &file_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1274,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CallToolRequest) GetParentRunId() string {
@@ -1154,7 +1312,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[18]
+	mi := &file_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1324,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[18]
+	mi := &file_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1337,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -1214,7 +1372,7 @@ type AskModelRequest struct {
 
 func (x *AskModelRequest) Reset() {
 	*x = AskModelRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[19]
+	mi := &file_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1384,7 @@ func (x *AskModelRequest) String() string {
 func (*AskModelRequest) ProtoMessage() {}
 
 func (x *AskModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[19]
+	mi := &file_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1397,7 @@ func (x *AskModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskModelRequest.ProtoReflect.Descriptor instead.
 func (*AskModelRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AskModelRequest) GetParentRunId() string {
@@ -1273,7 +1431,7 @@ type AskModelResponse struct {
 
 func (x *AskModelResponse) Reset() {
 	*x = AskModelResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[20]
+	mi := &file_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1443,7 @@ func (x *AskModelResponse) String() string {
 func (*AskModelResponse) ProtoMessage() {}
 
 func (x *AskModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[20]
+	mi := &file_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1456,7 @@ func (x *AskModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskModelResponse.ProtoReflect.Descriptor instead.
 func (*AskModelResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AskModelResponse) GetText() string {
@@ -1331,7 +1489,19 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
 	"configJson\"K\n" +
 	"\x11ConfigureResponse\x126\n" +
-	"\x06errors\x18\x01 \x03(\v2\x1e.toolhost.plugin.v1.FieldErrorR\x06errors\"\x87\x01\n" +
+	"\x06errors\x18\x01 \x03(\v2\x1e.toolhost.plugin.v1.FieldErrorR\x06errors\"\x10\n" +
+	"\x0eMetricsRequest\"G\n" +
+	"\x0fMetricsResponse\x124\n" +
+	"\ametrics\x18\x01 \x03(\v2\x1a.toolhost.plugin.v1.MetricR\ametrics\"\xd5\x01\n" +
+	"\x06Metric\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04help\x18\x02 \x01(\tR\x04help\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\x01R\x05value\x12>\n" +
+	"\x06labels\x18\x05 \x03(\v2&.toolhost.plugin.v1.Metric.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\x01\n" +
 	"\x05Param\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
@@ -1400,12 +1570,13 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\x06prompt\x18\x03 \x01(\tR\x06prompt\"W\n" +
 	"\x10AskModelResponse\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12/\n" +
-	"\x05error\x18\x02 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error2\xcf\x02\n" +
+	"\x05error\x18\x02 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error2\xa3\x03\n" +
 	"\x04Kind\x12U\n" +
 	"\bDescribe\x12#.toolhost.plugin.v1.DescribeRequest\x1a$.toolhost.plugin.v1.DescribeResponse\x12X\n" +
 	"\tConfigure\x12$.toolhost.plugin.v1.ConfigureRequest\x1a%.toolhost.plugin.v1.ConfigureResponse\x12L\n" +
 	"\x05Check\x12 .toolhost.plugin.v1.CheckRequest\x1a!.toolhost.plugin.v1.CheckResponse\x12H\n" +
-	"\x06Invoke\x12!.toolhost.plugin.v1.InvokeRequest\x1a\x19.toolhost.plugin.v1.Event0\x012\xbb\x01\n" +
+	"\x06Invoke\x12!.toolhost.plugin.v1.InvokeRequest\x1a\x19.toolhost.plugin.v1.Event0\x01\x12R\n" +
+	"\aMetrics\x12\".toolhost.plugin.v1.MetricsRequest\x1a#.toolhost.plugin.v1.MetricsResponse2\xbb\x01\n" +
 	"\vHostService\x12U\n" +
 	"\bCallTool\x12#.toolhost.plugin.v1.CallToolRequest\x1a$.toolhost.plugin.v1.CallToolResponse\x12U\n" +
 	"\bAskModel\x12#.toolhost.plugin.v1.AskModelRequest\x1a$.toolhost.plugin.v1.AskModelResponseB4Z2github.com/toolhost/toolhost/sdk/proto/v1;pluginv1b\x06proto3"
@@ -1422,62 +1593,70 @@ func file_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_v1_plugin_proto_rawDescData
 }
 
-var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_v1_plugin_proto_goTypes = []any{
 	(*DescribeRequest)(nil),   // 0: toolhost.plugin.v1.DescribeRequest
 	(*DescribeResponse)(nil),  // 1: toolhost.plugin.v1.DescribeResponse
 	(*ConfigureRequest)(nil),  // 2: toolhost.plugin.v1.ConfigureRequest
 	(*ConfigureResponse)(nil), // 3: toolhost.plugin.v1.ConfigureResponse
-	(*Param)(nil),             // 4: toolhost.plugin.v1.Param
-	(*Tool)(nil),              // 5: toolhost.plugin.v1.Tool
-	(*CheckRequest)(nil),      // 6: toolhost.plugin.v1.CheckRequest
-	(*FieldError)(nil),        // 7: toolhost.plugin.v1.FieldError
-	(*CheckResponse)(nil),     // 8: toolhost.plugin.v1.CheckResponse
-	(*Call)(nil),              // 9: toolhost.plugin.v1.Call
-	(*InvokeRequest)(nil),     // 10: toolhost.plugin.v1.InvokeRequest
-	(*Event)(nil),             // 11: toolhost.plugin.v1.Event
-	(*Output)(nil),            // 12: toolhost.plugin.v1.Output
-	(*Progress)(nil),          // 13: toolhost.plugin.v1.Progress
-	(*Log)(nil),               // 14: toolhost.plugin.v1.Log
-	(*Result)(nil),            // 15: toolhost.plugin.v1.Result
-	(*Error)(nil),             // 16: toolhost.plugin.v1.Error
-	(*CallToolRequest)(nil),   // 17: toolhost.plugin.v1.CallToolRequest
-	(*CallToolResponse)(nil),  // 18: toolhost.plugin.v1.CallToolResponse
-	(*AskModelRequest)(nil),   // 19: toolhost.plugin.v1.AskModelRequest
-	(*AskModelResponse)(nil),  // 20: toolhost.plugin.v1.AskModelResponse
+	(*MetricsRequest)(nil),    // 4: toolhost.plugin.v1.MetricsRequest
+	(*MetricsResponse)(nil),   // 5: toolhost.plugin.v1.MetricsResponse
+	(*Metric)(nil),            // 6: toolhost.plugin.v1.Metric
+	(*Param)(nil),             // 7: toolhost.plugin.v1.Param
+	(*Tool)(nil),              // 8: toolhost.plugin.v1.Tool
+	(*CheckRequest)(nil),      // 9: toolhost.plugin.v1.CheckRequest
+	(*FieldError)(nil),        // 10: toolhost.plugin.v1.FieldError
+	(*CheckResponse)(nil),     // 11: toolhost.plugin.v1.CheckResponse
+	(*Call)(nil),              // 12: toolhost.plugin.v1.Call
+	(*InvokeRequest)(nil),     // 13: toolhost.plugin.v1.InvokeRequest
+	(*Event)(nil),             // 14: toolhost.plugin.v1.Event
+	(*Output)(nil),            // 15: toolhost.plugin.v1.Output
+	(*Progress)(nil),          // 16: toolhost.plugin.v1.Progress
+	(*Log)(nil),               // 17: toolhost.plugin.v1.Log
+	(*Result)(nil),            // 18: toolhost.plugin.v1.Result
+	(*Error)(nil),             // 19: toolhost.plugin.v1.Error
+	(*CallToolRequest)(nil),   // 20: toolhost.plugin.v1.CallToolRequest
+	(*CallToolResponse)(nil),  // 21: toolhost.plugin.v1.CallToolResponse
+	(*AskModelRequest)(nil),   // 22: toolhost.plugin.v1.AskModelRequest
+	(*AskModelResponse)(nil),  // 23: toolhost.plugin.v1.AskModelResponse
+	nil,                       // 24: toolhost.plugin.v1.Metric.LabelsEntry
 }
 var file_v1_plugin_proto_depIdxs = []int32{
-	7,  // 0: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
-	4,  // 1: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
-	5,  // 2: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	7,  // 3: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
-	5,  // 4: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	9,  // 5: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
-	12, // 6: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
-	12, // 7: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
-	13, // 8: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
-	14, // 9: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
-	15, // 10: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
-	16, // 11: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
-	16, // 12: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
-	16, // 13: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
-	0,  // 14: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
-	2,  // 15: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
-	6,  // 16: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
-	10, // 17: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
-	17, // 18: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
-	19, // 19: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
-	1,  // 20: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
-	3,  // 21: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
-	8,  // 22: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
-	11, // 23: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
-	18, // 24: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
-	20, // 25: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 0: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
+	6,  // 1: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
+	24, // 2: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
+	7,  // 3: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
+	8,  // 4: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
+	10, // 5: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
+	8,  // 6: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
+	12, // 7: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
+	15, // 8: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
+	15, // 9: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
+	16, // 10: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
+	17, // 11: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
+	18, // 12: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
+	19, // 13: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
+	19, // 14: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
+	19, // 15: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
+	0,  // 16: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
+	2,  // 17: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
+	9,  // 18: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
+	13, // 19: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
+	4,  // 20: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
+	20, // 21: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
+	22, // 22: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
+	1,  // 23: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
+	3,  // 24: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
+	11, // 25: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
+	14, // 26: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
+	5,  // 27: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
+	21, // 28: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
+	23, // 29: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_v1_plugin_proto_init() }
@@ -1485,7 +1664,7 @@ func file_v1_plugin_proto_init() {
 	if File_v1_plugin_proto != nil {
 		return
 	}
-	file_v1_plugin_proto_msgTypes[11].OneofWrappers = []any{
+	file_v1_plugin_proto_msgTypes[14].OneofWrappers = []any{
 		(*Event_Stdout)(nil),
 		(*Event_Stderr)(nil),
 		(*Event_Progress)(nil),
@@ -1499,7 +1678,7 @@ func file_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_plugin_proto_rawDesc), len(file_v1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

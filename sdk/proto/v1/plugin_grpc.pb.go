@@ -34,6 +34,7 @@ const (
 	Kind_Configure_FullMethodName = "/toolhost.plugin.v1.Kind/Configure"
 	Kind_Check_FullMethodName     = "/toolhost.plugin.v1.Kind/Check"
 	Kind_Invoke_FullMethodName    = "/toolhost.plugin.v1.Kind/Invoke"
+	Kind_Metrics_FullMethodName   = "/toolhost.plugin.v1.Kind/Metrics"
 )
 
 // KindClient is the client API for Kind service.
@@ -57,6 +58,10 @@ type KindClient interface {
 	// ends with exactly one terminal event: a result or an error.
 	// Cancelling the call cancels the run.
 	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
+	// Metrics reports the kind's own gauges and counters (a pool's ready
+	// sandboxes, say), which the host serves on /metrics. Optional: a kind
+	// with none answers with an empty list.
+	Metrics(ctx context.Context, in *MetricsRequest, opts ...grpc.CallOption) (*MetricsResponse, error)
 }
 
 type kindClient struct {
@@ -116,6 +121,16 @@ func (c *kindClient) Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Kind_InvokeClient = grpc.ServerStreamingClient[Event]
 
+func (c *kindClient) Metrics(ctx context.Context, in *MetricsRequest, opts ...grpc.CallOption) (*MetricsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetricsResponse)
+	err := c.cc.Invoke(ctx, Kind_Metrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KindServer is the server API for Kind service.
 // All implementations must embed UnimplementedKindServer
 // for forward compatibility.
@@ -137,6 +152,10 @@ type KindServer interface {
 	// ends with exactly one terminal event: a result or an error.
 	// Cancelling the call cancels the run.
 	Invoke(*InvokeRequest, grpc.ServerStreamingServer[Event]) error
+	// Metrics reports the kind's own gauges and counters (a pool's ready
+	// sandboxes, say), which the host serves on /metrics. Optional: a kind
+	// with none answers with an empty list.
+	Metrics(context.Context, *MetricsRequest) (*MetricsResponse, error)
 	mustEmbedUnimplementedKindServer()
 }
 
@@ -158,6 +177,9 @@ func (UnimplementedKindServer) Check(context.Context, *CheckRequest) (*CheckResp
 }
 func (UnimplementedKindServer) Invoke(*InvokeRequest, grpc.ServerStreamingServer[Event]) error {
 	return status.Error(codes.Unimplemented, "method Invoke not implemented")
+}
+func (UnimplementedKindServer) Metrics(context.Context, *MetricsRequest) (*MetricsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Metrics not implemented")
 }
 func (UnimplementedKindServer) mustEmbedUnimplementedKindServer() {}
 func (UnimplementedKindServer) testEmbeddedByValue()              {}
@@ -245,6 +267,24 @@ func _Kind_Invoke_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Kind_InvokeServer = grpc.ServerStreamingServer[Event]
 
+func _Kind_Metrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetricsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KindServer).Metrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Kind_Metrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KindServer).Metrics(ctx, req.(*MetricsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Kind_ServiceDesc is the grpc.ServiceDesc for Kind service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -263,6 +303,10 @@ var Kind_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Check",
 			Handler:    _Kind_Check_Handler,
+		},
+		{
+			MethodName: "Metrics",
+			Handler:    _Kind_Metrics_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,59 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
+)
+
+// Metric is one gauge or counter a kind reports; the host serves it on
+// /metrics as toolhost_kind_<Name>{kind="<kind>", Labels...}.
+type Metric struct {
+	// Name is snake_case, without a prefix.
+	Name string
+	Help string
+	// Type is "gauge" or "counter".
+	Type   string
+	Value  float64
+	Labels map[string]string
+}
+
+// MetricsSource is implemented by a kind that reports metrics. It is
+// optional: a kind without it reports none.
+type MetricsSource interface {
+	Metrics(ctx context.Context) []Metric
+}
+
+func (s *kindServer) Metrics(ctx context.Context, _ *pluginv1.MetricsRequest) (*pluginv1.MetricsResponse, error) {
+	src, ok := s.impl.(MetricsSource)
+	if !ok {
+		return &pluginv1.MetricsResponse{}, nil
+	}
+	ms := src.Metrics(ctx)
+	out := make([]*pluginv1.Metric, len(ms))
+	for i, m := range ms {
+		out[i] = &pluginv1.Metric{Name: m.Name, Help: m.Help, Type: m.Type, Value: m.Value, Labels: m.Labels}
+	}
+	return &pluginv1.MetricsResponse{Metrics: out}, nil
+}
+
+// Metrics asks the plugin for its metrics. A plugin built before the
+// call existed reports none.
+func (c *KindClient) Metrics(ctx context.Context) ([]Metric, error) {
+	resp, err := c.client.Metrics(ctx, &pluginv1.MetricsRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the plugin didn't report its metrics: %w", err)
+	}
+	out := make([]Metric, len(resp.GetMetrics()))
+	for i, m := range resp.GetMetrics() {
+		out[i] = Metric{Name: m.GetName(), Help: m.GetHelp(), Type: m.GetType(), Value: m.GetValue(), Labels: m.GetLabels()}
+	}
+	return out, nil
+}
