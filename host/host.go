@@ -47,6 +47,7 @@ type Host struct {
 func New(cfg *config.Config, log hclog.Logger) *Host {
 	h := &Host{cfg: cfg, log: log, registry: tools.NewRegistry(), unavailable: map[string]string{}}
 	h.runs = runs.NewDispatcher(h.registry, h.invoker, log.Named("runs"), time.Duration(cfg.Runs.KeepMinutes)*time.Minute)
+	runs.RemoveOrphanSpills(os.TempDir())
 	h.runs.SpillTo(RunsDir(), runs.DefaultMemoryBytes)
 	h.plugins = plugins.NewManager(plugins.Options{
 		Dir:          cfg.Plugins.Dir,
@@ -128,7 +129,7 @@ func (h *Host) CheckTool(ctx context.Context, def config.Tool) (*tools.Tool, err
 // RunsDir is the folder where runs keep the part of their output that does
 // not stay in memory; the host removes it when it stops.
 func RunsDir() string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("toolhost-runs-%d", os.Getpid()))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", runs.SpillDirPrefix, os.Getpid()))
 }
 
 // Handler is the host's HTTP handler.

@@ -20,6 +20,10 @@ type Limits struct {
 	Pids int64
 	// CPUs is the CPU quota in cores (cpu.cfs_quota_us / cpu.cfs_period_us).
 	CPUs float64
+	// CPUShares is the cgroup's cpu.shares (1024 when 0). A pool starts its sandboxes with few
+	// shares, so that under contention starting them yields to running calls, and gives them
+	// the full 1024 when it hands one out.
+	CPUShares uint64
 	// CPUSeconds is RLIMIT_CPU of the first process (soft and hard).
 	CPUSeconds uint64
 	// OpenFiles is RLIMIT_NOFILE.
@@ -118,6 +122,13 @@ func Spec(o BundleOptions) (*specs.Spec, error) {
 		period := uint64(100000)
 		quota := int64(o.Limits.CPUs * float64(period))
 		cpu = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	if o.Limits.CPUShares > 0 {
+		if cpu == nil {
+			cpu = &specs.LinuxCPU{}
+		}
+		shares := o.Limits.CPUShares
+		cpu.Shares = &shares
 	}
 	mem, swap := o.Limits.MemoryBytes, o.Limits.MemoryBytes
 	pids := o.Limits.Pids

@@ -85,6 +85,10 @@ type SandboxOptions struct {
 	// Network gives the sandbox a network namespace with public addresses on ports 80 and 443;
 	// without it the sandbox has loopback only.
 	Network bool
+	// Ready, when not empty, is the line (without its newline) the first process writes on fd 3
+	// once it waits for its request: Prepare returns only after reading it, so a prepared
+	// sandbox is really ready, not merely started.
+	Ready string
 }
 
 // Sandbox is a started sandbox whose first process runs, ready to take exactly one run. Its
@@ -106,6 +110,7 @@ type Sandbox struct {
 	net     *sandboxNet
 	started time.Time
 	taken   atomic.Bool
+	poolKey string // the pool shape it counts against while in use (guarded by the pool's mu)
 	once    sync.Once
 	done    chan struct{}
 	err     error

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -278,4 +281,31 @@ func newRunID() string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])
 	return "r" + hex.EncodeToString(b[:])
+}
+
+// SpillDirPrefix starts the name of the folder, one per host process,
+// where runs keep their older output: SpillDirPrefix + the process id.
+const SpillDirPrefix = "toolhost-runs-"
+
+// RemoveOrphanSpills removes the output folders in parent left by host
+// processes that are gone (after a crash); the folders of running hosts
+// are left alone.
+func RemoveOrphanSpills(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, ok := strings.CutPrefix(e.Name(), SpillDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		n, err := strconv.Atoi(pid)
+		if err != nil || n <= 0 {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", n)); os.IsNotExist(err) {
+			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
 }

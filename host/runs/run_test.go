@@ -179,3 +179,21 @@ func TestSweepForgetsEndedRunsAfterTheKeepTimeAndRemovesTheirFiles(t *testing.T)
 		t.Fatalf("Close left the spill folder: %v", err)
 	}
 }
+
+func TestRemoveOrphanSpillsKeepsTheFoldersOfLiveHosts(t *testing.T) {
+	parent := t.TempDir()
+	live := filepath.Join(parent, fmt.Sprintf("%s%d", SpillDirPrefix, os.Getpid()))
+	dead := filepath.Join(parent, SpillDirPrefix+"999999999")
+	other := filepath.Join(parent, "something-else")
+	for _, d := range []string{live, dead, other} {
+		if err := os.MkdirAll(filepath.Join(d, "x"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	RemoveOrphanSpills(parent)
+	for d, want := range map[string]bool{live: true, dead: false, other: true} {
+		if _, err := os.Stat(d); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", filepath.Base(d), err == nil, want)
+		}
+	}
+}

@@ -412,6 +412,13 @@
     $("result-wrap").hidden = true;
     $("run-error").hidden = true;
     $("run-tool").textContent = r.tool;
+    const dl = $("run-args");
+    dl.replaceChildren();
+    for (const [k, v] of Object.entries(r.args || {})) {
+      const shown = typeof v === "string" ? v : JSON.stringify(v);
+      dl.append(el("div", { class: "arg" }, el("dt", { text: k }), el("dd", { text: shown.length > 120 ? shown.slice(0, 119) + "…" : shown, title: shown })));
+    }
+    dl.hidden = !dl.children.length;
     $("run-id").textContent = r.run;
     setRunState("running");
     tick();

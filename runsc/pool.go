@@ -1,0 +1,577 @@
+package runsc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// PoolOptions configure a Pool.
+type PoolOptions struct {
+	// Manager makes and removes the sandboxes.
+	Manager *Manager
+	// Size is how many ready sandboxes the pool keeps of each shape in use; 0 turns the pool off
+	// (every Get starts a sandbox cold).
+	Size int
+	// Max bounds the ready sandboxes of one shape when demand grows (default: Size).
+	Max int
+	// MaxIdle is how long demand is remembered: ready sandboxes above Size go once the pool has
+	// not needed them for this long, and a shape not asked for in this long (other than one
+	// made by Warm) keeps none. 10 minutes when 0.
+	MaxIdle time.Duration
+	// MemoryBytes is the memory limit ready sandboxes wait with; a Get lowers it to what it
+	// asks for when it hands one out, and a Get asking for more starts a sandbox cold.
+	MemoryBytes int64
+	// Starts bounds how many sandboxes the pool starts at once (default: the number of CPUs).
+	Starts int
+	// StartShares is cpu.shares of a sandbox while it starts and waits (default 256; a handed-out
+	// one gets 1024), so filling the pool yields the CPU to running calls.
+	StartShares uint64
+	// CheckEvery is how often ready sandboxes are checked for life (default one second). A Get
+	// checks the one it hands out too.
+	CheckEvery time.Duration
+	// Log, if not nil, hears of sandboxes that failed to start or to be removed.
+	Log func(msg string, err error)
+}
+
+// Pool keeps sandboxes ready — started, their first process waiting for its request — so that a
+// run does not wait for a sandbox to start. A sandbox leaves the pool for exactly one run and is
+// removed after it (Release); the pool starts a replacement in the background. Sandboxes are
+// never reused and never shared.
+//
+// Sandboxes that differ in anything but their memory limit (network on or off, the command, …)
+// are of different shapes, each with ready sandboxes of its own; the memory limit is lowered to
+// what the run asks for when a sandbox is handed out (cgroup v1 memory.limit_in_bytes), so one
+// shape serves every memory limit up to MemoryBytes.
+//
+// How many are kept: Size of each shape in use, more while demand is higher — the most sandboxes
+// of the shape in use at once during the last MaxIdle — up to Max. Ready sandboxes that die are
+// noticed (every CheckEvery, and before a hand-out), removed and replaced, never handed out.
+type Pool struct {
+	opts   PoolOptions
+	ctx    context.Context
+	cancel context.CancelFunc
+	starts chan struct{}
+	kickCh chan struct{}
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	shapes map[string]*poolShape
+	order  []*poolShape
+	closed bool
+}
+
+// poolShape is the ready sandboxes of one shape and what the pool knows of its demand.
+type poolShape struct {
+	key, label string
+	opts       SandboxOptions // what ready sandboxes are made with
+	warm       bool           // made by Warm: keeps Size ready however long it waits
+
+	ready    []*Sandbox
+	starting int
+	inUse    int
+	peak     int
+	peakAt   time.Time
+	lastGet  time.Time
+	failures int
+	retryAt  time.Time
+
+	handedOut, cold, died, retired, startFailures uint64
+}
+
+// PoolStats are the state of one shape of a pool.
+type PoolStats struct {
+	// Shape names the shape: "no_network" or "network" (with a number after it when several
+	// shapes share that).
+	Shape string
+	// Ready, Starting and InUse count sandboxes now.
+	Ready, Starting, InUse int
+	// HandedOut counts runs given a ready sandbox, Cold runs that started one because none was
+	// ready, Died ready sandboxes found dead, Retired ready sandboxes removed as not needed,
+	// StartFailures sandboxes that failed to start for the pool.
+	HandedOut, Cold, Died, Retired, StartFailures uint64
+}
+
+// NewPool starts a pool. Close it before closing its Manager.
+func NewPool(opts PoolOptions) (*Pool, error) {
+	if opts.Manager == nil {
+		return nil, errors.New("the sandbox pool needs a manager")
+	}
+	if opts.Size < 0 {
+		return nil, fmt.Errorf("the sandbox pool's size must not be negative, not %d", opts.Size)
+	}
+	if opts.Max < opts.Size {
+		opts.Max = opts.Size
+	}
+	if opts.MaxIdle <= 0 {
+		opts.MaxIdle = 10 * time.Minute
+	}
+	if opts.Starts <= 0 {
+		opts.Starts = max(runtime.NumCPU(), 1)
+	}
+	if opts.StartShares == 0 {
+		opts.StartShares = 256
+	}
+	if opts.CheckEvery <= 0 {
+		opts.CheckEvery = time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{opts: opts, ctx: ctx, cancel: cancel, starts: make(chan struct{}, opts.Starts),
+		kickCh: make(chan struct{}, 1), shapes: map[string]*poolShape{}}
+	p.wg.Add(1)
+	go p.loop()
+	return p, nil
+}
+
+// Warm makes opts' shape one the pool keeps Size ready of from now on, without waiting for a
+// Get.
+func (p *Pool) Warm(opts SandboxOptions) {
+	if p.opts.Size == 0 || opts.Limits.MemoryBytes > p.opts.MemoryBytes {
+		return
+	}
+	p.mu.Lock()
+	sh := p.shapeLocked(opts)
+	sh.warm = true
+	p.mu.Unlock()
+	p.kick()
+}
+
+// Get returns a sandbox for exactly one run of opts: a ready one, its memory limit lowered to
+// opts.Limits.MemoryBytes, or, when none is ready, one started now (a cold start). The caller
+// takes it (Sandbox.Take) and gives it back to Release once the run is over.
+func (p *Pool) Get(ctx context.Context, opts SandboxOptions) (*Sandbox, error) {
+	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes
+	var sb *Sandbox
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errors.New("the sandbox pool is closed")
+	}
+	sh := p.shapeLocked(opts)
+	now := time.Now()
+	sh.lastGet = now
+	sh.inUse++
+	if sh.inUse >= sh.peak {
+		sh.peak, sh.peakAt = sh.inUse, now
+	}
+	for pooled && len(sh.ready) > 0 && sb == nil {
+		cand := sh.ready[0]
+		sh.ready = sh.ready[1:]
+		if cand.alive() {
+			sb = cand
+		} else {
+			sh.died++
+			p.releaseLocked(cand)
+		}
+	}
+	if sb != nil {
+		sh.handedOut++
+	} else {
+		sh.cold++
+	}
+	p.mu.Unlock()
+	p.kick()
+	if sb != nil {
+		if err := sb.handOut(opts.Limits.MemoryBytes); err == nil {
+			return sb, nil
+		} else if p.opts.Log != nil {
+			p.opts.Log("handing out a ready sandbox", err)
+		}
+		p.opts.Manager.Release(sb, nil)
+	}
+	sb, err := p.opts.Manager.Prepare(ctx, opts)
+	if err != nil {
+		p.mu.Lock()
+		sh.inUse--
+		p.mu.Unlock()
+		return nil, err
+	}
+	sb.poolKey = sh.key
+	return sb, nil
+}
+
+// Release removes a sandbox Get returned, in the background.
+func (p *Pool) Release(sb *Sandbox) {
+	p.mu.Lock()
+	if sh := p.shapes[sb.poolKey]; sh != nil && sb.poolKey != "" {
+		sh.inUse--
+	}
+	sb.poolKey = ""
+	p.mu.Unlock()
+	p.opts.Manager.Release(sb, p.logRemoval(sb))
+	p.kick()
+}
+
+// Stats returns the state of every shape the pool has seen, in the order they were first seen.
+func (p *Pool) Stats() []PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]PoolStats, 0, len(p.order))
+	for _, sh := range p.order {
+		out = append(out, PoolStats{Shape: sh.label, Ready: len(sh.ready), Starting: sh.starting, InUse: sh.inUse,
+			HandedOut: sh.handedOut, Cold: sh.cold, Died: sh.died, Retired: sh.retired, StartFailures: sh.startFailures})
+	}
+	return out
+}
+
+// ReadyIDs returns the ids of the ready sandboxes of every shape (for tests and diagnostics).
+func (p *Pool) ReadyIDs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []string
+	for _, sh := range p.order {
+		for _, sb := range sh.ready {
+			ids = append(ids, sb.ID)
+		}
+	}
+	return ids
+}
+
+// Close stops filling the pool, removes its ready sandboxes and waits for starts under way to
+// end. Sandboxes handed out are the caller's to Release.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	var ready []*Sandbox
+	for _, sh := range p.order {
+		ready = append(ready, sh.ready...)
+		sh.ready = nil
+	}
+	p.mu.Unlock()
+	p.cancel()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, sb := range ready {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := sb.Close(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	waited := make(chan struct{})
+	go func() { p.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("waiting for the pool's sandbox starts to end: %w", ctx.Err()))
+	}
+	return errors.Join(errs...)
+}
+
+// shapeLocked returns the shape of opts, making it if it is new.
+func (p *Pool) shapeLocked(opts SandboxOptions) *poolShape {
+	key := shapeKey(opts)
+	if sh := p.shapes[key]; sh != nil {
+		return sh
+	}
+	label := "no_network"
+	if opts.Network {
+		label = "network"
+	}
+	n := 1
+	for _, sh := range p.order {
+		if sh.opts.Network == opts.Network {
+			n++
+		}
+	}
+	if n > 1 {
+		label += "_" + strconv.Itoa(n)
+	}
+	ready := opts
+	ready.Limits.MemoryBytes = p.opts.MemoryBytes
+	ready.Limits.CPUShares = p.opts.StartShares
+	sh := &poolShape{key: key, label: label, opts: ready}
+	p.shapes[key] = sh
+	p.order = append(p.order, sh)
+	return sh
+}
+
+// shapeKey is what sandboxes of one shape have in common: everything but the memory limit.
+func shapeKey(opts SandboxOptions) string {
+	opts.Limits.MemoryBytes = 0
+	opts.Limits.CPUShares = 0
+	b, _ := json.Marshal(opts)
+	return string(b)
+}
+
+func (p *Pool) kick() {
+	select {
+	case p.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// loop keeps the pool's shapes filled, checked and trimmed until the pool closes.
+func (p *Pool) loop() {
+	defer p.wg.Done()
+	tick := time.NewTicker(p.opts.CheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-tick.C:
+			p.maintain(true)
+		case <-p.kickCh:
+			p.maintain(false)
+		}
+	}
+}
+
+// maintain removes dead ready sandboxes (when check is set), retires those not needed and
+// starts what is missing.
+func (p *Pool) maintain(check bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	now := time.Now()
+	for _, sh := range p.order {
+		if check {
+			kept := sh.ready[:0]
+			for _, sb := range sh.ready {
+				if sb.alive() {
+					kept = append(kept, sb)
+				} else {
+					sh.died++
+					p.releaseLocked(sb)
+				}
+			}
+			clear(sh.ready[len(kept):])
+			sh.ready = kept
+		}
+		target := p.targetLocked(sh, now)
+		for len(sh.ready) > target {
+			sh.retired++
+			p.releaseLocked(sh.ready[0])
+			sh.ready = sh.ready[1:]
+		}
+		need := target - len(sh.ready) - sh.starting
+		if need <= 0 || now.Before(sh.retryAt) {
+			continue
+		}
+		sh.starting += need
+		for range need {
+			p.wg.Add(1)
+			go p.start(sh)
+		}
+	}
+}
+
+// targetLocked is how many sandboxes of sh should be ready: Size, or the most in use at once
+// lately when that is more, up to Max; none for a shape not asked for in MaxIdle.
+func (p *Pool) targetLocked(sh *poolShape, now time.Time) int {
+	if p.opts.Size == 0 {
+		return 0
+	}
+	if !sh.warm && now.Sub(sh.lastGet) > p.opts.MaxIdle {
+		return 0
+	}
+	if now.Sub(sh.peakAt) > p.opts.MaxIdle {
+		sh.peak, sh.peakAt = sh.inUse, now
+	}
+	return min(max(p.opts.Size, sh.peak), p.opts.Max)
+}
+
+// start starts one sandbox for sh, at most Starts at once across the pool.
+func (p *Pool) start(sh *poolShape) {
+	defer p.wg.Done()
+	select {
+	case p.starts <- struct{}{}:
+	case <-p.ctx.Done():
+		p.mu.Lock()
+		sh.starting--
+		p.mu.Unlock()
+		return
+	}
+	sb, err := p.opts.Manager.Prepare(p.ctx, sh.opts)
+	<-p.starts
+	p.mu.Lock()
+	sh.starting--
+	if err != nil {
+		closed := p.closed
+		if !closed {
+			sh.startFailures++
+			sh.failures++
+			sh.retryAt = time.Now().Add(min(time.Duration(1<<min(sh.failures, 5))*time.Second, 30*time.Second))
+		}
+		p.mu.Unlock()
+		if !closed && p.opts.Log != nil {
+			p.opts.Log("starting a sandbox for the pool", err)
+		}
+		return
+	}
+	sh.failures = 0
+	if p.closed {
+		p.mu.Unlock()
+		_ = sb.Close(context.Background())
+		return
+	}
+	sh.ready = append(sh.ready, sb)
+	p.mu.Unlock()
+}
+
+func (p *Pool) releaseLocked(sb *Sandbox) {
+	p.opts.Manager.Release(sb, p.logRemoval(sb))
+}
+
+func (p *Pool) logRemoval(sb *Sandbox) func(error) {
+	if p.opts.Log == nil {
+		return nil
+	}
+	return func(err error) { p.opts.Log("removing sandbox "+sb.ID, err) }
+}
+
+// awaitReady reads the first process's ready line from Control.
+func (s *Sandbox) awaitReady(ctx context.Context, line string) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(time.Minute)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = s.Control.SetReadDeadline(time.Now()) })
+	defer stop()
+	_ = s.Control.SetReadDeadline(deadline)
+	defer func() { _ = s.Control.SetReadDeadline(time.Time{}) }()
+	want := line + "\n"
+	got := make([]byte, 0, len(want))
+	b := make([]byte, 1)
+	for len(got) < len(want) {
+		n, err := s.Control.Read(b)
+		if n == 1 {
+			got = append(got, b[0])
+			if b[0] == '\n' {
+				break
+			}
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("waiting for the sandbox to be ready: %w", ctx.Err())
+			}
+			return fmt.Errorf("the sandbox ended before it was ready: %s", s.stderrTail())
+		}
+	}
+	if string(got) != want {
+		return fmt.Errorf("the sandbox's first process said %q instead of that it is ready", strings.TrimSpace(string(got)))
+	}
+	return nil
+}
+
+// stderrTail is what the sandbox wrote to stderr so far (up to 2 KiB, its end), for messages.
+func (s *Sandbox) stderrTail() string {
+	buf := make([]byte, 64<<10)
+	_ = s.Stderr.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	n, _ := s.Stderr.Read(buf)
+	_ = s.Stderr.SetReadDeadline(time.Time{})
+	msg := strings.TrimSpace(string(buf[:n]))
+	if len(msg) > 2048 {
+		msg = "…" + msg[len(msg)-2048:]
+	}
+	if msg == "" {
+		return "it printed nothing"
+	}
+	return msg
+}
+
+// alive reports whether a sandbox waiting for its request still waits: nothing to read on its
+// control socket, stdout or stderr (a dead sandbox's ends close; a waiting runner writes
+// nothing).
+func (s *Sandbox) alive() bool {
+	fds := make([]unix.PollFd, 0, 3)
+	for _, f := range []*os.File{s.Control, s.Stdout, s.Stderr} {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return false
+		}
+		if err := rc.Control(func(fd uintptr) {
+			fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP})
+		}); err != nil {
+			return false
+		}
+	}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		return n == 0
+	}
+}
+
+// handOut gives a ready sandbox what its run asks for: its memory limit (lowered from the
+// pool's), a clean failure count, and full CPU shares.
+func (s *Sandbox) handOut(memoryBytes int64) error {
+	if memoryBytes > 0 && memoryBytes != s.opts.Limits.MemoryBytes {
+		if err := setMemoryLimit(s.cgroup, s.opts.Limits.MemoryBytes, memoryBytes); err != nil {
+			return err
+		}
+		s.opts.Limits.MemoryBytes = memoryBytes
+	}
+	mem := filepath.Join(CgroupRoot, "memory", s.cgroup)
+	for _, f := range []string{"memory.failcnt", "memory.max_usage_in_bytes"} {
+		if err := os.WriteFile(filepath.Join(mem, f), []byte("0"), 0o644); err != nil {
+			return fmt.Errorf("resetting the sandbox's %s: %w", f, err)
+		}
+	}
+	if s.opts.Limits.CPUShares != 0 && s.opts.Limits.CPUShares != 1024 {
+		if err := os.WriteFile(filepath.Join(CgroupRoot, "cpu", s.cgroup, "cpu.shares"), []byte("1024"), 0o644); err != nil {
+			return fmt.Errorf("giving the sandbox its CPU shares: %w", err)
+		}
+		s.opts.Limits.CPUShares = 1024
+	}
+	return nil
+}
+
+// setMemoryLimit changes the memory (and memory+swap) limit of a cgroup v1 from old to new
+// bytes, in the order the kernel accepts (memsw may never be below the memory limit).
+func setMemoryLimit(cgroup string, old, new int64) error {
+	dir := filepath.Join(CgroupRoot, "memory", cgroup)
+	write := func(name string) error {
+		err := os.WriteFile(filepath.Join(dir, name), []byte(strconv.FormatInt(new, 10)), 0o644)
+		if errors.Is(err, fs.ErrNotExist) && name == "memory.memsw.limit_in_bytes" {
+			return nil // no swap accounting on this machine
+		}
+		if err != nil {
+			return fmt.Errorf("setting the sandbox's %s to %d: %w", name, new, err)
+		}
+		return nil
+	}
+	files := []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"}
+	if new > old {
+		slices.Reverse(files)
+	}
+	for _, f := range files {
+		if err := write(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
