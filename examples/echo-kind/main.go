@@ -72,7 +72,12 @@ func (echo) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.RawM
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		emit.Stdout(fmt.Appendf(nil, "%s%s=%v\n", r.Prefix, name, args[name]))
+		value, ok := args[name].(string)
+		if !ok {
+			b, _ := json.Marshal(args[name])
+			value = string(b)
+		}
+		emit.Stdout(fmt.Appendf(nil, "%s%s=%s\n", r.Prefix, name, value))
 	}
 	return json.Marshal(map[string]any{"echoed": args})
 }

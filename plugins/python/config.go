@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 
 	"github.com/toolhost/toolhost/runsc"
@@ -24,11 +25,29 @@ type Config struct {
 	Pids              int      `json:"pids"`
 	TmpMB             int      `json:"tmp_mb"`
 	WorkMB            int      `json:"work_mb"`
-	// Pool is read by the pool of ready sandboxes (a later issue); accepted and kept meanwhile.
+	// Pool is [python.pool]: the ready sandboxes (see poolConfig).
 	Pool json.RawMessage `json:"pool"`
 
 	extraCIDRs []netip.Prefix
+	pool       poolConfig
 }
+
+// poolConfig is [python.pool].
+type poolConfig struct {
+	// Size is how many ready sandboxes are kept of each shape in use (network off, network on);
+	// 0 turns the pool off.
+	Size int `json:"size"`
+	// Max is how many sandboxes may run at once, and the most ready sandboxes of a shape when
+	// demand grows.
+	Max int `json:"max"`
+	// MaxIdleMinutes is how long demand is remembered: ready sandboxes above Size go after this
+	// long without need, and the network shape keeps none once unused this long.
+	MaxIdleMinutes int `json:"max_idle_minutes"`
+	// Preload are Python modules every ready sandbox imports before its run (e.g. "numpy").
+	Preload []string `json:"preload"`
+}
+
+var moduleRx = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
 // defaultConfig is what a setting left out takes.
 func defaultConfig() Config {
@@ -93,6 +112,27 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 			continue
 		}
 		cfg.extraCIDRs = append(cfg.extraCIDRs, p)
+	}
+	cfg.pool = poolConfig{Size: 2, Max: 16, MaxIdleMinutes: 10}
+	if len(cfg.Pool) > 0 && string(cfg.Pool) != "null" {
+		dec := json.NewDecoder(strings.NewReader(string(cfg.Pool)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg.pool); err != nil {
+			bad("pool", "the [python.pool] table can't be read: %v", err)
+		}
+	}
+	switch p := cfg.pool; {
+	case p.Max < 1 || p.Max > 1024:
+		bad("pool.max", "must be from 1 to 1024, not %d", p.Max)
+	case p.Size < 0 || p.Size > p.Max:
+		bad("pool.size", "must be from 0 to python.pool.max (%d), not %d", p.Max, p.Size)
+	case p.MaxIdleMinutes < 1 || p.MaxIdleMinutes > 1440:
+		bad("pool.max_idle_minutes", "must be from 1 to 1440, not %d", p.MaxIdleMinutes)
+	}
+	for i, m := range cfg.pool.Preload {
+		if !moduleRx.MatchString(m) {
+			bad(fmt.Sprintf("pool.preload[%d]", i), "%q is not a Python module name like \"numpy\" or \"xml.etree\"", m)
+		}
 	}
 	if len(fe) > 0 {
 		return cfg, fe

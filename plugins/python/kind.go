@@ -36,13 +36,17 @@ type kind struct {
 	mu    sync.Mutex
 	cfg   Config
 	mgr   *runsc.Manager
+	pool  *runsc.Pool
 	slots chan struct{} // one per sandbox allowed at once
 	// runs is held for reading by every run on mgr, so a replaced manager is closed only once
 	// its runs are done.
 	runs *sync.RWMutex
 }
 
-var _ sdk.Kind = (*kind)(nil)
+var (
+	_ sdk.Kind          = (*kind)(nil)
+	_ sdk.MetricsSource = (*kind)(nil)
+)
 
 func newKind(o kindOptions) *kind {
 	if o.Logger == nil {
@@ -107,18 +111,36 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
 		}
 		return fmt.Errorf("the python kind can't start: %w", err)
 	}
+	pool, err := runsc.NewPool(runsc.PoolOptions{
+		Manager: mgr, Size: cfg.pool.Size, Max: cfg.pool.Max,
+		MaxIdle:     time.Duration(cfg.pool.MaxIdleMinutes) * time.Minute,
+		MemoryBytes: int64(cfg.MaxMemoryMB+overheadMB) << 20,
+		Starts:      poolStarts,
+		Log:         func(msg string, err error) { k.log.Warn(msg, "error", err) },
+	})
+	if err != nil {
+		_ = mgr.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("the python kind can't start: %w", err)
+	}
+	// The shape most runs have (no network) is kept ready from the start; the network shape
+	// once a tool asks for it.
+	pool.Warm(sandboxOptions(cfg, runTable{MemoryMB: min(defaultMemoryMB, cfg.MaxMemoryMB)}))
 	k.mu.Lock()
-	old = k.mgr
+	old, oldPool := k.mgr, k.pool
 	oldRuns := k.runs
-	k.cfg, k.mgr, k.slots, k.runs = cfg, mgr, make(chan struct{}, poolMax(cfg.Pool)), &sync.RWMutex{}
+	k.cfg, k.mgr, k.pool, k.slots, k.runs = cfg, mgr, pool, make(chan struct{}, cfg.pool.Max), &sync.RWMutex{}
 	k.mu.Unlock()
 	if old != nil {
-		// Runs in flight finish on the old manager; it is closed once they are done.
+		// Runs in flight finish on the old manager; it is closed once they are done. Its ready
+		// sandboxes go at once.
 		go func() {
-			oldRuns.Lock()
-			defer oldRuns.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
+			if err := oldPool.Close(ctx); err != nil {
+				k.log.Warn("closing the previous sandbox pool", "error", err)
+			}
+			oldRuns.Lock()
+			defer oldRuns.Unlock()
 			if err := old.Close(ctx); err != nil {
 				k.log.Warn("closing the previous sandbox manager", "error", err)
 			}
@@ -127,20 +149,14 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
 	return nil
 }
 
-// poolMax reads [python.pool] max: how many sandboxes may run at once (16 by default).
-func poolMax(raw json.RawMessage) int {
-	var p struct {
-		Max int `json:"max"`
-	}
-	if len(raw) > 0 && json.Unmarshal(raw, &p) == nil && p.Max > 0 {
-		return p.Max
-	}
-	return 16
-}
+// poolStarts bounds how many sandboxes the pool starts at once: one per core of this kind of
+// machine (2), so refilling can't take every core from the runs.
+const poolStarts = 2
 
 type configured struct {
 	cfg   Config
 	mgr   *runsc.Manager
+	pool  *runsc.Pool
 	slots chan struct{}
 	runs  *sync.RWMutex
 }
@@ -151,7 +167,36 @@ func (k *kind) current() (configured, error) {
 	if k.mgr == nil {
 		return configured{}, errors.New("the python kind has no configuration yet")
 	}
-	return configured{k.cfg, k.mgr, k.slots, k.runs}, nil
+	return configured{k.cfg, k.mgr, k.pool, k.slots, k.runs}, nil
+}
+
+// Metrics reports the pool's state per shape (no_network, network).
+func (k *kind) Metrics(context.Context) []sdk.Metric {
+	k.mu.Lock()
+	pool := k.pool
+	k.mu.Unlock()
+	if pool == nil {
+		return nil
+	}
+	var out []sdk.Metric
+	for _, s := range pool.Stats() {
+		l := map[string]string{"shape": s.Shape}
+		g := func(name, help string, v int) {
+			out = append(out, sdk.Metric{Name: name, Help: help, Type: "gauge", Value: float64(v), Labels: l})
+		}
+		c := func(name, help string, v uint64) {
+			out = append(out, sdk.Metric{Name: name, Help: help, Type: "counter", Value: float64(v), Labels: l})
+		}
+		g("pool_ready", "Sandboxes started and waiting for a run.", s.Ready)
+		g("pool_starting", "Sandboxes being started for the pool.", s.Starting)
+		g("pool_in_use", "Sandboxes handed to a run (ready or cold) and not yet released.", s.InUse)
+		c("pool_handed_out_total", "Runs given a ready sandbox.", s.HandedOut)
+		c("pool_cold_starts_total", "Runs that started a sandbox themselves because none was ready (every run when the pool is off).", s.Cold)
+		c("pool_died_total", "Ready sandboxes found dead, removed and replaced.", s.Died)
+		c("pool_retired_total", "Ready sandboxes removed because demand fell.", s.Retired)
+		c("pool_start_failures_total", "Sandboxes that failed to start for the pool.", s.StartFailures)
+	}
+	return out
 }
 
 // Check checks the run table and compiles the code in a sandbox (never in this process), which
@@ -207,11 +252,11 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 // Close removes every sandbox of the kind and sweeps leftovers of its prefix.
 func (k *kind) Close(ctx context.Context) error {
 	k.mu.Lock()
-	mgr := k.mgr
-	k.mgr = nil
+	mgr, pool := k.mgr, k.pool
+	k.mgr, k.pool = nil, nil
 	k.mu.Unlock()
 	if mgr == nil {
 		return nil
 	}
-	return errors.Join(mgr.Close(ctx), mgr.Sweep(ctx))
+	return errors.Join(pool.Close(ctx), mgr.Close(ctx), mgr.Sweep(ctx))
 }

@@ -52,7 +52,7 @@ func TestMeasure(t *testing.T) {
 	cfg, _ := env.walled.current()
 	for range min(n, 15) {
 		t0 := time.Now()
-		sb, err := cfg.mgr.Prepare(ctx, sandboxOptions(cfg, runTable{Seconds: 10, MemoryMB: 512}))
+		sb, err := cfg.mgr.Prepare(ctx, sandboxOptions(cfg.cfg, runTable{Seconds: 10, MemoryMB: 512}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -103,7 +103,7 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req r
 	}
 	lim := limits{seconds: t.Seconds, memoryMB: t.MemoryMB, workMB: c.cfg.WorkMB, tmpMB: c.cfg.TmpMB,
 		outputBytes: c.cfg.MaxOutputBytes, network: t.Network}
-	sb, err := c.mgr.Prepare(ctx, sandboxOptions(c, t))
+	sb, err := c.pool.Get(ctx, sandboxOptions(c.cfg, t))
 	if err != nil {
 		k.log.Error("starting a sandbox", "error", err)
 		if ctx.Err() != nil {
@@ -111,7 +111,7 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req r
 		}
 		return nil, sdk.Errorf(codeSandbox, "the sandbox didn't start: %v", err)
 	}
-	defer c.mgr.Release(sb, func(err error) { k.log.Warn("removing a sandbox", "id", sb.ID, "error", err) })
+	defer c.pool.Release(sb)
 	if err := sb.Take(); err != nil {
 		return nil, sdk.Errorf(codeSandbox, "%v", err)
 	}
@@ -119,21 +119,25 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req r
 	return classify(o, lim)
 }
 
-// sandboxOptions are the sandbox of one run of t.
-func sandboxOptions(c configured, t runTable) runsc.SandboxOptions {
+// sandboxOptions are the sandbox of one run of t. Only the memory limit and the network differ
+// between tools; the pool keeps sandboxes ready per network setting and sets the memory limit
+// when it hands one out. The code's own CPU limit is set by the runner when the request comes.
+func sandboxOptions(cfg Config, t runTable) runsc.SandboxOptions {
+	args := append([]string{"/usr/bin/python3", "-I", "-B", "-c", runnerSource}, cfg.pool.Preload...)
 	return runsc.SandboxOptions{
-		Args: []string{"/usr/bin/python3", "-I", "-B", "-c", runnerSource},
+		Args: args,
 		Limits: runsc.Limits{
 			MemoryBytes: int64(t.MemoryMB+overheadMB) << 20,
-			Pids:        int64(c.cfg.Pids),
+			Pids:        int64(cfg.Pids),
 			CPUs:        1,
-			CPUSeconds:  uint64(2*t.Seconds + 5), // a backstop for the runner; the code gets t.Seconds
+			CPUSeconds:  2*maxSeconds + 5, // a backstop for the runner; the code gets its seconds
 			OpenFiles:   1024,
-			FileBytes:   uint64(c.cfg.WorkMB) << 20,
+			FileBytes:   uint64(cfg.WorkMB) << 20,
 		},
-		WorkBytes: int64(c.cfg.WorkMB) << 20,
-		TmpBytes:  int64(c.cfg.TmpMB) << 20,
+		WorkBytes: int64(cfg.WorkMB) << 20,
+		TmpBytes:  int64(cfg.TmpMB) << 20,
 		Network:   t.Network,
+		Ready:     "ready",
 	}
 }
 

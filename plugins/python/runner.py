@@ -1,7 +1,12 @@
 # The python kind's runner: the first process of a sandbox. A child process of its own waits for
 # one request (a JSON line) on fd 3 and runs the tool's code; this process reports how the child
-# ended, and the answer goes back on fd 3 as one JSON line. What the code prints goes straight to the sandbox's stdout and stderr, which the host
-# streams. It imports nothing heavy, so a sandbox made ready ahead of time waits cheaply.
+# ended, and the answer goes back on fd 3 as one JSON line. What the code prints goes straight to
+# the sandbox's stdout and stderr, which the host streams. It imports nothing heavy, so a sandbox
+# made ready ahead of time waits cheaply — unless the pool asks it to preload modules (its
+# arguments), which it imports before the fork so the run finds them loaded.
+#
+# Once the child waits for its request it writes "ready" and a newline on fd 3: the host hands a
+# sandbox out only after reading it.
 #
 # Request: {"mode": "run" | "check", "code": str, "args": object, "cpu_seconds": int}
 # Answer, one of:
@@ -39,6 +44,12 @@ def write_all(fd, data):
 
 
 def main():
+    for name in sys.argv[1:]:
+        try:
+            __import__(name)
+        except Exception as e:  # noqa: BLE001 — any failure means the pool's preload is wrong
+            print("preloading %s failed: %s" % (name, traceback_line(e)), file=sys.stderr, flush=True)
+            sys.exit(1)
     # The child that will run the code is forked now, before the request comes, so a sandbox made
     # ready ahead of time has paid for the fork already. The child reads the request itself, tells
     # this process the CPU limit on the pipe, then sends its answer there.
@@ -81,15 +92,24 @@ def main():
     write_all(CONTROL, (json.dumps(answer) + "\n").encode())
 
 
+def traceback_line(e):
+    return "%s: %s" % (type(e).__name__, e)
+
+
 def child(w):
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
+    write_all(CONTROL, b"ready\n")
     req = read_request()
     os.close(CONTROL)
     cpu = int(req.get("cpu_seconds") or 0)
     write_all(w, (json.dumps({"cpu_seconds": cpu}) + "\n").encode())
     if cpu > 0:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        # RLIMIT_CPU counts the process's whole life; what it used while it waited (next to
+        # nothing: it was blocked in read) is added, so the run's CPU seconds count from now.
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        used = int(ru.ru_utime + ru.ru_stime)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu + used, cpu + used + 1))
     tried_network = [False]
 
     def audit(event, _args):

@@ -17,8 +17,10 @@ Usage:
   toolhost serve  --config FILE        serve the tools of FILE
   toolhost check  --config FILE        check FILE and every tool; exit 1 if anything is wrong
   toolhost tools  [--addr HOST:PORT]   list the tools of a running host
-  toolhost call   [--addr HOST:PORT] [--json] TOOL [name=value ...]
-                                       call a tool, streaming what it prints
+  toolhost call   [--addr HOST:PORT] [--token T] [--json] TOOL [name=value ...]
+                                       call a tool, streaming what it prints; exits 0 on a
+                                       result, 1 when the run failed, 2 on a usage or
+                                       connection error (token: --token or $TOOLHOST_TOKEN)
   toolhost doctor [--config FILE]      check this machine can run Python sandboxes
   toolhost version                     print the version
 `
