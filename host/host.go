@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,6 +34,7 @@ var Version = "dev"
 
 // Host is one running toolhost.
 type Host struct {
+	cfgMu    sync.RWMutex
 	cfg      *config.Config
 	log      hclog.Logger
 	plugins  *plugins.Manager
@@ -69,7 +71,7 @@ func pinsHint(cfg *config.Config) string {
 }
 
 func (h *Host) kindConfig(kind string) json.RawMessage {
-	raw, err := json.Marshal(h.cfg.KindConfig(kind))
+	raw, err := json.Marshal(h.config().KindConfig(kind))
 	if err != nil || string(raw) == "null" {
 		return json.RawMessage("{}")
 	}
@@ -110,14 +112,51 @@ func (h *Host) Start(ctx context.Context) Problems {
 		h.unavailable[p.Kind] = p.Error()
 		h.log.Error("plugin not started", "kind", p.Kind, "why", p.Error())
 	}
-	defs, errs := h.cfg.AllTools()
+	pr.Tools = h.loadTools(ctx)
+	return pr
+}
+
+// config is the config in force.
+func (h *Host) config() *config.Config {
+	h.cfgMu.RLock()
+	defer h.cfgMu.RUnlock()
+	return h.cfg
+}
+
+// loadTools checks every tool of the config in force and serves those that
+// pass, all at once.
+func (h *Host) loadTools(ctx context.Context) config.Errors {
+	defs, errs := h.config().AllTools()
 	checked, cerrs := tools.CheckAll(ctx, defs, h.kinds)
-	pr.Tools = append(errs, cerrs...)
-	for _, e := range pr.Tools {
+	problems := append(errs, cerrs...)
+	for _, e := range problems {
 		h.log.Error("tool not served", "where", e.Error())
 	}
 	h.registry.Replace(checked)
-	h.log.Info("tools loaded", "served", len(checked), "refused", len(pr.Tools), "kinds", fmt.Sprint(h.plugins.Kinds()))
+	h.log.Info("tools loaded", "served", len(checked), "refused", len(problems), "kinds", fmt.Sprint(h.plugins.Kinds()))
+	return problems
+}
+
+// Reload takes a new config while serving: each kind gets its new table,
+// and the tools are loaded and checked again and replace the served set at
+// once. Runs going on are not touched. What only a start reads (listen,
+// tokens, the plugin folder and pins) waits for the next start.
+func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
+	h.cfgMu.Lock()
+	h.cfg = cfg
+	h.cfgMu.Unlock()
+	var pr Problems
+	for _, kind := range h.plugins.Kinds() {
+		p, ok := h.plugins.Kind(kind)
+		if !ok {
+			continue
+		}
+		if err := p.Reconfigure(ctx, h.kindConfig(kind)); err != nil {
+			h.log.Error("kind refused its new config", "kind", kind, "why", err)
+			pr.Plugins = append(pr.Plugins, plugins.Problem{Kind: kind, Err: err})
+		}
+	}
+	pr.Tools = h.loadTools(ctx)
 	return pr
 }
 

@@ -455,3 +455,61 @@ func TestMetricsShowPluginsAndTheirRestarts(t *testing.T) {
 		m = scrape()
 	}
 }
+
+func TestHangupReloadsToolsAndABadConfigChangesNothing(t *testing.T) {
+	h := startHost(t, hostSpec{Tools: map[string]string{"a.toml": "name = \"a\"\ndescription = \"d\"\n[run]\ntype = \"echo\"\n"}})
+	toolNames := func() string {
+		resp, err := http.Get(h.URL("/api/v1/tools"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var list struct {
+			Tools []struct {
+				Function struct{ Name string } `json:"function"`
+			} `json:"tools"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&list)
+		var names []string
+		for _, tl := range list.Tools {
+			names = append(names, tl.Function.Name)
+		}
+		return strings.Join(names, ",")
+	}
+	hangup := func(wantLog string) {
+		t.Helper()
+		if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		if !h.WaitLog(t, wantLog, 20*time.Second) {
+			t.Fatalf("the host did not log %q after SIGHUP:\n%s", wantLog, h.Stderr())
+		}
+	}
+	if got := toolNames(); got != "a" {
+		t.Fatalf("tools = %s", got)
+	}
+	tools := filepath.Join(h.Dir, "tools")
+	if err := os.WriteFile(filepath.Join(tools, "b.toml"), []byte("name = \"b\"\ndescription = \"d\"\n[run]\ntype = \"echo\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tools, "c.toml"), []byte("name = \"c\"\ndescription = \"d\"\n[run]\ntype = \"echo\"\nspeed = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hangup("config reloaded")
+	if got := toolNames(); got != "a,b" {
+		t.Fatalf("after reload, tools = %s (want a,b; c is bad)", got)
+	}
+	if !strings.Contains(h.Stderr(), "c.toml:5") {
+		t.Errorf("the bad tool was not reported at its line:\n%s", h.Stderr())
+	}
+	// A config that doesn't load is refused whole; the host serves on.
+	cfgPath := filepath.Join(h.Dir, "toolhost.toml")
+	good, _ := os.ReadFile(cfgPath)
+	if err := os.WriteFile(cfgPath, append(good, []byte("\n[http]\nallow_privat = true\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hangup("still serving the one before")
+	if got := toolNames(); got != "a,b" {
+		t.Fatalf("after a bad reload, tools = %s", got)
+	}
+}

@@ -6,7 +6,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,14 +39,24 @@ func (echo) Describe(context.Context) (sdk.Info, error) {
 func (echo) Configure(context.Context, json.RawMessage) error { return nil }
 
 func (echo) Check(_ context.Context, tool sdk.Tool) (json.RawMessage, error) {
-	var r run
-	dec := json.NewDecoder(bytes.NewReader(tool.Run))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return nil, sdk.FieldErrors{{Path: "run", Message: "an echo tool's run table has type, prefix and delay_ms: " + err.Error()}}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(tool.Run, &fields); err != nil {
+		return nil, sdk.FieldErrors{{Path: "run", Message: "must be a table"}}
 	}
-	if r.DelayMS < 0 || r.DelayMS > 10000 {
-		return nil, sdk.FieldErrors{{Path: "run.delay_ms", Message: "must be from 0 to 10000 milliseconds"}}
+	var errs sdk.FieldErrors
+	for key := range fields {
+		if key != "type" && key != "prefix" && key != "delay_ms" {
+			errs = append(errs, sdk.FieldError{Path: "run." + key, Message: "is not a setting of an echo tool (it has prefix and delay_ms)"})
+		}
+	}
+	var r run
+	if err := json.Unmarshal(tool.Run, &r); err != nil {
+		errs = append(errs, sdk.FieldError{Path: "run", Message: "prefix is text and delay_ms a whole number: " + err.Error()})
+	} else if r.DelayMS < 0 || r.DelayMS > 10000 {
+		errs = append(errs, sdk.FieldError{Path: "run.delay_ms", Message: "must be from 0 to 10000 milliseconds"})
+	}
+	if errs != nil {
+		return nil, errs
 	}
 	return json.Marshal(r)
 }

@@ -469,3 +469,19 @@ func (p *Plugin) Restarts() int {
 	defer p.mu.Unlock()
 	return p.restarts
 }
+
+// Reconfigure hands the running plugin a new config table.
+func (p *Plugin) Reconfigure(ctx context.Context, cfg json.RawMessage) error {
+	kc, _, err := p.current(ctx)
+	if err != nil {
+		return err
+	}
+	if err := kc.Configure(ctx, cfg); err != nil {
+		var fe sdk.FieldErrors
+		if errors.As(err, &fe) {
+			return &ConfigError{Kind: p.kind, Errors: fe}
+		}
+		return fmt.Errorf("the %s plugin: %w", p.kind, err)
+	}
+	return nil
+}

@@ -85,11 +85,46 @@ func runServe(args []string, _, stderr io.Writer) int {
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String())
 	notifyReady(log)
+	go reloadOnHangup(ctx, h, cfg.File, log, stderr)
 	if err := h.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "toolhost: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// reloadOnHangup reloads the config on SIGHUP (`systemctl reload`): a
+// config with errors is refused whole and the host goes on as it was.
+func reloadOnHangup(ctx context.Context, h *host.Host, path string, log hclog.Logger, stderr io.Writer) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
+		cfg, err := config.Load(path)
+		if err != nil {
+			var ce config.Errors
+			if errors.As(err, &ce) {
+				for _, e := range ce {
+					fmt.Fprintln(stderr, e.Error())
+				}
+			}
+			log.Error("the new config has problems; still serving the one before", "file", path, "error", err)
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+			continue
+		}
+		problems := h.Reload(ctx, cfg)
+		for _, e := range problems.Tools {
+			fmt.Fprintf(stderr, "toolhost: %s (not served)\n", e.Error())
+		}
+		log.Info("config reloaded", "file", path, "problems", len(problems.Plugins)+len(problems.Tools))
+		_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+	}
 }
 
 // notifyReady tells systemd (Type=notify) that the host serves.
