@@ -81,7 +81,7 @@ test: build tools sandbox lint
 # The benchmarks, side by side with their baselines; the python table is
 # kept, dated, in bench/.
 bench: build sandbox
-	$(GO) test -run '^$$' -bench . -benchtime 300x ./integration/
+	$(GO) test -run '^$$' -bench . -benchtime 300x ./integration/ ./host/api/
 	$(GO) run ./bench -root . | tee bench/results-$$(date -u +%F).txt
 
 clean:
