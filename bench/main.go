@@ -88,6 +88,8 @@ type throughput struct {
 	calls       int64
 	failed      int64
 	seconds     float64
+	cold        float64 // calls that started a sandbox cold
+	alive       int     // sandboxes (ready, running or being removed) at the end
 }
 
 func run(o options) error {
@@ -122,6 +124,11 @@ func run(o options) error {
 				return fmt.Errorf("warm-up call failed: %w\n%s", err, h.log.String())
 			}
 		}
+		// With the pool on, each latency call waits (untimed) until a sandbox is ready: the row
+		// is the latency of a call that finds one, the throughput rows what happens when calls
+		// come faster than sandboxes start.
+		h.pooled = pool > 0
+		cold0 := h.metric("pool_cold_starts_total")
 		rows = append(rows, row{name: "toolhost HTTP call, " + label, d: h.repeat(o.n, h.callHTTP)})
 		ws, _, err := websocket.DefaultDialer.Dial("ws://"+h.addr+"/api/v1/ws", nil)
 		if err != nil {
@@ -134,13 +141,25 @@ func run(o options) error {
 			return callWS(ws, fmt.Sprint("b", i))
 		})})
 		ws.Close()
+		if pool > 0 {
+			notes = append(notes, fmt.Sprintf("latency rows with the pool on: %.0f of %d calls started a sandbox cold", h.metric("pool_cold_starts_total")-cold0, 2*o.n))
+		}
+		h.pooled = false
 		for _, c := range []int{1, 2, 8} {
 			tput = append(tput, h.throughput(label, c, o.duration))
 		}
 		if pool > 0 {
-			time.Sleep(3 * time.Second) // let the pool refill and settle
+			// Let the removals finish and the pool settle back to its size.
+			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+				if _, n := readySandboxMemory(h.prefix); n <= pool && h.metric("pool_ready") >= float64(pool) {
+					break
+				}
+			}
 			if mib, n := readySandboxMemory(h.prefix); n > 0 {
 				notes = append(notes, fmt.Sprintf("memory of one ready sandbox (memcg usage, mean of %d): %.1f MiB", n, mib))
+			}
+			if mib, n := readySandboxPSS(h.prefix); n > 0 {
+				notes = append(notes, fmt.Sprintf("memory of one ready sandbox (PSS of its processes, mean of %d): %.1f MiB", n, mib))
 			}
 		}
 		notes = append(notes, fmt.Sprintf("memory of the host and its plugins (RSS), %s: %.1f MiB", label, h.rssMiB()))
@@ -154,6 +173,9 @@ func run(o options) error {
 func (h *host) repeat(n int, f func() (time.Duration, error)) []time.Duration {
 	var out []time.Duration
 	for i := 0; i < n; i++ {
+		if h.pooled {
+			h.waitReady()
+		}
 		d, err := f()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench: a call failed:", err)
@@ -220,6 +242,7 @@ func bubblewrap(o options) (row, string) {
 
 type host struct {
 	addr   string
+	pooled bool // latency calls wait for a ready sandbox first
 	prefix string
 	cmd    *exec.Cmd
 	log    *bytes.Buffer
@@ -358,6 +381,7 @@ func callWS(ws *websocket.Conn, id string) (time.Duration, error) {
 func (h *host) throughput(label string, c int, d time.Duration) throughput {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	cold0 := h.metric("pool_cold_starts_total")
 	var calls, failed atomic.Int64
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -375,7 +399,10 @@ func (h *host) throughput(label string, c int, d time.Duration) throughput {
 		}()
 	}
 	wg.Wait()
-	return throughput{name: label, concurrency: c, calls: calls.Load(), failed: failed.Load(), seconds: time.Since(t0).Seconds()}
+	el := time.Since(t0).Seconds()
+	_, alive := readySandboxMemory(h.prefix)
+	return throughput{name: label, concurrency: c, calls: calls.Load(), failed: failed.Load(), seconds: el,
+		cold: h.metric("pool_cold_starts_total") - cold0, alive: alive}
 }
 
 // readySandboxMemory is the mean memcg usage of the sandboxes of a prefix.
@@ -399,6 +426,65 @@ func readySandboxMemory(prefix string) (float64, int) {
 		return 0, 0
 	}
 	return sum / float64(n) / (1 << 20), n
+}
+
+// readySandboxPSS is the mean PSS of the processes of each sandbox of a prefix (sandbox, gofer,
+// systrap stubs): what each costs, shared pages split among their users.
+func readySandboxPSS(prefix string) (float64, int) {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/memory/" + prefix + "*")
+	var sum float64
+	n := 0
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		var kb float64
+		for _, pid := range strings.Fields(string(b)) {
+			r, _ := os.ReadFile("/proc/" + pid + "/smaps_rollup")
+			for _, line := range strings.Split(string(r), "\n") {
+				if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+					x, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+					kb += x
+				}
+			}
+		}
+		if kb > 0 {
+			sum += kb / 1024
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / float64(n), n
+}
+
+// metric reads a python pool metric of the no_network shape from /metrics (0 when absent).
+func (h *host) metric(name string) float64 {
+	resp, err := h.client.Get("http://" + h.addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "toolhost_kind_"+name+"{") && strings.Contains(line, `shape="no_network"`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// waitReady waits (up to 10 s) until the pool has a sandbox ready.
+func (h *host) waitReady() {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if h.metric("pool_ready") >= 1 {
+			return
+		}
+	}
 }
 
 // rssMiB is the resident memory of the host and its plugin processes.
@@ -457,12 +543,19 @@ func print(rows []row, tput []throughput, notes []string) {
 	}
 	_ = w.Flush()
 	fmt.Println()
-	fmt.Fprintln(w, "throughput (every call in a fresh sandbox, HTTP)\tconcurrency\tcalls/s\tcalls\tfailed\t")
+	fmt.Fprintln(w, "throughput (every call in a fresh sandbox, HTTP)\tconcurrency\tcalls/s\tcalls\tfailed\tcold starts\tsandboxes at end\t")
+	best := throughput{}
 	for _, t := range tput {
-		fmt.Fprintf(w, "%s\t%d\t%.1f\t%d\t%d\t\n", t.name, t.concurrency, float64(t.calls)/t.seconds, t.calls, t.failed)
+		fmt.Fprintf(w, "%s\t%d\t%.1f\t%d\t%d\t%.0f\t%d\t\n", t.name, t.concurrency, float64(t.calls)/t.seconds, t.calls, t.failed, t.cold, t.alive)
+		if t.seconds > 0 && (best.seconds == 0 || float64(t.calls)/t.seconds > float64(best.calls)/best.seconds) {
+			best = t
+		}
 	}
 	_ = w.Flush()
 	fmt.Println()
+	if best.seconds > 0 {
+		fmt.Printf("highest sustained rate of fresh sandboxes: %.1f/s (%s, concurrency %d, %.0f s)\n", float64(best.calls)/best.seconds, best.name, best.concurrency, best.seconds)
+	}
 	for _, n := range notes {
 		fmt.Println(n)
 	}

@@ -43,6 +43,13 @@ func pythonRepo(t testing.TB) string {
 // tools (file name → TOML) and starts it.
 func startPythonHost(t testing.TB, tools map[string]string) *pythonHost {
 	t.Helper()
+	return startPythonHostPool(t, tools, -1)
+}
+
+// startPythonHostPool is startPythonHost with [python.pool] size = poolSize (the config's
+// default when negative).
+func startPythonHostPool(t testing.TB, tools map[string]string, poolSize int) *pythonHost {
+	t.Helper()
 	repo := pythonRepo(t)
 	runscBin := filepath.Join(repo, "build/bin/runsc")
 	rootfs := filepath.Join(repo, "build/rootfs")
@@ -107,6 +114,9 @@ name = "integration"
 sha256 = %q
 role = "editor"
 `, toolsDir, addr, filepath.Join(dir, "plugins"), hex.EncodeToString(pin[:]), runscBin, rootfs, h.stateDir, h.prefix, hex.EncodeToString(tokSum[:]))
+	if poolSize >= 0 {
+		cfg += fmt.Sprintf("[python.pool]\nsize = %d\nmax = 16\n", poolSize)
+	}
 	cfgPath := filepath.Join(dir, "toolhost.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -207,12 +217,19 @@ def run():
 
 // TestPythonToolsThroughTheHost: the example word_count through a real host, a fork bomb stopped
 // with its own message while the host keeps serving, and nothing left once the host stops.
+// It runs with the pool of ready sandboxes off and on: the answers are the same.
 func TestPythonToolsThroughTheHost(t *testing.T) {
+	for _, pool := range []int{0, 2} {
+		t.Run(fmt.Sprintf("pool size %d", pool), func(t *testing.T) { pythonToolsThroughTheHost(t, pool) })
+	}
+}
+
+func pythonToolsThroughTheHost(t *testing.T, pool int) {
 	wc, err := os.ReadFile(filepath.Join(pythonRepo(t), "examples/tools/word_count.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startPythonHost(t, map[string]string{"word_count.toml": string(wc), "fork_bomb.toml": pythonForkBomb})
+	h := startPythonHostPool(t, map[string]string{"word_count.toml": string(wc), "fork_bomb.toml": pythonForkBomb}, pool)
 
 	status, out := h.call(t, "word_count", map[string]any{"text": "one two three"})
 	res, _ := json.Marshal(out["result"])
@@ -228,6 +245,29 @@ func TestPythonToolsThroughTheHost(t *testing.T) {
 	res, _ = json.Marshal(out["result"])
 	if status != http.StatusOK || string(res) != `{"words":2}` {
 		t.Fatalf("word_count after the fork bomb = %d %v", status, out)
+	}
+	// The pool's state is on /metrics: its size ready (waiting, generously, for it to refill).
+	want := fmt.Sprintf(`toolhost_kind_pool_ready{kind="python",shape="no_network"} %d`, pool)
+	var metrics string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		resp, err := http.Get(h.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if metrics = string(b); strings.Contains(metrics, want+"\n") {
+			break
+		}
+	}
+	if !strings.Contains(metrics, want+"\n") || !strings.Contains(metrics, "toolhost_kind_pool_cold_starts_total{") {
+		var lines []string
+		for _, l := range strings.Split(metrics, "\n") {
+			if strings.Contains(l, "pool_") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("/metrics lacks %q:\n%s", want, strings.Join(lines, "\n"))
 	}
 	h.stop(t)
 }

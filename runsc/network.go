@@ -67,19 +67,21 @@ func (n *sandboxNet) NSPath() string { return "/var/run/netns/" + n.id }
 // sandbox. On failure it removes what it made.
 func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandboxNet, err error) {
 	tag := id[len(id)-idSuffixLen:]
-	n = &sandboxNet{id: id, hostIf: "th" + tag + "h", sbIf: "th" + tag + "s"}
+	made := &sandboxNet{id: id, hostIf: "th" + tag + "h", sbIf: "th" + tag + "s"}
+	n = made
 	defer func() {
 		if err != nil {
-			_ = n.teardown(context.WithoutCancel(ctx))
+			_ = made.teardown(context.WithoutCancel(ctx)) // n is nil by now
 		}
 	}()
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
 		return nil, fmt.Errorf("turning on IPv4 forwarding for sandbox networks: %w", err)
 	}
+	// Counted as made before it is: a cancelled `ip netns add` may have made it all the same.
+	n.created = append(n.created, "netns")
 	if err := run(ctx, "ip", "netns", "add", id); err != nil {
 		return nil, err
 	}
-	n.created = append(n.created, "netns")
 	unlock, err := lockFile(netLockPath)
 	if err != nil {
 		return nil, err

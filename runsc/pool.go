@@ -178,6 +178,7 @@ func (p *Pool) Get(ctx context.Context, opts SandboxOptions) (*Sandbox, error) {
 	}
 	if sb != nil {
 		sh.handedOut++
+		sb.poolKey = sh.key
 	} else {
 		sh.cold++
 	}
@@ -189,13 +190,16 @@ func (p *Pool) Get(ctx context.Context, opts SandboxOptions) (*Sandbox, error) {
 		} else if p.opts.Log != nil {
 			p.opts.Log("handing out a ready sandbox", err)
 		}
-		p.opts.Manager.Release(sb, nil)
+		p.mu.Lock()
+		sb.poolKey = ""
+		p.mu.Unlock()
+		p.opts.Manager.Release(sb, p.logRemoval(sb))
 	}
 	sb, err := p.opts.Manager.Prepare(ctx, opts)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err != nil {
-		p.mu.Lock()
 		sh.inUse--
-		p.mu.Unlock()
 		return nil, err
 	}
 	sb.poolKey = sh.key

@@ -199,6 +199,11 @@ func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (_ *Sandbox,
 	}}); err != nil {
 		return nil, fmt.Errorf("starting the sandbox: %w", err)
 	}
+	if opts.Ready != "" {
+		if err := sb.awaitReady(ctx, opts.Ready); err != nil {
+			return nil, err
+		}
+	}
 	sb.started = time.Now()
 	return sb, nil
 }
@@ -253,8 +258,10 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		defer close(s.done)
 		var errs []error
 		rt := s.m.opts.Runtime
-		_ = rt.Kill(ctx, s.ID, syscall.SIGKILL, true)
+		// delete --force stops the sandbox itself (a runsc kill first costs another runsc
+		// process's CPU for nothing); what a failed delete leaves running, removeCgroup kills.
 		if err := rt.Delete(ctx, s.ID, &DeleteOpts{Force: true}); err != nil && !IsNotExist(err) {
+			_ = rt.Kill(ctx, s.ID, syscall.SIGKILL, true)
 			errs = append(errs, err)
 		}
 		if err := removeCgroup(s.cgroup); err != nil {

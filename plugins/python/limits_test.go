@@ -11,25 +11,7 @@ import (
 // trivial call made at the same time still works.
 func TestLimitsStopTheCodeAndOthersGoOn(t *testing.T) {
 	c := conn(t, false)
-	cases := []struct {
-		name, code string
-		extra      map[string]any
-		errCode    string
-		message    string
-	}{
-		{"memory", "def run():\n    hog = []\n    while True:\n        hog.append(b'x' * (16 << 20))\n",
-			map[string]any{"memory_mb": 64}, "memory", "the code used more memory than its limit (64 MiB)"},
-		{"cpu", "def run():\n    while True:\n        pass\n",
-			map[string]any{"seconds": 2}, "cpu", "the code used more CPU time than its limit"},
-		{"processes", "import os\ndef run():\n    while True:\n        os.fork()\n",
-			nil, "processes", "the code started more processes than its limit"},
-		{"disk", "def run():\n    with open('/work/big', 'wb') as f:\n        for _ in range(1024):\n            f.write(b'\\0' * (1 << 20))\n",
-			nil, "disk", fmt.Sprintf("the code wrote more than its disk limit (%d MiB)", env.workMB)},
-		{"disk tmp", "def run():\n    with open('/tmp/big', 'wb') as f:\n        for _ in range(1024):\n            f.write(b'\\0' * (1 << 20))\n",
-			nil, "disk", "the code wrote more than its disk limit (32 MiB)"},
-		{"output", "import sys\ndef run():\n    for _ in range(100):\n        sys.stdout.write('x' * (1 << 20))\n",
-			nil, "output_cut", "the code printed more than its output limit (1 MiB) and was stopped; what it printed is cut there"},
-	}
+	cases := limitCases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var (
@@ -57,5 +39,31 @@ func TestLimitsStopTheCodeAndOthersGoOn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// limitCase is a run that one limit stops, and what the user reads then.
+type limitCase struct {
+	name, code string
+	extra      map[string]any
+	errCode    string
+	message    string
+}
+
+// limitCases are a run for every limit.
+func limitCases() []limitCase {
+	return []limitCase{
+		{"memory", "def run():\n    hog = []\n    while True:\n        hog.append(b'x' * (16 << 20))\n",
+			map[string]any{"memory_mb": 64}, "memory", "the code used more memory than its limit (64 MiB)"},
+		{"cpu", "def run():\n    while True:\n        pass\n",
+			map[string]any{"seconds": 2}, "cpu", "the code used more CPU time than its limit"},
+		{"processes", "import os\ndef run():\n    while True:\n        os.fork()\n",
+			nil, "processes", "the code started more processes than its limit"},
+		{"disk", "def run():\n    with open('/work/big', 'wb') as f:\n        for _ in range(1024):\n            f.write(b'\\0' * (1 << 20))\n",
+			nil, "disk", fmt.Sprintf("the code wrote more than its disk limit (%d MiB)", env.workMB)},
+		{"disk tmp", "def run():\n    with open('/tmp/big', 'wb') as f:\n        for _ in range(1024):\n            f.write(b'\\0' * (1 << 20))\n",
+			nil, "disk", "the code wrote more than its disk limit (32 MiB)"},
+		{"output", "import sys\ndef run():\n    for _ in range(100):\n        sys.stdout.write('x' * (1 << 20))\n",
+			nil, "output_cut", "the code printed more than its output limit (1 MiB) and was stopped; what it printed is cut there"},
 	}
 }

@@ -27,7 +27,7 @@ const testSecret = "s3cr3t-of-the-host-7f1c"
 var env struct {
 	skip            string
 	walled, open    *kind
-	prefixes        []string
+	poolSize        int // [python.pool] size of walled and open in this pass of the suite
 	stateDir        string
 	runscBin        string
 	labNet          netip.Prefix // the lab subnet the open kind may reach
@@ -64,21 +64,53 @@ func testMain(m *testing.M) int {
 	env.stateDir = dir
 	env.labNet = randomLabNet()
 	env.workMB, env.outputB = 64, 1<<20
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: env.runscBin, Root: filepath.Join(dir, "runsc")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The whole suite runs twice, pool off and pool on, and must pass the same both times
+	// (TOOLHOST_TEST_POOL=off or =on runs one of them).
+	sizes := []int{0, 2}
+	switch os.Getenv("TOOLHOST_TEST_POOL") {
+	case "off":
+		sizes = []int{0}
+	case "on":
+		sizes = []int{2}
+	}
+	code := 0
+	for _, size := range sizes {
+		fmt.Printf("python kind suite, [python.pool] size = %d\n", size)
+		if c := runSuite(ctx, m, rt, rootfs, size); c != 0 {
+			code = c
+		}
+	}
+	return code
+}
+
+// runSuite runs the tests with kinds whose pool keeps size ready sandboxes, then closes them and
+// asserts nothing of theirs is left.
+func runSuite(ctx context.Context, m *testing.M, rt *runsc.Runtime, rootfs string, size int) int {
 	mk := func(extra []string) (*kind, string, error) {
 		b := make([]byte, 2)
 		_, _ = rand.Read(b)
 		prefix := "thpy" + hex.EncodeToString(b) + "-"
 		k := newKind(kindOptions{})
 		cfg, _ := json.Marshal(map[string]any{
-			"runsc": env.runscBin, "rootfs": rootfs, "state_dir": dir, "sandbox_prefix": prefix,
+			"runsc": env.runscBin, "rootfs": rootfs, "state_dir": env.stateDir, "sandbox_prefix": prefix,
 			"max_memory_mb": 1024, "max_output_bytes": env.outputB, "pids": 64, "tmp_mb": 32,
 			"work_mb": env.workMB, "extra_allowed_cidrs": extra,
+			"pool": map[string]any{"size": size, "max": 16, "max_idle_minutes": 10},
 		})
 		return k, prefix, k.Configure(ctx, cfg)
 	}
-	var p1, p2 string
+	var (
+		p1, p2 string
+		err    error
+	)
+	env.poolSize = size
 	if env.walled, p1, err = mk(nil); err == nil {
 		env.open, p2, err = mk([]string{env.labNet.String()})
 	}
@@ -86,7 +118,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "configuring the kind:", err)
 		return 1
 	}
-	env.prefixes = []string{p1, p2}
+	prefixes := []string{p1, p2}
 
 	code := m.Run()
 
@@ -96,13 +128,8 @@ func testMain(m *testing.M) int {
 			code = 1
 		}
 	}
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: env.runscBin, Root: filepath.Join(dir, "runsc")})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	for _, p := range env.prefixes {
-		left, err := runsc.Leftovers(ctx, runsc.SweepOptions{Runtime: rt, Prefix: p, StateDir: dir})
+	for _, p := range prefixes {
+		left, err := runsc.Leftovers(ctx, runsc.SweepOptions{Runtime: rt, Prefix: p, StateDir: env.stateDir})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "listing leftovers:", err)
 			return 1

@@ -1,0 +1,290 @@
+package runsc
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// markRunner says it is ready, waits for one request, answers "fresh" when neither /work nor
+// /tmp holds a mark yet ("seen" otherwise), and leaves a mark in both.
+const markRunner = `
+import os
+f = os.fdopen(3, "r+b", buffering=0)
+f.write(b"ready\n")
+f.readline()
+seen = os.path.exists("/work/mark") or os.path.exists("/tmp/mark")
+for p in ("/work/mark", "/tmp/mark"):
+    with open(p, "w") as m:
+        m.write("x")
+f.write(b"seen\n" if seen else b"fresh\n")
+`
+
+func poolSandbox() SandboxOptions {
+	return SandboxOptions{Args: []string{"/usr/bin/python3", "-I", "-c", markRunner}, Limits: testLimits(), Ready: "ready"}
+}
+
+func newTestPool(t *testing.T, m *Manager, opts PoolOptions) *Pool {
+	t.Helper()
+	opts.Manager = m
+	if opts.MemoryBytes == 0 {
+		opts.MemoryBytes = 512 << 20
+	}
+	opts.Log = func(msg string, err error) { t.Logf("pool: %s: %v", msg, err) }
+	p, err := NewPool(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("closing the pool: %v", err)
+		}
+	})
+	return p
+}
+
+// waitFor polls cond until it holds; the limit is generous (a shared 2-core machine), and only
+// a pool that never gets there fails.
+func waitFor(t *testing.T, what string, cond func() bool, state ...func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	for _, s := range state {
+		what += " (" + s() + ")"
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func shapeStats(p *Pool) PoolStats {
+	st := p.Stats()
+	if len(st) == 0 {
+		return PoolStats{}
+	}
+	return st[0]
+}
+
+// use runs one request on a sandbox from the pool and returns its answer.
+func use(t *testing.T, p *Pool, opts SandboxOptions) (id, answer string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := p.Get(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(sb)
+	if err := sb.Take(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Control.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(sb.Control).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the answer of %s: %v", sb.ID, err)
+	}
+	return sb.ID, strings.TrimSpace(line)
+}
+
+// TestPoolEveryRunGetsAFreshSandbox: runs one after another each get a sandbox of their own, all
+// handed out ready, and none sees what an earlier one wrote.
+func TestPoolEveryRunGetsAFreshSandbox(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 2})
+	opts := poolSandbox()
+	p.Warm(opts)
+	var ids []string
+	for i := range 4 {
+		waitFor(t, "a ready sandbox", func() bool { return shapeStats(p).Ready >= 1 })
+		id, answer := use(t, p, opts)
+		if answer != "fresh" {
+			t.Errorf("run %d: the sandbox saw an earlier run's files (%q)", i, answer)
+		}
+		if slices.Contains(ids, id) {
+			t.Errorf("run %d: sandbox %s was handed out again", i, id)
+		}
+		ids = append(ids, id)
+	}
+	if st := shapeStats(p); st.HandedOut != 4 || st.Cold != 0 {
+		t.Errorf("stats %+v; want 4 handed out ready, none cold", st)
+	}
+}
+
+// TestPoolReplacesADeadSandbox: a ready sandbox killed from outside is never handed out, and the
+// pool notices and replaces it by itself.
+func TestPoolReplacesADeadSandbox(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 1, CheckEvery: time.Hour}) // only a Get checks
+	opts := poolSandbox()
+	p.Warm(opts)
+	waitFor(t, "a ready sandbox", func() bool { return len(p.ReadyIDs()) == 1 })
+	victim := p.ReadyIDs()[0]
+	killFromOutside(t, victim)
+	id, answer := use(t, p, opts)
+	if id == victim || answer != "fresh" {
+		t.Fatalf("got sandbox %s answering %q; the dead one was %s", id, answer, victim)
+	}
+	if st := shapeStats(p); st.Died != 1 || st.Cold != 1 {
+		t.Errorf("stats %+v; want one died and the run started cold", st)
+	}
+
+	// The periodic check finds a dead one without a Get and starts another.
+	q := newTestPool(t, m, PoolOptions{Size: 1, CheckEvery: 50 * time.Millisecond})
+	q.Warm(opts)
+	waitFor(t, "a ready sandbox", func() bool { return len(q.ReadyIDs()) == 1 })
+	victim = q.ReadyIDs()[0]
+	killFromOutside(t, victim)
+	waitFor(t, "the dead sandbox to be replaced", func() bool {
+		ids := q.ReadyIDs()
+		return shapeStats(q).Died == 1 && len(ids) == 1 && ids[0] != victim
+	})
+	if id, answer := use(t, q, opts); id == victim || answer != "fresh" {
+		t.Fatalf("got sandbox %s answering %q; the dead one was %s", id, answer, victim)
+	}
+}
+
+// killFromOutside kills every process of a sandbox as something outside toolhost would (the OOM
+// killer, an admin) and waits until they are gone.
+func killFromOutside(t *testing.T, id string) {
+	t.Helper()
+	dir := filepath.Join(CgroupRoot, "pids", "/"+id)
+	killCgroupProcs(dir)
+	waitFor(t, "the killed sandbox's processes to end", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		return err != nil || strings.TrimSpace(string(b)) == ""
+	})
+}
+
+// TestPoolHandOutSetsTheRunsLimits: a ready sandbox waits with the pool's memory limit and few
+// CPU shares; handed out it has the run's memory limit and full shares.
+func TestPoolHandOutSetsTheRunsLimits(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 1, MemoryBytes: 512 << 20, StartShares: 128})
+	opts := poolSandbox()
+	p.Warm(opts)
+	waitFor(t, "a ready sandbox", func() bool { return len(p.ReadyIDs()) == 1 })
+	id := p.ReadyIDs()[0]
+	if got := readUint(filepath.Join(CgroupRoot, "memory", id, "memory.limit_in_bytes")); got != 512<<20 {
+		t.Errorf("a ready sandbox's memory limit is %d; want the pool's %d", got, 512<<20)
+	}
+	if got := readUint(filepath.Join(CgroupRoot, "cpu", id, "cpu.shares")); got != 128 {
+		t.Errorf("a ready sandbox's cpu.shares is %d; want 128", got)
+	}
+	opts.Limits.MemoryBytes = 160 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := p.Get(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(sb)
+	if sb.ID != id {
+		t.Fatalf("got %s, not the ready %s", sb.ID, id)
+	}
+	mem := filepath.Join(CgroupRoot, "memory", id)
+	if got := readUint(filepath.Join(mem, "memory.limit_in_bytes")); got != 160<<20 {
+		t.Errorf("memory.limit_in_bytes = %d; want %d", got, 160<<20)
+	}
+	if exists(filepath.Join(mem, "memory.memsw.limit_in_bytes")) {
+		if got := readUint(filepath.Join(mem, "memory.memsw.limit_in_bytes")); got != 160<<20 {
+			t.Errorf("memory.memsw.limit_in_bytes = %d; want %d", got, 160<<20)
+		}
+	}
+	if got := readUint(filepath.Join(CgroupRoot, "cpu", id, "cpu.shares")); got != 1024 {
+		t.Errorf("cpu.shares = %d; want 1024", got)
+	}
+	// More memory than the pool's sandboxes have: a cold start with exactly that.
+	opts.Limits.MemoryBytes = 768 << 20
+	big, err := p.Get(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(big)
+	if got := readUint(filepath.Join(CgroupRoot, "memory", big.ID, "memory.limit_in_bytes")); got != 768<<20 {
+		t.Errorf("a cold sandbox's memory limit = %d; want %d", got, 768<<20)
+	}
+	if st := shapeStats(p); st.HandedOut != 1 || st.Cold != 1 {
+		t.Errorf("stats %+v; want one handed out, one cold", st)
+	}
+}
+
+// TestPoolGrowsAndShrinks: demand above Size grows the ready sandboxes up to Max; once it is gone
+// for MaxIdle they go back to Size. Off (Size 0), every Get starts cold and nothing waits.
+func TestPoolGrowsAndShrinks(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 3, MaxIdle: 2 * time.Second, CheckEvery: 100 * time.Millisecond})
+	opts := poolSandbox()
+	p.Warm(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var held []*Sandbox
+	for range 4 {
+		sb, err := p.Get(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, sb)
+	}
+	waitFor(t, "the pool to grow to Max", func() bool { return shapeStats(p).Ready == 3 })
+	for _, sb := range held {
+		p.Release(sb)
+	}
+	waitFor(t, "the pool to shrink to Size", func() bool {
+		st := shapeStats(p)
+		return st.Ready == 1 && st.InUse == 0 && st.Retired == 2
+	}, func() string { return fmt.Sprintf("%+v", shapeStats(p)) })
+
+	off := newTestPool(t, m, PoolOptions{Size: 0, Max: 4})
+	for range 2 {
+		if _, answer := use(t, off, opts); answer != "fresh" {
+			t.Errorf("answer %q", answer)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if st := shapeStats(off); st.Cold != 2 || st.Ready != 0 || st.Starting != 0 || st.HandedOut != 0 {
+		t.Errorf("a pool of size 0: stats %+v; want 2 cold starts and nothing ready", st)
+	}
+}
+
+// TestPoolShapes: sandboxes with network are a shape of their own.
+func TestPoolShapes(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 1})
+	plain := poolSandbox()
+	p.Warm(plain)
+	withNet := plain
+	withNet.Network = true
+	if _, answer := use(t, p, withNet); answer != "fresh" {
+		t.Errorf("answer %q", answer)
+	}
+	waitFor(t, "both shapes ready", func() bool {
+		st := p.Stats()
+		return len(st) == 2 && st[0].Ready == 1 && st[1].Ready == 1
+	})
+	st := p.Stats()
+	if st[0].Shape != "no_network" || st[1].Shape != "network" || st[1].Cold != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	if _, answer := use(t, p, withNet); answer != "fresh" {
+		t.Errorf("network run: %q", answer)
+	}
+	if st := p.Stats(); st[1].HandedOut != 1 {
+		t.Errorf("the second network run wasn't handed a ready sandbox: %+v", st)
+	}
+}
