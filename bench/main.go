@@ -79,7 +79,6 @@ func fail(err error) {
 type row struct {
 	name string
 	d    []time.Duration
-	note string
 }
 
 type throughput struct {

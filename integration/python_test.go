@@ -217,7 +217,8 @@ def run():
 
 // TestPythonToolsThroughTheHost: the example word_count through a real host, a fork bomb stopped
 // with its own message while the host keeps serving, and nothing left once the host stops.
-// It runs with the pool of ready sandboxes off and on: the answers are the same.
+// It runs with the pool of ready sandboxes off and on (the config's default: 2 ready): the
+// answers are the same.
 func TestPythonToolsThroughTheHost(t *testing.T) {
 	for _, pool := range []int{0, 2} {
 		t.Run(fmt.Sprintf("pool size %d", pool), func(t *testing.T) { pythonToolsThroughTheHost(t, pool) })
@@ -229,7 +230,13 @@ func pythonToolsThroughTheHost(t *testing.T, pool int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startPythonHostPool(t, map[string]string{"word_count.toml": string(wc), "fork_bomb.toml": pythonForkBomb}, pool)
+	tools := map[string]string{"word_count.toml": string(wc), "fork_bomb.toml": pythonForkBomb}
+	var h *pythonHost
+	if pool == 0 {
+		h = startPythonHostPool(t, tools, 0)
+	} else {
+		h = startPythonHost(t, tools) // [python.pool] left out: size 2 by default
+	}
 
 	status, out := h.call(t, "word_count", map[string]any{"text": "one two three"})
 	res, _ := json.Marshal(out["result"])

@@ -192,6 +192,8 @@ func (p *Pool) Get(ctx context.Context, opts SandboxOptions) (*Sandbox, error) {
 		}
 		p.mu.Lock()
 		sb.poolKey = ""
+		sh.handedOut--
+		sh.cold++
 		p.mu.Unlock()
 		p.opts.Manager.Release(sb, p.logRemoval(sb))
 	}

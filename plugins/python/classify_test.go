@@ -82,6 +82,26 @@ func TestParseConfig(t *testing.T) {
 	if _, err := parseConfig(json.RawMessage(`{"unknown": 1}`)); err == nil {
 		t.Error("an unknown key passed")
 	}
+
+	// [python.pool]: defaults, the host's table, and what is refused.
+	if cfg.pool.Size != 2 || cfg.pool.Max != 16 || cfg.pool.MaxIdleMinutes != 10 || cfg.pool.Preload != nil {
+		t.Errorf("pool defaults = %+v", cfg.pool)
+	}
+	cfg, err = parseConfig(json.RawMessage(`{"pool": {"size": 0, "max": 4, "max_idle_minutes": 1, "preload": ["numpy", "xml.etree"]}}`))
+	if err != nil || cfg.pool.Size != 0 || cfg.pool.Max != 4 || len(cfg.pool.Preload) != 2 {
+		t.Errorf("pool table = %+v, %v", cfg.pool, err)
+	}
+	for raw, want := range map[string]string{
+		`{"pool": {"size": 5, "max": 4}}`:         "python.pool.size: must be from 0 to python.pool.max (4), not 5",
+		`{"pool": {"max": 0}}`:                    "python.pool.max: must be from 1 to 1024, not 0",
+		`{"pool": {"max_idle_minutes": 0}}`:       "python.pool.max_idle_minutes: must be from 1 to 1440, not 0",
+		`{"pool": {"preload": ["os; import x"]}}`: `python.pool.preload[0]: "os; import x" is not a Python module name like "numpy" or "xml.etree"`,
+		`{"pool": {"size": 1, "warm": true}}`:     `python.pool: the [python.pool] table can't be read: json: unknown field "warm"`,
+	} {
+		if _, err := parseConfig(json.RawMessage(raw)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v; want %q", raw, err, want)
+		}
+	}
 }
 
 func TestSizeText(t *testing.T) {

@@ -111,6 +111,15 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
 		}
 		return fmt.Errorf("the python kind can't start: %w", err)
 	}
+	if len(cfg.pool.Preload) > 0 {
+		// A module that can't be imported would fail every sandbox: say so now, in one sandbox.
+		sb, err := mgr.Prepare(ctx, sandboxOptions(cfg, runTable{MemoryMB: cfg.MaxMemoryMB}))
+		if err != nil {
+			_ = mgr.Close(context.WithoutCancel(ctx))
+			return sdk.FieldErrors{{Path: "python.pool.preload", Message: fmt.Sprintf("a sandbox can't preload these modules: %v", err)}}
+		}
+		mgr.Release(sb, nil)
+	}
 	pool, err := runsc.NewPool(runsc.PoolOptions{
 		Manager: mgr, Size: cfg.pool.Size, Max: cfg.pool.Max,
 		MaxIdle:     time.Duration(cfg.pool.MaxIdleMinutes) * time.Minute,

@@ -185,3 +185,31 @@ func TestPoolMetrics(t *testing.T) {
 		t.Errorf("metric types: %+v", got)
 	}
 }
+
+// TestPoolPreload: the modules of [python.pool] preload are imported before the run; a module
+// that can't be imported is refused when the kind is configured.
+func TestPoolPreload(t *testing.T) {
+	t.Parallel()
+	k, c := poolKind(t, 1, map[string]any{"preload": []string{"decimal", "xml.dom.minidom"}})
+	r := runPooled(t, k, c, "import sys\ndef run():\n    return [m in sys.modules for m in ('decimal', 'xml.dom.minidom', 'fractions')]\n", nil)
+	wantResult(t, r, `[true, true, false]`)
+
+	repo, _ := filepath.Abs("../..")
+	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+		"state_dir": env.stateDir, "sandbox_prefix": "thpq" + strconv.Itoa(os.Getpid()%10000) + "-", // TestMain's prefixes are thpy…
+		"pool": map[string]any{"size": 1, "max": 4, "max_idle_minutes": 10, "preload": []string{"no_such_module_here"}}})
+	bad := newKind(kindOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := bad.Configure(ctx, raw)
+	if err == nil || !strings.Contains(err.Error(), "python.pool.preload: a sandbox can't preload these modules") ||
+		!strings.Contains(err.Error(), "preloading no_such_module_here failed: ModuleNotFoundError") {
+		t.Errorf("Configure with a missing module = %v", err)
+	}
+	_ = bad.Close(ctx)
+	rt, _ := runsc.NewRuntime(runsc.RuntimeOptions{Binary: env.runscBin, Root: filepath.Join(env.stateDir, "runsc")})
+	prefix := "thpq" + strconv.Itoa(os.Getpid()%10000) + "-"
+	if left, err := runsc.Leftovers(ctx, runsc.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: env.stateDir}); err != nil || len(left) > 0 {
+		t.Errorf("a refused Configure left %v %v", left, err)
+	}
+}
