@@ -240,6 +240,7 @@ func bubblewrap(o options) (row, string) {
 }
 
 type host struct {
+	dir    string // config, tools and sandbox state; removed by stop
 	addr   string
 	pooled bool // latency calls wait for a ready sandbox first
 	prefix string
@@ -293,7 +294,7 @@ level = "warn"
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
-	h := &host{addr: addr, prefix: prefix, log: &bytes.Buffer{}, client: &http.Client{Timeout: 60 * time.Second}}
+	h := &host{dir: dir, addr: addr, prefix: prefix, log: &bytes.Buffer{}, client: &http.Client{Timeout: 60 * time.Second}}
 	h.cmd = exec.Command(filepath.Join(o.root, "bin/toolhost"), "serve", "--config", path)
 	h.cmd.Stderr = h.log
 	h.cmd.Stdout = h.log
@@ -327,6 +328,7 @@ func (h *host) stop() {
 	case <-time.After(30 * time.Second):
 		_ = h.cmd.Process.Kill()
 	}
+	_ = os.RemoveAll(h.dir)
 }
 
 func (h *host) callHTTP() (time.Duration, error) {

@@ -89,9 +89,10 @@ type PythonConfig struct {
 
 // PoolConfig is [python.pool]: sandboxes started ahead of need.
 type PoolConfig struct {
-	Size           int // ready sandboxes kept; default 2, 0..Max
-	Max            int // sandboxes running at once; default 16, 1..1024
-	MaxIdleMinutes int // a ready sandbox unused this long is stopped; default 10, 1..1440
+	Size           int      // ready sandboxes kept per shape in use (network off, on); default 2, 0..Max; 0 turns the pool off
+	Max            int      // sandboxes running at once, and the most kept ready when demand grows; default 16, 1..1024
+	MaxIdleMinutes int      // how long demand is remembered: ready sandboxes above Size go after this long unneeded; default 10, 1..1440
+	Preload        []string // Python modules every ready sandbox imports before its run; default none
 }
 
 // RunsConfig is [runs].
@@ -344,6 +345,13 @@ func (d *decoder) decodePython(t *table, py *PythonConfig, dir string) {
 		maxSet := pt.int("max", &py.Pool.Max, 1, 1024)
 		sizeSet := pt.int("size", &py.Pool.Size, 0, 1024)
 		pt.int("max_idle_minutes", &py.Pool.MaxIdleMinutes, 1, 1440)
+		if pt.strings("preload", &py.Pool.Preload) {
+			for i, m := range py.Pool.Preload {
+				if !pyModuleRE.MatchString(m) {
+					d.addf(indexPath("python.pool.preload", i), "%q is not a Python module name (like \"numpy\" or \"xml.etree\")", m)
+				}
+			}
+		}
 		pt.done()
 		switch {
 		case py.Pool.Size <= py.Pool.Max:
@@ -488,6 +496,7 @@ func loadPins(main *document, c *Config) Errors {
 var (
 	hexRE           = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	sandboxPrefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,17}$`)
+	pyModuleRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 	debPackageRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
 )
 
@@ -571,6 +580,7 @@ func (c *Config) KindConfig(kind string) map[string]any {
 				"size":             int64(py.Pool.Size),
 				"max":              int64(py.Pool.Max),
 				"max_idle_minutes": int64(py.Pool.MaxIdleMinutes),
+				"preload":          anyList(py.Pool.Preload),
 			},
 		}
 	}

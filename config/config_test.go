@@ -50,6 +50,7 @@ func TestParseErrors(t *testing.T) {
 		{"start timeout", "[plugins]\nstart_timeout_seconds = 0\n", `toolhost.toml:2: plugins.start_timeout_seconds: must be from 1 to 300, not 0`},
 		{"python platform", "[python]\nplatform = \"kvm2\"\n", `toolhost.toml:2: python.platform: must be one of "systrap", "ptrace", "kvm", not "kvm2"`},
 		{"python prefix", "[python]\nsandbox_prefix = \"Tool host\"\n", `toolhost.toml:2: python.sandbox_prefix: "Tool host" is not a good prefix: use 1 to 18 lowercase letters, digits, '-' or '_', starting with a letter`},
+		{"pool preload", "[python.pool]\npreload = [\"numpy\", \"not-a-module\"]\n", `toolhost.toml:2: python.pool.preload[1]: "not-a-module" is not a Python module name (like "numpy" or "xml.etree")`},
 		{"python package", "[python]\npackages = [\"numpy\", \"Py Thing\"]\n", `toolhost.toml:2: python.packages[1]: "Py Thing" is not a Debian package name (like "python3-numpy")`},
 		{"python cidr", "[python]\nextra_allowed_cidrs = [\"10.0.0.0/8\", \"nope\"]\n", `toolhost.toml:2: python.extra_allowed_cidrs[1]: "nope" is not an address range like "203.0.113.0/24"`},
 		{"python cidr host bits", "[python]\nextra_allowed_cidrs = [\"203.0.113.7/24\"]\n", `toolhost.toml:2: python.extra_allowed_cidrs[0]: "203.0.113.7/24" has bits set past its prefix length; write "203.0.113.0/24"`},
@@ -185,7 +186,7 @@ extra_allowed_cidrs = ["203.0.113.0/24", "2001:db8::/32"]
 pids = 32
 tmp_mb = 8
 work_mb = 16
-pool = { size = 0, max = 4, max_idle_minutes = 3 }
+pool = { size = 0, max = 4, max_idle_minutes = 3, preload = ["numpy", "xml.etree"] }
 [runs]
 keep_minutes = 5
 [[tokens]]
@@ -213,7 +214,7 @@ retries = 3
 			Runsc: "/srv/th/conf/bin/runsc", Rootfs: "/srv/th/rootfs", StateDir: "/var/run/x",
 			Platform: "ptrace", SandboxPrefix: "th-", Packages: []string{"python3-numpy"},
 			MaxMemoryMB: 512, MaxOutputBytes: 2048, ExtraAllowedCIDRs: []string{"203.0.113.0/24", "2001:db8::/32"},
-			Pids: 32, TmpMB: 8, WorkMB: 16, Pool: PoolConfig{Size: 0, Max: 4, MaxIdleMinutes: 3},
+			Pids: 32, TmpMB: 8, WorkMB: 16, Pool: PoolConfig{Size: 0, Max: 4, MaxIdleMinutes: 3, Preload: []string{"numpy", "xml.etree"}},
 		},
 		Runs:   RunsConfig{KeepMinutes: 5},
 		Tokens: []Token{{Name: "alice", SHA256: hexB, Role: "admin", Line: 30}},
@@ -231,7 +232,7 @@ retries = 3
 	py := c.KindConfig("python")
 	if py["runsc"] != "/srv/th/conf/bin/runsc" || py["max_memory_mb"] != int64(512) ||
 		!reflect.DeepEqual(py["packages"], []any{"python3-numpy"}) ||
-		!reflect.DeepEqual(py["pool"], map[string]any{"size": int64(0), "max": int64(4), "max_idle_minutes": int64(3)}) {
+		!reflect.DeepEqual(py["pool"], map[string]any{"size": int64(0), "max": int64(4), "max_idle_minutes": int64(3), "preload": []any{"numpy", "xml.etree"}}) {
 		t.Errorf("KindConfig(python) = %v", py)
 	}
 	if len(py) != 13 {
