@@ -130,17 +130,22 @@ func LoadTools(dir string) ([]Tool, Errors) {
 			}
 			continue
 		}
-		if prev, dup := byName[t.Name]; dup {
-			errs = append(errs, t.ErrorAt("name", fmt.Sprintf("a tool named %q is already defined at %s", t.Name, prev.Source)))
-			continue
-		}
-		byName[t.Name] = t
-		tools = append(tools, t)
+		tools = addUnique(tools, byName, t, &errs)
 	}
 	if len(errs) == 0 {
 		return tools, nil
 	}
 	return tools, errs.sorted()
+}
+
+// addUnique appends t unless its name is taken, which it reports instead.
+func addUnique(tools []Tool, byName map[string]Tool, t Tool, errs *Errors) []Tool {
+	if prev, dup := byName[t.Name]; dup {
+		*errs = append(*errs, t.ErrorAt("name", fmt.Sprintf("a tool named %q is already defined at %s", t.Name, prev.Source)))
+		return tools
+	}
+	byName[t.Name] = t
+	return append(tools, t)
 }
 
 // AllTools returns the tools of the config's [[tool]] tables followed by
@@ -155,12 +160,7 @@ func (c *Config) AllTools() ([]Tool, Errors) {
 	}
 	fromDir, errs := LoadTools(c.ToolsDir)
 	for _, t := range fromDir {
-		if prev, dup := byName[t.Name]; dup {
-			errs = append(errs, t.ErrorAt("name", fmt.Sprintf("a tool named %q is already defined at %s", t.Name, prev.Source)))
-			continue
-		}
-		byName[t.Name] = t
-		tools = append(tools, t)
+		tools = addUnique(tools, byName, t, &errs)
 	}
 	if len(errs) == 0 {
 		return tools, nil

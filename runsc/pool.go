@@ -261,23 +261,7 @@ func (p *Pool) Close(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	p.cancel()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, sb := range ready {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := sb.Close(ctx); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	errs := closeAll(ctx, ready)
 	waited := make(chan struct{})
 	go func() { p.wg.Wait(); close(waited) }()
 	select {

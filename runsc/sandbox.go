@@ -319,12 +319,25 @@ func (m *Manager) Close(ctx context.Context) error {
 		live = append(live, s)
 	}
 	m.mu.Unlock()
+	errs := closeAll(ctx, live)
+	waited := make(chan struct{})
+	go func() { m.closing.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("waiting for sandboxes to be removed: %w", ctx.Err()))
+	}
+	return errors.Join(errs...)
+}
+
+// closeAll closes sandboxes at once and returns what failed.
+func closeAll(ctx context.Context, sandboxes []*Sandbox) []error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, s := range live {
+	for _, s := range sandboxes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -336,14 +349,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	waited := make(chan struct{})
-	go func() { m.closing.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("waiting for sandboxes to be removed: %w", ctx.Err()))
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // Sweep removes every leftover of this manager's prefix (see the package's Sweep).

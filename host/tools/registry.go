@@ -86,20 +86,14 @@ func (r *Registry) Replace(tools []*Tool) {
 }
 
 // CheckAll checks each tool with its kind's plugin. It returns the tools
-// that passed and, for the others, errors with file and line. A name used
-// twice keeps the first and reports the second.
+// that passed and, for the others, errors with file and line. Names are
+// unique already (config.AllTools reports a name used twice).
 func CheckAll(ctx context.Context, defs []config.Tool, kinds Kinds) ([]*Tool, config.Errors) {
 	var (
 		ok   []*Tool
 		errs config.Errors
-		seen = map[string]string{}
 	)
 	for _, def := range defs {
-		if first, dup := seen[def.Name]; dup {
-			errs = append(errs, config.Error{File: def.File, Line: def.Line, Field: "name",
-				Message: fmt.Sprintf("a tool named %q is already served (from %s); this one is not", def.Name, first)})
-			continue
-		}
 		t, err := Check(ctx, def, kinds)
 		if err != nil {
 			var ce config.Errors
@@ -110,7 +104,6 @@ func CheckAll(ctx context.Context, defs []config.Tool, kinds Kinds) ([]*Tool, co
 			}
 			continue
 		}
-		seen[def.Name] = def.Source
 		ok = append(ok, t)
 	}
 	return ok, errs
