@@ -36,7 +36,7 @@ func ensureChromium(t *testing.T) {
 		t.Fatalf("the browser test needs %s; install it (apt-get install chromium) or run the tests as root so they can", chromiumPath)
 	}
 	t.Log("installing chromium with apt")
-	cmd := exec.Command("sh", "-c", "apt-get update && apt-get install -y chromium")
+	cmd := exec.Command("sh", "-c", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium")
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("installing chromium: %v\n%s", err, out)
