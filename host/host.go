@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -34,7 +35,9 @@ var Version = "dev"
 
 // Host is one running toolhost.
 type Host struct {
-	cfgMu    sync.RWMutex
+	cfgMu sync.RWMutex
+	// loads counts tool loads, so a late re-check of an older load stops.
+	loads    atomic.Int64
 	cfg      *config.Config
 	log      hclog.Logger
 	plugins  *plugins.Manager
@@ -127,7 +130,11 @@ func (h *Host) config() *config.Config {
 // pass, all at once.
 func (h *Host) loadTools(ctx context.Context) config.Errors {
 	defs, errs := h.config().AllTools()
-	checked, cerrs := tools.CheckAll(ctx, defs, h.kinds)
+	checked, cerrs, later := tools.CheckAll(ctx, defs, h.kinds)
+	gen := h.loads.Add(1)
+	if len(later) > 0 {
+		go h.recheck(gen, later)
+	}
 	problems := append(errs, cerrs...)
 	for _, e := range problems {
 		h.log.Error("tool not served", "where", e.Error())
@@ -135,6 +142,40 @@ func (h *Host) loadTools(ctx context.Context) config.Errors {
 	h.registry.Replace(checked)
 	h.log.Info("tools loaded", "served", len(checked), "refused", len(problems), "kinds", fmt.Sprint(h.plugins.Kinds()))
 	return problems
+}
+
+// recheck checks again, with backoff, the tools their plugin could not
+// check when they were loaded, and serves those that pass. It gives up
+// after a few tries, or when the tools are loaded again.
+func (h *Host) recheck(gen int64, defs []config.Tool) {
+	wait := time.Second
+	for try := 0; try < 6 && len(defs) > 0; try++ {
+		time.Sleep(wait)
+		wait *= 2
+		if h.loads.Load() != gen {
+			return
+		}
+		var still []config.Tool
+		for _, def := range defs {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			t, err := tools.Check(ctx, def, h.kinds)
+			cancel()
+			switch {
+			case err == nil:
+				if h.loads.Load() == gen && h.registry.Add(t) {
+					h.log.Info("tool served after a second check", "tool", def.Name, "where", def.Source)
+				}
+			case tools.Unchecked(err):
+				still = append(still, def)
+			default:
+				h.log.Error("tool not served", "where", err.Error())
+			}
+		}
+		defs = still
+	}
+	for _, def := range defs {
+		h.log.Error("tool not served: it could not be checked; reload to try again", "tool", def.Name, "where", def.Source)
+	}
 }
 
 // Reload takes a new config while serving: each kind gets its new table,

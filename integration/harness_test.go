@@ -39,7 +39,11 @@ func TestMain(m *testing.M) {
 	bins.dir = dir
 	bins.toolhost = filepath.Join(dir, "toolhost")
 	bins.plugins = filepath.Join(dir, "plugins")
-	builds := [][2]string{{bins.toolhost, "../host/cmd/toolhost"}, {filepath.Join(bins.plugins, "toolhost-plugin-echo"), "../examples/echo-kind"}}
+	builds := [][2]string{
+		{bins.toolhost, "../host/cmd/toolhost"},
+		{filepath.Join(bins.plugins, "toolhost-plugin-echo"), "../examples/echo-kind"},
+		{filepath.Join(bins.plugins, "toolhost-plugin-flaky"), "./testdata/flaky-kind"},
+	}
 	kinds, _ := filepath.Glob("../plugins/*/main.go")
 	for _, k := range kinds {
 		kind := filepath.Base(filepath.Dir(k))

@@ -513,3 +513,24 @@ func TestHangupReloadsToolsAndABadConfigChangesNothing(t *testing.T) {
 		t.Fatalf("after a bad reload, tools = %s", got)
 	}
 }
+
+func TestAToolThatCouldNotBeCheckedIsCheckedAgainAndServed(t *testing.T) {
+	h := startHost(t, hostSpec{Tools: map[string]string{"f.toml": "name = \"f\"\ndescription = \"d\"\n[run]\ntype = \"flaky\"\n"}})
+	if !h.WaitLog(t, "could not be checked (it will be tried again)", 10*time.Second) {
+		t.Fatalf("the first, failed check was not reported:\n%s", h.Stderr())
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := postJSON(t, h.URL("/api/v1/tools/f/call"), `{}`)
+		if code == 200 && body["result"] == "checked the second time" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tool was not served after its second check: %d %v\n%s", code, body, h.Stderr())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !h.WaitLog(t, "tool served after a second check", 5*time.Second) {
+		t.Errorf("the second check was not logged:\n%s", h.Stderr())
+	}
+}

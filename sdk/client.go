@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"google.golang.org/grpc/status"
+
 	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
 )
 
@@ -45,12 +47,21 @@ func (c *KindClient) Configure(ctx context.Context, config json.RawMessage) erro
 func (c *KindClient) Check(ctx context.Context, tool Tool) (json.RawMessage, error) {
 	resp, err := c.client.Check(ctx, &pluginv1.CheckRequest{Tool: toolToProto(tool)})
 	if err != nil {
-		return nil, fmt.Errorf("the plugin didn't check the tool: %w", err)
+		return nil, &CheckUnavailableError{Reason: status.Convert(err).Message()}
 	}
 	if fe := fieldErrorsFromProto(resp.GetErrors()); fe != nil {
 		return nil, fe
 	}
 	return json.RawMessage(resp.GetRunJson()), nil
+}
+
+// CheckUnavailableError says a kind could not check a tool just now (its
+// sandbox did not start, say): the tool itself may be fine, and a later
+// check may pass.
+type CheckUnavailableError struct{ Reason string }
+
+func (e *CheckUnavailableError) Error() string {
+	return "the tool could not be checked just now: " + e.Reason
 }
 
 // Invocation is one run as the host asks for it.

@@ -33,6 +33,9 @@ func (k *echoKind) Check(_ context.Context, tool sdk.Tool) (json.RawMessage, err
 	if err := json.Unmarshal(tool.Run, &run); err != nil {
 		return nil, err
 	}
+	if run["mode"] == "busy" {
+		return nil, errors.New("no sandbox could be started")
+	}
 	if _, ok := run["mode"]; !ok {
 		return nil, sdk.FieldErrors{{Path: "run.mode", Message: "is required"}}
 	}
@@ -193,5 +196,15 @@ func TestMetricsAreReportedWhenTheKindHasThem(t *testing.T) {
 	got, err = sdktest.Start(t, &echoKind{}, nil).Metrics(context.Background())
 	if err != nil || len(got) != 0 {
 		t.Fatalf("a kind without metrics reported %+v, %v", got, err)
+	}
+}
+
+func TestACheckTheKindCouldNotMakeIsNotAFieldError(t *testing.T) {
+	c := sdktest.Start(t, &echoKind{}, nil)
+	_, err := c.Check(context.Background(), sdktest.Tool(t, "e", map[string]any{"type": "echo", "mode": "busy"}))
+	var cu *sdk.CheckUnavailableError
+	var fe sdk.FieldErrors
+	if !errors.As(err, &cu) || errors.As(err, &fe) || err.Error() != "the tool could not be checked just now: no sandbox could be started" {
+		t.Fatalf("err = %#v", err)
 	}
 }

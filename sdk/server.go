@@ -55,7 +55,12 @@ func (s *kindServer) Configure(ctx context.Context, req *pluginv1.ConfigureReque
 func (s *kindServer) Check(ctx context.Context, req *pluginv1.CheckRequest) (*pluginv1.CheckResponse, error) {
 	run, err := s.impl.Check(ctx, toolFromProto(req.GetTool()))
 	if err != nil {
-		return &pluginv1.CheckResponse{Errors: fieldErrorsToProto(asFieldErrors(err))}, nil
+		var fe FieldErrors
+		if errors.As(err, &fe) && len(fe) > 0 {
+			return &pluginv1.CheckResponse{Errors: fieldErrorsToProto(fe)}, nil
+		}
+		// Not the tool's fault: the kind could not check it now.
+		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	return &pluginv1.CheckResponse{RunJson: string(run)}, nil
 }

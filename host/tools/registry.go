@@ -85,19 +85,43 @@ func (r *Registry) Replace(tools []*Tool) {
 	r.mu.Unlock()
 }
 
+// Add serves a tool unless one of that name is served already, and says
+// whether it did.
+func (r *Registry) Add(t *Tool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, taken := r.tools[t.Name]; taken {
+		return false
+	}
+	r.tools[t.Name] = t
+	return true
+}
+
+// Unchecked says whether Check failed because the tool could not be
+// checked just now (its plugin could not do it), not because it is wrong:
+// checking it again later may pass.
+func Unchecked(err error) bool {
+	var cu *sdk.CheckUnavailableError
+	var ue *sdk.Error
+	return errors.As(err, &cu) || errors.As(err, &ue) && ue.Code == "plugin_unavailable"
+}
+
 // CheckAll checks each tool with its kind's plugin. It returns the tools
-// that passed and, for the others, errors with file and line. Names are
-// unique already (config.AllTools reports a name used twice).
-func CheckAll(ctx context.Context, defs []config.Tool, kinds Kinds) ([]*Tool, config.Errors) {
-	var (
-		ok   []*Tool
-		errs config.Errors
-	)
+// that passed and, for the others, errors with file and line; those that
+// could not be checked just now are also in later, to be checked again.
+// Names are unique already (config.AllTools reports a name used twice).
+func CheckAll(ctx context.Context, defs []config.Tool, kinds Kinds) (ok []*Tool, errs config.Errors, later []config.Tool) {
 	for _, def := range defs {
 		t, err := Check(ctx, def, kinds)
+		if Unchecked(err) {
+			later = append(later, def)
+		}
 		if err != nil {
 			var ce config.Errors
-			if errors.As(err, &ce) {
+			var ue *uncheckedError
+			if errors.As(err, &ue) {
+				errs = append(errs, ue.Errors()...)
+			} else if errors.As(err, &ce) {
 				errs = append(errs, ce...)
 			} else {
 				errs = append(errs, config.Error{File: def.File, Line: def.Line, Message: err.Error()})
@@ -106,7 +130,7 @@ func CheckAll(ctx context.Context, defs []config.Tool, kinds Kinds) ([]*Tool, co
 		}
 		ok = append(ok, t)
 	}
-	return ok, errs
+	return ok, errs, later
 }
 
 // Check checks one tool with its kind's plugin. A tool the plugin refuses
@@ -131,7 +155,7 @@ func Check(ctx context.Context, def config.Tool, kinds Kinds) (*Tool, error) {
 	if err != nil {
 		var fe sdk.FieldErrors
 		if !errors.As(err, &fe) {
-			return nil, config.Errors{{File: def.File, Line: def.Line, Message: fmt.Sprintf("the tool %s could not be checked: %v", def.Name, err)}}
+			return nil, &uncheckedError{def: def, err: err}
 		}
 		ce := make(config.Errors, len(fe))
 		for i, e := range fe {
@@ -141,4 +165,20 @@ func Check(ctx context.Context, def config.Tool, kinds Kinds) (*Tool, error) {
 	}
 	t.Run = norm
 	return t, nil
+}
+
+// uncheckedError is a tool its plugin could not check: placed at the tool's
+// line, and still Unchecked.
+type uncheckedError struct {
+	def config.Tool
+	err error
+}
+
+func (e *uncheckedError) Error() string { return e.Errors().Error() }
+
+func (e *uncheckedError) Unwrap() error { return e.err }
+
+// Errors places the failure at the tool's line.
+func (e *uncheckedError) Errors() config.Errors {
+	return config.Errors{{File: e.def.File, Line: e.def.Line, Message: fmt.Sprintf("the tool %s could not be checked (it will be tried again): %v", e.def.Name, e.err)}}
 }
