@@ -104,16 +104,7 @@ func TestParseErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse("toolhost.toml", []byte(tt.toml))
-			if err == nil {
-				t.Fatalf("no error; want\n%s", tt.want)
-			}
-			var es Errors
-			if !errors.As(err, &es) {
-				t.Fatalf("error is %T, not Errors: %v", err, err)
-			}
-			if got := err.Error(); got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
-			}
+			assertErrors(t, err, tt.want)
 		})
 	}
 }
@@ -399,5 +390,20 @@ func TestErrorFormat(t *testing.T) {
 	es := Errors{{File: "a", Line: 1, Message: "x"}, {File: "a", Line: 2, Message: "y"}}
 	if got := es.Error(); got != "a:1: x\na:2: y" {
 		t.Errorf("Errors: %q", got)
+	}
+}
+
+// assertErrors checks err is Errors reading exactly want.
+func assertErrors(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error; want\n%s", want)
+	}
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("error is %T, not Errors: %v", err, err)
+	}
+	if got := err.Error(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -111,16 +110,7 @@ func TestParseToolErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseTool("t.toml", []byte(tt.toml))
-			if err == nil {
-				t.Fatalf("no error; want\n%s", tt.want)
-			}
-			var es Errors
-			if !errors.As(err, &es) {
-				t.Fatalf("error is %T, not Errors: %v", err, err)
-			}
-			if got := err.Error(); got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
-			}
+			assertErrors(t, err, tt.want)
 		})
 	}
 }
