@@ -94,9 +94,7 @@ func testMain(m *testing.M) int {
 // asserts nothing of theirs is left.
 func runSuite(ctx context.Context, m *testing.M, rt *runsc.Runtime, rootfs string, size int) int {
 	mk := func(extra []string) (*kind, string, error) {
-		b := make([]byte, 2)
-		_, _ = rand.Read(b)
-		prefix := "thpy" + hex.EncodeToString(b) + "-"
+		prefix := testPrefix("thpy")
 		k := newKind(kindOptions{})
 		cfg, _ := json.Marshal(map[string]any{
 			"runsc": env.runscBin, "rootfs": rootfs, "state_dir": env.stateDir, "sandbox_prefix": prefix,
@@ -224,4 +222,12 @@ func tail(s string) string {
 		return "…" + s[len(s)-600:]
 	}
 	return s
+}
+
+// testPrefix is a sandbox prefix of its own for one test: a stem and four
+// random hex digits, so runs at the same time never sweep each other.
+func testPrefix(stem string) string {
+	b := make([]byte, 2)
+	_, _ = rand.Read(b)
+	return stem + hex.EncodeToString(b) + "-"
 }

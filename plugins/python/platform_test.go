@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -20,10 +18,8 @@ func TestConfigureRefusesAPlatformThatDoesntStart(t *testing.T) {
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
-	b := make([]byte, 2)
-	_, _ = rand.Read(b)
 	repo, _ := filepath.Abs("../..")
-	prefix := "thkvm" + hex.EncodeToString(b) + "-"
+	prefix := testPrefix("thkvm")
 	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
 		"state_dir": env.stateDir, "sandbox_prefix": prefix, "platform": "kvm"})
 	k := newKind(kindOptions{})

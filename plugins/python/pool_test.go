@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -29,9 +27,7 @@ func poolKind(t *testing.T, size int, extra map[string]any) (*kind, *sdktest.Con
 	if env.poolSize == 0 {
 		t.Skip("the pool's own tests run in the pass of the suite with the pool on")
 	}
-	b := make([]byte, 2)
-	_, _ = rand.Read(b)
-	prefix := "thpp" + hex.EncodeToString(b) + "-"
+	prefix := testPrefix("thpp")
 	repo, _ := filepath.Abs("../..")
 	pool := map[string]any{"size": size, "max": 4, "max_idle_minutes": 10}
 	for k, v := range extra {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -20,9 +18,7 @@ func TestReconfigureKeepsRunsInFlight(t *testing.T) {
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
-	b := make([]byte, 2)
-	_, _ = rand.Read(b)
-	prefix := "thrc" + hex.EncodeToString(b) + "-"
+	prefix := testPrefix("thrc")
 	repo, _ := filepath.Abs("../..")
 	table := func(workMB int) json.RawMessage {
 		raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
