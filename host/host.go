@@ -131,15 +131,15 @@ func (h *Host) config() *config.Config {
 func (h *Host) loadTools(ctx context.Context) config.Errors {
 	defs, errs := h.config().AllTools()
 	checked, cerrs, later := tools.CheckAll(ctx, defs, h.kinds)
-	gen := h.loads.Add(1)
-	if len(later) > 0 {
-		go h.recheck(gen, later)
-	}
 	problems := append(errs, cerrs...)
 	for _, e := range problems {
 		h.log.Error("tool not served", "where", e.Error())
 	}
 	h.registry.Replace(checked)
+	// After Replace, so a re-check never adds to the set this load replaces.
+	if gen := h.loads.Add(1); len(later) > 0 {
+		go h.recheck(gen, later)
+	}
 	h.log.Info("tools loaded", "served", len(checked), "refused", len(problems), "kinds", fmt.Sprint(h.plugins.Kinds()))
 	return problems
 }

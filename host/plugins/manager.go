@@ -320,6 +320,7 @@ func explainStart(err error) error {
 // watch restarts the plugin with backoff whenever its process exits.
 func (p *Plugin) watch() {
 	backoff := 100 * time.Millisecond
+	upSince := time.Now()
 	for {
 		p.mu.Lock()
 		client, stopping := p.client, p.stopping
@@ -337,6 +338,11 @@ func (p *Plugin) watch() {
 			return
 		}
 		if client != nil {
+			// A plugin that ran a good while before dying starts over at the
+			// shortest wait; one that keeps dying waits longer each time.
+			if time.Since(upSince) > time.Minute {
+				backoff = 100 * time.Millisecond
+			}
 			p.m.opts.Logger.Warn("plugin exited; restarting", "kind", p.kind, "backoff", backoff)
 			p.client, p.kc = nil, nil
 			p.up = make(chan struct{})
@@ -344,20 +350,16 @@ func (p *Plugin) watch() {
 		}
 		p.mu.Unlock()
 		time.Sleep(backoff)
-		started := time.Now()
+		backoff = min(2*backoff, 30*time.Second)
 		if err := p.verify(); err != nil {
 			p.fail(err)
 		} else if err := p.start(context.Background()); err != nil {
 			p.fail(err)
 		} else {
+			upSince = time.Now()
 			p.mu.Lock()
 			p.restarts++
 			p.mu.Unlock()
-		}
-		if time.Since(started) > time.Minute {
-			backoff = 100 * time.Millisecond
-		} else if backoff < 30*time.Second {
-			backoff *= 2
 		}
 	}
 }
