@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,45 +68,11 @@ func (h *pythonHost) awaitReady(t testing.TB) {
 	t.Fatal("the python pool has no sandbox ready after 30s")
 }
 
-// BenchmarkPythonPlainSubprocess is the predecessor's design for comparison: Debian's
-// /usr/bin/python3 in a subprocess, rlimits set by the child, no sandbox.
-func BenchmarkPythonPlainSubprocess(b *testing.B) {
-	py := "/usr/bin/python3"
-	if !fileExists(py) {
-		b.Skip("no " + py)
-	}
-	code := `import json, resource
-resource.setrlimit(resource.RLIMIT_CPU, (10, 10))
-resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
-resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
-resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-scope = {}
-exec(compile("def run():\n    return 1\n", "tool.py", "exec"), scope)
-print(json.dumps(scope["run"]()))`
-	dir := b.TempDir()
-	var d []time.Duration
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		cmd := exec.Command(py, "-I", "-B", "-c", code)
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir}
-		cmd.Dir = dir
-		out, err := cmd.Output()
-		d = append(d, time.Since(t0))
-		if err != nil || strings.TrimSpace(string(out)) != "1" {
-			b.Fatalf("python3: %v %q", err, out)
-		}
-	}
-	b.StopTimer()
-	reportPercentiles(b, d)
-}
-
 func reportPercentiles(b *testing.B, d []time.Duration) {
 	if len(d) == 0 {
 		return
 	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	b.ReportMetric(float64(s[(len(s)-1)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(s[(len(s)-1)*9/10].Microseconds())/1000, "p90-ms")
+	p50, p90, _ := quantiles(d)
+	b.ReportMetric(p50/1000, "p50-ms")
+	b.ReportMetric(p90/1000, "p90-ms")
 }
