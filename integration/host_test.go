@@ -424,6 +424,10 @@ func TestCLICallStreamsAndExits(t *testing.T) {
 	if err := cmd.Run(); cmd.ProcessState.ExitCode() != 2 {
 		t.Fatalf("a bad argument should exit 2, got %v", err)
 	}
+	out, err = exec.Command(bins.toolhost, "check", "toolhost.toml").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `unexpected argument "toolhost.toml" (the config is given with --config FILE)`) {
+		t.Fatalf("toolhost check with a stray argument: %v\n%s", err, out)
+	}
 }
 
 func TestMetricsShowPluginsAndTheirRestarts(t *testing.T) {

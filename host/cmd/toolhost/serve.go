@@ -18,12 +18,16 @@ import (
 	"github.com/toolhost/toolhost/host"
 )
 
-func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, *flag.FlagSet, bool) {
+func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, bool) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "/etc/toolhost/toolhost.toml", "the config file")
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, false
+		return nil, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "toolhost %s: unexpected argument %q (the config is given with --config FILE)\n", name, fs.Arg(0))
+		return nil, false
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
@@ -36,9 +40,9 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, *
 		} else {
 			fmt.Fprintf(stderr, "toolhost: %v\n", err)
 		}
-		return nil, nil, false
+		return nil, false
 	}
-	return cfg, fs, true
+	return cfg, true
 }
 
 func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
@@ -51,7 +55,7 @@ func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
 }
 
 func runServe(args []string, _, stderr io.Writer) int {
-	cfg, _, ok := loadConfig("serve", args, stderr)
+	cfg, ok := loadConfig("serve", args, stderr)
 	if !ok {
 		return 2
 	}
@@ -135,7 +139,7 @@ func notifyReady(log hclog.Logger) {
 }
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	cfg, _, ok := loadConfig("check", args, stderr)
+	cfg, ok := loadConfig("check", args, stderr)
 	if !ok {
 		return 1
 	}
