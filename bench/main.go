@@ -52,6 +52,10 @@ type options struct {
 	n        int
 	duration time.Duration
 	poolSize int
+	// idle is how long each host sits up and idle, after its warm-up calls, before anything is
+	// measured: longer than go-plugin's broker timeout (5 s) and the pool's health check, so
+	// the tables are the steady state of a host that has been running, not its first seconds.
+	idle time.Duration
 }
 
 func main() {
@@ -60,6 +64,7 @@ func main() {
 	flag.IntVar(&o.n, "n", 200, "calls per latency row")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long each throughput row runs")
 	flag.IntVar(&o.poolSize, "pool", 4, "ready sandboxes kept when the pool is on")
+	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long each host is up and idle before measuring (the steady state)")
 	flag.Parse()
 	root, err := filepath.Abs(o.root)
 	if err != nil {
@@ -95,7 +100,8 @@ func run(o options) error {
 	var rows []row
 	var tput []throughput
 	var notes []string
-	fmt.Fprintf(os.Stderr, "bench: %s, %d calls a row, throughput rows of %v\n", time.Now().UTC().Format(time.RFC3339), o.n, o.duration)
+	fmt.Fprintf(os.Stderr, "bench: %s, %d calls a row, throughput rows of %v, each host idle %v before measuring\n", time.Now().UTC().Format(time.RFC3339), o.n, o.duration, o.idle)
+	notes = append(notes, fmt.Sprintf("steady state: each host was up, warmed up and then idle for %v before its rows were measured", o.idle))
 
 	base, err := baseline(o)
 	if err != nil {
@@ -123,6 +129,8 @@ func run(o options) error {
 				return fmt.Errorf("warm-up call failed: %w\n%s", err, h.log.String())
 			}
 		}
+		fmt.Fprintf(os.Stderr, "bench: host with the %s up; idle %v before measuring\n", label, o.idle)
+		time.Sleep(o.idle)
 		// With the pool on, each latency call waits (untimed) until a sandbox is ready: the row
 		// is the latency of a call that finds one, the throughput rows what happens when calls
 		// come faster than sandboxes start.

@@ -42,7 +42,12 @@ func TestMain(m *testing.M) {
 	builds := [][2]string{
 		{bins.toolhost, "../host/cmd/toolhost"},
 		{filepath.Join(bins.plugins, "toolhost-plugin-echo"), "../examples/echo-kind"},
-		{filepath.Join(bins.plugins, "toolhost-plugin-flaky"), "./testdata/flaky-kind"},
+	}
+	// Every test-only kind in testdata/<kind>-kind is built as toolhost-plugin-<kind>.
+	testKinds, _ := filepath.Glob("./testdata/*-kind/main.go")
+	for _, k := range testKinds {
+		kind := strings.TrimSuffix(filepath.Base(filepath.Dir(k)), "-kind")
+		builds = append(builds, [2]string{filepath.Join(bins.plugins, "toolhost-plugin-"+kind), "./" + filepath.Dir(k)})
 	}
 	kinds, _ := filepath.Glob("../plugins/*/main.go")
 	for _, k := range kinds {

@@ -28,6 +28,10 @@ func BenchmarkPythonToolCall(b *testing.B) {
 	for _, pool := range []int{0, 2} {
 		b.Run(fmt.Sprintf("pool=%d", pool), func(b *testing.B) {
 			h := startPythonHostPool(b, map[string]string{"trivial.toml": pythonTrivialTool}, pool)
+			if status, out := h.call(b, "trivial", map[string]any{}); status != http.StatusOK {
+				b.Fatalf("the warm-up call of trivial = %d %v", status, out)
+			}
+			idleBeforeMeasuring(b)
 			var d []time.Duration
 			b.ResetTimer()
 			for range b.N {
