@@ -62,19 +62,25 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	if err != nil {
 		return nil, err
 	}
+	// where is the URL as messages and logs show it: without its userinfo
+	// and query. sec hides the secrets of the request in text that comes
+	// from elsewhere (the server's answer, net/http's errors).
 	where := safeURL(req.URL)
+	sec := secretsOf(req)
 
 	start := time.Now()
-	resp, err := st.client.Do(req)
+	resp, err := st.client(p).Do(req)
 	if err != nil {
-		return nil, explain(ctx, err, p, where)
+		return nil, explain(ctx, err, p, where, sec)
 	}
 	defer func() { _ = resp.Body.Close() }()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		emit.Log("info", fmt.Sprintf("%s %s: %s in %s", p.Method, where, resp.Status, time.Since(start).Round(time.Millisecond)))
-		return nil, statusError(p.Method, safeURL(resp.Request.URL), resp, excerpt)
+		// More than the message shows, so that a secret the server echoes
+		// near the end of what is read is still whole when it is hidden.
+		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		emit.Log("info", fmt.Sprintf("%s %s: %s in %s", p.Method, where, sec.hide(resp.Status), time.Since(start).Round(time.Millisecond)))
+		return nil, statusError(p.Method, safeURL(resp.Request.URL), resp, excerpt, sec)
 	}
 
 	limit := st.cfg.MaxBytes
@@ -83,12 +89,12 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, explain(ctx, err, p, where)
+		return nil, explain(ctx, err, p, where, sec)
 	}
 	if int64(len(body)) > limit {
 		return nil, tooLarge(where, limit, -1)
 	}
-	emit.Log("info", fmt.Sprintf("%s %s: %s, %d bytes in %s", p.Method, where, resp.Status, len(body), time.Since(start).Round(time.Millisecond)))
+	emit.Log("info", fmt.Sprintf("%s %s: %s, %d bytes in %s", p.Method, where, sec.hide(resp.Status), len(body), time.Since(start).Round(time.Millisecond)))
 
 	if p.pick != nil {
 		return pickFrom(body, p.Pick, p.pick, where)
@@ -145,7 +151,8 @@ func (p *plan) request(ctx context.Context, a args) (*http.Request, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, p.Method, u, body)
 	if err != nil {
-		return nil, sdk.Errorf("bad_argument", "the request can't be made: %v", err)
+		// Not the error's text: a *url.Error quotes the whole URL.
+		return nil, sdk.Errorf("bad_argument", "the request to %s can't be made from the arguments", redact(u))
 	}
 	for _, h := range p.headers {
 		v, err := h.value.render(a, "the header "+h.name)
@@ -155,7 +162,7 @@ func (p *plan) request(ctx context.Context, a args) (*http.Request, error) {
 		req.Header.Set(h.name, v)
 	}
 	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", "toolhost-http/"+version)
+		req.Header.Set("User-Agent", userAgent())
 	}
 	if req.Header.Get("Content-Type") == "" {
 		switch p.bodyKind {
@@ -170,7 +177,7 @@ func (p *plan) request(ctx context.Context, a args) (*http.Request, error) {
 
 // explain turns a failed request (or body read) into the error the user
 // reads, saying which rule or what failure stopped it.
-func explain(ctx context.Context, err error, p *plan, where string) error {
+func explain(ctx context.Context, err error, p *plan, where string, sec secrets) error {
 	var r *refusal
 	if errors.As(err, &r) {
 		msg := r.msg
@@ -210,7 +217,7 @@ func explain(ctx context.Context, err error, p *plan, where string) error {
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 		return sdk.Errorf("http_error", "the host name %s was not found (DNS)", dnsErr.Name)
 	case errors.As(err, &dnsErr):
-		return sdk.Errorf("http_error", "the host name %s could not be looked up (DNS): %s", dnsErr.Name, dnsErr.Err)
+		return sdk.Errorf("http_error", "the host name %s could not be looked up (DNS): %s", dnsErr.Name, sec.hide(dnsErr.Err))
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return sdk.Errorf("http_error", "the server at %s refused the connection: nothing is listening there", host)
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
@@ -218,11 +225,11 @@ func explain(ctx context.Context, err error, p *plan, where string) error {
 	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
 		return sdk.Errorf("http_error", "the server at %s can't be reached from this host (no route)", host)
 	case errors.As(err, &certErr), errors.As(err, &uaErr), errors.As(err, &hostErr), errors.As(err, &invErr):
-		return sdk.Errorf("http_error", "the TLS certificate of %s could not be verified, so nothing was sent: %v", host, unwrapURL(err))
+		return sdk.Errorf("http_error", "the TLS certificate of %s could not be verified, so nothing was sent: %s", host, sec.hide(unwrapURL(err).Error()))
 	case errors.As(err, &recErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return sdk.Errorf("http_error", "the server at %s did not answer in TLS: is the URL's scheme right (http or https)?", host)
 	}
-	return sdk.Errorf("http_error", "the request to %s failed: %v", host, unwrapURL(err))
+	return sdk.Errorf("http_error", "the request to %s failed: %s", host, sec.hide(unwrapURL(err).Error()))
 }
 
 // seconds writes n seconds.
@@ -243,9 +250,9 @@ func unwrapURL(err error) error {
 }
 
 // statusError is the error for a response outside 200–299.
-func statusError(method, where string, resp *http.Response, excerpt []byte) error {
-	msg := fmt.Sprintf("the server answered %s to %s %s", resp.Status, method, where)
-	text := strings.Join(strings.Fields(string(bytes.ToValidUTF8(excerpt, []byte("?")))), " ")
+func statusError(method, where string, resp *http.Response, excerpt []byte, sec secrets) error {
+	msg := fmt.Sprintf("the server answered %s to %s %s", sec.hide(resp.Status), method, where)
+	text := sec.hide(strings.Join(strings.Fields(string(bytes.ToValidUTF8(excerpt, []byte("?")))), " "))
 	if text != "" {
 		msg += ": " + clip(text, 200)
 	}

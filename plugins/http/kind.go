@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -22,16 +24,26 @@ type kind struct {
 	// so that tests can have a local server as the allowed first hop. The
 	// zero value exempts nothing.
 	exempt netip.AddrPort
+	// roots are the certificate authorities trusted instead of the
+	// system's, so that tests can serve https. nil trusts the system's.
+	roots *x509.CertPool
 
 	mu sync.Mutex
 	st *state
 }
 
-// state is what Configure sets up: the settings and a client that keeps
-// to them. It is never changed once made.
+// state is what Configure sets up: the settings, and a transport and a
+// guard that keep to them. It is never changed once made.
 type state struct {
-	cfg    config
-	client *http.Client
+	cfg       config
+	guard     *guard
+	transport *http.Transport
+}
+
+// client is the http.Client of one call of the tool p: the shared
+// transport, and a redirect policy that knows p's trusted hosts.
+func (st *state) client(p *plan) *http.Client {
+	return &http.Client{Transport: st.transport, CheckRedirect: redirectPolicy(st.guard, p)}
 }
 
 var _ sdk.Kind = (*kind)(nil)
@@ -51,7 +63,7 @@ func (k *kind) Configure(_ context.Context, raw json.RawMessage) error {
 	k.st = st
 	k.mu.Unlock()
 	if old != nil {
-		old.client.CloseIdleConnections()
+		old.transport.CloseIdleConnections()
 	}
 	return nil
 }
@@ -93,7 +105,10 @@ func (k *kind) newState(cfg config) *state {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &state{cfg: cfg, client: &http.Client{Transport: transport, CheckRedirect: g.checkRedirect}}
+	if k.roots != nil {
+		transport.TLSClientConfig = &tls.Config{RootCAs: k.roots, MinVersion: tls.VersionTLS12}
+	}
+	return &state{cfg: cfg, guard: g, transport: transport}
 }
 
 // runSchema is the JSON Schema of the run table.
@@ -136,6 +151,12 @@ const runSchema = `{
       "type": "integer",
       "minimum": 1,
       "maximum": 600
+    },
+    "redirect_hosts": {
+      "description": "Hosts a redirect may carry the tool's headers and body to, besides the host of its URL: a host name or address, with :port when it is not the scheme's (e.g. \"api2.example.com\", \"api2.example.com:8443\", \"[2001:db8::1]\"). A redirect to any other host (another scheme, host or port) is followed without the tool's headers, and one that would carry the body (307, 308) is refused; a redirect from https to plain http never carries them.",
+      "type": "array",
+      "items": {"type": "string", "pattern": "^[^/?#@*\\\\]+$"},
+      "uniqueItems": true
     }
   }
 }`

@@ -104,7 +104,7 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("describe: %+v", info)
 	}
 	props := schema["properties"].(map[string]any)
-	for _, k := range []string{"type", "method", "url", "headers", "body", "pick", "timeout_seconds"} {
+	for _, k := range []string{"type", "method", "url", "headers", "body", "pick", "timeout_seconds", "redirect_hosts"} {
 		if props[k] == nil {
 			t.Errorf("the schema has no %s", k)
 		}

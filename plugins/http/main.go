@@ -10,6 +10,13 @@
 // five redirects are followed. The time a request may take and the size of
 // the response are capped by [http] timeout_seconds and max_bytes.
 //
+// A redirect to another host (scheme, host or port not the URL's) carries
+// none of the tool's headers, unless the tool lists that host in
+// run.redirect_hosts; one that would carry the request's body there (a 307
+// or 308) is refused; a redirect from https to plain http never carries
+// them, listed or not. No message or log line shows a URL's userinfo or
+// query, or a header's value.
+//
 // A successful response (status 200–299, after redirects) is the result
 //
 //	{"status": 200, "headers": {"content-type": "…", …}, "body": …}
@@ -27,7 +34,8 @@
 //	                    gives the status and the start of the body
 //	private_address     the address dialled (or redirected to) is private
 //	too_many_redirects  more than five redirects
-//	bad_redirect        a redirect to a scheme other than http or https
+//	bad_redirect        a redirect to a scheme other than http or https, or
+//	                    one that would send the body to another host
 //	too_large           the response is over [http] max_bytes
 //	timeout             the request took longer than its timeout_seconds
 //	http_error          the request failed: DNS, refused, reset, TLS, …

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"syscall"
 )
@@ -189,15 +188,4 @@ func (g *guard) checkRedirect(req *http.Request, via []*http.Request) error {
 		}
 	}
 	return nil
-}
-
-// safeURL is u without its query, fragment and password, for messages and
-// logs: a query often carries a key.
-func safeURL(u *url.URL) string {
-	v := *u
-	v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = "", false, "", ""
-	if v.User != nil {
-		v.User = url.User(v.User.Username())
-	}
-	return v.String()
 }

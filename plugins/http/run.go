@@ -35,6 +35,7 @@ type run struct {
 	Body           string            `json:"body,omitempty"`
 	Pick           string            `json:"pick,omitempty"`
 	TimeoutSeconds int               `json:"timeout_seconds"`
+	RedirectHosts  []string          `json:"redirect_hosts,omitempty"`
 }
 
 // bodyKind is how a body template is filled in.
@@ -62,6 +63,8 @@ type plan struct {
 	bodyKind bodyKind
 	pick     []string
 	timeout  time.Duration
+	// redirectHosts are run.redirect_hosts, normalised.
+	redirectHosts []string
 }
 
 // compile checks a tool's run table against the kind's config and its
@@ -99,9 +102,9 @@ func compile(tool sdk.Tool, cfg config) (*plan, error) {
 
 	for _, k := range sortedKeys(m) {
 		switch k {
-		case "type", "method", "url", "headers", "body", "pick", "timeout_seconds":
+		case "type", "method", "url", "headers", "body", "pick", "timeout_seconds", "redirect_hosts":
 		default:
-			addf(&fe, "run."+k, "is not a key of an http run: the keys are type, method, url, headers, body, pick and timeout_seconds")
+			addf(&fe, "run."+k, "is not a key of an http run: the keys are type, method, url, headers, body, pick, timeout_seconds and redirect_hosts")
 		}
 	}
 
@@ -231,6 +234,11 @@ func compile(tool sdk.Tool, cfg config) (*plan, error) {
 	}
 	p.timeout = time.Duration(p.TimeoutSeconds) * time.Second
 
+	if v, ok := m["redirect_hosts"]; ok {
+		p.redirectHosts = parseRedirectHosts(v, &fe)
+		p.RedirectHosts = p.redirectHosts
+	}
+
 	if fe != nil {
 		return nil, fe
 	}
@@ -257,7 +265,8 @@ func sampleURL(t template) error {
 	return checkURL(s)
 }
 
-// checkURL checks a URL as it will be requested.
+// checkURL checks a URL as it will be requested. Its messages show the
+// URL without its userinfo and query (see redact).
 func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -265,13 +274,13 @@ func checkURL(s string) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("%q is not a URL: %v", clip(s, 200), err)
+		return fmt.Errorf("%q is not a URL: %v", clip(redact(s), 200), err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q is not an http or https URL", clip(s, 200))
+		return fmt.Errorf("%q is not an http or https URL", clip(safeURL(u), 200))
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("%q has no host name", clip(s, 200))
+		return fmt.Errorf("%q has no host name", clip(safeURL(u), 200))
 	}
 	return nil
 }

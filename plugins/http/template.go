@@ -52,15 +52,34 @@ func parseTemplate(s string) (template, error) {
 		}
 		j := strings.Index(rest[i+2:], "}}")
 		if j < 0 {
-			return nil, fmt.Errorf("the placeholder starting %q is never closed: write {{name}}", clip(rest[i:], 20))
+			// Only the name is quoted: what follows may be a key.
+			n := i + 2
+			for n < len(rest) && n < i+12 && rest[n] == ' ' {
+				n++
+			}
+			end := min(len(rest), n+32)
+			for n < end && (rest[n] == '_' || isASCIIAlnum(rune(rest[n]))) {
+				n++
+			}
+			return nil, fmt.Errorf("the placeholder starting %q is never closed: write {{name}}", rest[i:n]+"…")
 		}
 		name := strings.TrimSpace(rest[i+2 : i+2+j])
 		if !isParamName(name) {
-			return nil, fmt.Errorf("{{%s}} is not a placeholder: write {{name}} with the name of one of the tool's parameters", rest[i+2:i+2+j])
+			// What is between the braces is quoted only when it looks like
+			// a name gone wrong: anything else may be a key.
+			inside := rest[i+2 : i+2+j]
+			if len(inside) > 32 || strings.TrimFunc(inside, func(r rune) bool { return r == ' ' || r == '_' || r == '-' || isASCIIAlnum(r) }) != "" {
+				return nil, fmt.Errorf("a {{…}} is not a placeholder: write {{name}} with the name of one of the tool's parameters")
+			}
+			return nil, fmt.Errorf("{{%s}} is not a placeholder: write {{name}} with the name of one of the tool's parameters", inside)
 		}
 		t = append(t, piece{name: name})
 		rest = rest[i+2+j+2:]
 	}
+}
+
+func isASCIIAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 
 func isParamName(s string) bool {
@@ -134,6 +153,9 @@ func (t template) forURL() (template, error) {
 				return nil, fmt.Errorf("it must start with http:// or https://")
 			}
 			if sch := strings.ToLower(s[:k]); sch != "http" && sch != "https" {
+				if len(sch) > 10 || strings.TrimFunc(sch, isASCIIAlnum) != "" {
+					return nil, fmt.Errorf("it must start with http:// or https://")
+				}
 				return nil, fmt.Errorf("it must start with http:// or https://, not %s://", s[:k])
 			}
 			s = s[k+3:]
