@@ -8,10 +8,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // CgroupRoot is where cgroup v1 controllers are mounted on this kind of machine.
@@ -136,14 +139,157 @@ func removeCgroupDir(dir string) error {
 	return fmt.Errorf("removing cgroup %s: %w", dir, last)
 }
 
-func killCgroupProcs(dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return
-	}
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+// killCgroupProcs kills every process of the cgroup at dir, a cgroup's folder in one hierarchy
+// (e.g. /sys/fs/cgroup/pids/toolhost-0123456789), and never a process outside it:
+//
+//   - where the kernel has cgroup.kill (cgroup v2), it kills them all at once;
+//   - otherwise the cgroup is frozen first (v1: the same path in the freezer hierarchy; v2:
+//     cgroup.freeze), so nothing in it forks or exits while its pids are read and signalled; each
+//     pid is signalled through a pidfd, after checking that the process it names is still a
+//     member; then the cgroup is thawed so the killed processes can die.
+//
+// Killed processes die shortly after it returns: callers wait for cgroup.procs to empty. It
+// returns the pids it signalled (none when cgroup.kill did the work).
+func killCgroupProcs(dir string) []int {
+	if f, err := os.OpenFile(filepath.Join(dir, "cgroup.kill"), os.O_WRONLY, 0); err == nil {
+		_, werr := f.Write([]byte("1"))
+		f.Close()
+		if werr == nil {
+			return nil
 		}
 	}
+	_, thaw := freezeCgroup(dir)
+	defer thaw()
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var killed []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 && signalMember(pid, dir) {
+			killed = append(killed, pid)
+		}
+	}
+	return killed
+}
+
+// freezeWait bounds the wait for a cgroup to freeze: a process in uninterruptible sleep can hold
+// it up. Past it the kill goes on unfrozen (still never signalling a non-member).
+const freezeWait = 2 * time.Second
+
+// freezeCgroup freezes the cgroup at dir and waits (bounded) until it is frozen. It reports
+// whether it is, and returns the func that thaws it again (a no-op where there is no freezer).
+func freezeCgroup(dir string) (frozen bool, thaw func()) {
+	write := func(p, v string) error {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.Write([]byte(v))
+		return err
+	}
+	var (
+		ctl, state       string
+		freeze, unfreeze string
+		isFrozen         func() bool
+	)
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.freeze")); err == nil { // cgroup v2
+		ctl, freeze, unfreeze = filepath.Join(dir, "cgroup.freeze"), "1", "0"
+		state = filepath.Join(dir, "cgroup.events")
+		isFrozen = func() bool { return readKeyValues(state)["frozen"] == 1 }
+	} else {
+		hier, rel, ok := cgroupHierarchy(dir)
+		if !ok || hier == "" {
+			return false, func() {}
+		}
+		ctl = filepath.Join(CgroupRoot, "freezer", rel, "freezer.state")
+		freeze, unfreeze, state = "FROZEN", "THAWED", ctl
+		isFrozen = func() bool {
+			b, err := os.ReadFile(state)
+			return err == nil && strings.TrimSpace(string(b)) == "FROZEN"
+		}
+	}
+	if err := write(ctl, freeze); err != nil {
+		return false, func() {}
+	}
+	thaw = func() { _ = write(ctl, unfreeze) }
+	deadline := time.Now().Add(freezeWait)
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
+		if isFrozen() {
+			return true, thaw
+		}
+		if time.Now().After(deadline) {
+			return false, thaw
+		}
+		time.Sleep(wait)
+	}
+}
+
+// cgroupHierarchy splits a cgroup folder under CgroupRoot into its hierarchy's folder name (e.g.
+// "pids", "cpu,cpuacct"; "" for a cgroup v2 mount) and the cgroup's path in it ("/toolhost-…").
+func cgroupHierarchy(dir string) (hier, rel string, ok bool) {
+	r, err := filepath.Rel(CgroupRoot, dir)
+	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+		return "", "", false
+	}
+	if _, err := os.Stat(filepath.Join(CgroupRoot, "cgroup.controllers")); err == nil {
+		return "", "/" + r, true // CgroupRoot is itself a cgroup v2 mount
+	}
+	hier, rest, _ := strings.Cut(r, "/")
+	if hier == "unified" {
+		hier = ""
+	}
+	return hier, "/" + rest, true
+}
+
+// signalMember sends SIGKILL to pid if, and only if, the process it names is in the cgroup at
+// dir. A pidfd pins the process before its membership is read, so a pid that ends and is reused
+// in between is never hit: the check then reads the new process (not a member: skipped) or the
+// signal goes to the ended one (nothing happens). Without pidfds (kernels before 5.3) it signals
+// by pid after the check: safe in a frozen cgroup, whose members cannot end in between.
+func signalMember(pid int, dir string) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if !errors.Is(err, unix.ENOSYS) || !inCgroup(pid, dir) {
+			return false
+		}
+		return syscall.Kill(pid, syscall.SIGKILL) == nil
+	}
+	defer unix.Close(fd)
+	if !inCgroup(pid, dir) {
+		return false
+	}
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil
+}
+
+// inCgroup reports whether process pid is in the cgroup at dir or one below it.
+func inCgroup(pid int, dir string) bool {
+	hier, rel, ok := cgroupHierarchy(dir)
+	if !ok {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return false
+	}
+	want := strings.Split(hier, ",")
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		match := false
+		if hier == "" {
+			match = parts[0] == "0" && parts[1] == ""
+		} else {
+			for _, c := range strings.Split(parts[1], ",") {
+				match = match || slices.Contains(want, strings.TrimPrefix(c, "name="))
+			}
+		}
+		if match {
+			return parts[2] == rel || strings.HasPrefix(parts[2], strings.TrimSuffix(rel, "/")+"/")
+		}
+	}
+	return false
 }
