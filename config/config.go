@@ -45,6 +45,9 @@ type ServerConfig struct {
 	// AllowedOrigins are the browser origins ("https://chat.example.com")
 	// allowed to open the websocket besides the host's own. Default none.
 	AllowedOrigins []string
+	// StateDir is the host's own folder for what it keeps on disk (the
+	// output of runs, under runs/). Absolute; default "/var/lib/toolhost".
+	StateDir string
 }
 
 // PluginsConfig is [plugins].
@@ -98,6 +101,10 @@ type PoolConfig struct {
 // RunsConfig is [runs].
 type RunsConfig struct {
 	KeepMinutes int // how long a finished run's output is kept for reconnects; default 60, 1..10080
+	// MaxRunningPerToken is how many runs one caller may have going at
+	// once: each token without a max_running of its own, and the "local"
+	// caller of a host with no tokens. Default 8, 1..1024.
+	MaxRunningPerToken int
 }
 
 // Token is one [[tokens]] entry: a bearer token, stored as its SHA-256.
@@ -105,7 +112,18 @@ type Token struct {
 	Name   string
 	SHA256 string // 64 lowercase hex digits
 	Role   string // admin, editor or viewer
-	Line   int    // the [[tokens]] line
+	// MaxRunning is how many runs the token may have going at once; 0
+	// (not set) means [runs] max_running_per_token.
+	MaxRunning int
+	Line       int // the [[tokens]] line
+}
+
+// MaxRunningOf is how many runs the token may have going at once.
+func (c *Config) MaxRunningOf(tok Token) int {
+	if tok.MaxRunning > 0 {
+		return tok.MaxRunning
+	}
+	return c.Runs.MaxRunningPerToken
 }
 
 // LogConfig is [log].
@@ -123,7 +141,7 @@ const (
 // Default returns the configuration used when a file sets nothing.
 func Default() *Config {
 	return &Config{
-		Server:  ServerConfig{Listen: "127.0.0.1:8080"},
+		Server:  ServerConfig{Listen: "127.0.0.1:8080", StateDir: "/var/lib/toolhost"},
 		Plugins: PluginsConfig{Dir: "/usr/lib/toolhost/plugins", SHA256: map[string]string{}, StartTimeoutSeconds: 10},
 		HTTP:    HTTPConfig{TimeoutSeconds: 30, MaxBytes: 10 * mib},
 		Python: PythonConfig{
@@ -139,7 +157,7 @@ func Default() *Config {
 			WorkMB:         256,
 			Pool:           PoolConfig{Size: 2, Max: 16, MaxIdleMinutes: 10},
 		},
-		Runs:  RunsConfig{KeepMinutes: 60},
+		Runs:  RunsConfig{KeepMinutes: 60, MaxRunningPerToken: 8},
 		Log:   LogConfig{Level: "info", Format: "text"},
 		Kinds: map[string]map[string]any{},
 	}
@@ -214,6 +232,7 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 				}
 			}
 		}
+		d.path(t, "state_dir", dir, &c.Server.StateDir, false)
 		t.done()
 	}
 
@@ -246,6 +265,7 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 	if v, ok := top.get("runs"); ok {
 		t := d.table("runs", v)
 		t.int("keep_minutes", &c.Runs.KeepMinutes, 1, 10080)
+		t.int("max_running_per_token", &c.Runs.MaxRunningPerToken, 1, 1024)
 		t.done()
 	}
 
@@ -402,6 +422,7 @@ func (d *decoder) decodeTokens(l []any, c *Config) {
 		} else if _, ok := t.m["role"]; !ok {
 			d.addf(p, "the token has no role: add role = \"viewer\" (or \"editor\", \"admin\")")
 		}
+		t.int("max_running", &tok.MaxRunning, 1, 1024)
 		t.done()
 		c.Tokens = append(c.Tokens, tok)
 	}

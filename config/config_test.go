@@ -64,6 +64,11 @@ func TestParseErrors(t *testing.T) {
 		{"pool idle", "[python.pool]\nmax_idle_minutes = 0\n", `toolhost.toml:2: python.pool.max_idle_minutes: must be from 1 to 1440, not 0`},
 		{"pool unknown", "[python.pool]\nmin = 1\n", `toolhost.toml:2: python.pool: unknown key "min" (did you mean "max"?)`},
 		{"runs", "[runs]\nkeep_minutes = 0\n", `toolhost.toml:2: runs.keep_minutes: must be from 1 to 10080, not 0`},
+		{"runs per token", "[runs]\nmax_running_per_token = 0\n", `toolhost.toml:2: runs.max_running_per_token: must be from 1 to 1024, not 0`},
+		{"state dir empty", "[server]\nstate_dir = \"\"\n", `toolhost.toml:2: server.state_dir: must not be empty: leave state_dir out to use the default, "/var/lib/toolhost"`},
+		{"state dir type", "[server]\nstate_dir = 1\n", `toolhost.toml:2: server.state_dir: must be a string, not a whole number`},
+		{"token max running", "[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"editor\"\nmax_running = 0\n", `toolhost.toml:5: tokens[0].max_running: must be from 1 to 1024, not 0`},
+		{"token max running type", "[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"editor\"\nmax_running = \"8\"\n", `toolhost.toml:5: tokens[0].max_running: must be a whole number, not a string`},
 		{"log level", "[log]\nlevel = \"verbose\"\n", `toolhost.toml:2: log.level: must be one of "trace", "debug", "info", "warn", "error", not "verbose"`},
 		{"log format", "[log]\nformat = \"xml\"\n", `toolhost.toml:2: log.format: must be one of "text", "json", not "xml"`},
 		{"tokens as table", "[tokens]\nname = \"a\"\n", `toolhost.toml:1: tokens: must be a list of tables: write [[tokens]], with two brackets, once for each`},
@@ -75,7 +80,7 @@ func TestParseErrors(t *testing.T) {
 		{"token dup", "[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"admin\"\n[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"viewer\"\n",
 			"toolhost.toml:6: tokens[1].name: \"a\" is already the name of tokens[0]\n" +
 				"toolhost.toml:7: tokens[1].sha256: the same token is already given to tokens[0]"},
-		{"token unknown", "[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"admin\"\ntoken = \"s3cret\"\n", `toolhost.toml:5: tokens[0]: unknown key "token"; the keys allowed here are "name", "sha256", "role"`},
+		{"token unknown", "[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"admin\"\ntoken = \"s3cret\"\n", `toolhost.toml:5: tokens[0]: unknown key "token"; the keys allowed here are "name", "sha256", "role", "max_running"`},
 		{"kinds reserved", "[kinds.http]\nx = 1\n", `toolhost.toml:1: kinds.http: the http kind's settings go in [http], not [kinds.http]`},
 		{"kinds bad name", "[kinds.Weather]\nx = 1\n", `toolhost.toml:1: kinds.Weather: "Weather" is not a kind name: it must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores`},
 		{"kinds not table", "[kinds]\nweather = 1\n", `toolhost.toml:2: kinds.weather: must be a table, not a whole number`},
@@ -125,6 +130,8 @@ func TestDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"listen", d.Server.Listen, "127.0.0.1:8080"},
+		{"state dir", d.Server.StateDir, "/var/lib/toolhost"},
+		{"max running per token", d.Runs.MaxRunningPerToken, 8},
 		{"plugins dir", d.Plugins.Dir, "/usr/lib/toolhost/plugins"},
 		{"start timeout", d.Plugins.StartTimeoutSeconds, 10},
 		{"tools dir", d.ToolsDir, ""},
@@ -155,6 +162,7 @@ func TestEverySetting(t *testing.T) {
 [server]
 listen = ":9000"
 allowed_origins = ["https://chat.example.com", "http://localhost:3000"]
+state_dir = "state"
 [plugins]
 dir = "/opt/plugins"
 start_timeout_seconds = 5
@@ -180,10 +188,16 @@ work_mb = 16
 pool = { size = 0, max = 4, max_idle_minutes = 3, preload = ["numpy", "xml.etree"] }
 [runs]
 keep_minutes = 5
+max_running_per_token = 3
 [[tokens]]
 name = "alice"
 sha256 = "` + hexB + `"
 role = "admin"
+max_running = 20
+[[tokens]]
+name = "bob"
+sha256 = "` + hexA + `"
+role = "editor"
 [log]
 level = "debug"
 format = "json"
@@ -197,7 +211,7 @@ retries = 3
 	}
 	want := &Config{
 		File:     "/srv/th/conf/toolhost.toml",
-		Server:   ServerConfig{Listen: ":9000", AllowedOrigins: []string{"https://chat.example.com", "http://localhost:3000"}},
+		Server:   ServerConfig{Listen: ":9000", AllowedOrigins: []string{"https://chat.example.com", "http://localhost:3000"}, StateDir: "/srv/th/conf/state"},
 		Plugins:  PluginsConfig{Dir: "/opt/plugins", SHA256: map[string]string{"http": hexA}, StartTimeoutSeconds: 5},
 		ToolsDir: "/srv/th/conf/tools",
 		HTTP:     HTTPConfig{AllowPrivate: true, TimeoutSeconds: 5, MaxBytes: 1024},
@@ -207,10 +221,13 @@ retries = 3
 			MaxMemoryMB: 512, MaxOutputBytes: 2048, ExtraAllowedCIDRs: []string{"203.0.113.0/24", "2001:db8::/32"},
 			Pids: 32, TmpMB: 8, WorkMB: 16, Pool: PoolConfig{Size: 0, Max: 4, MaxIdleMinutes: 3, Preload: []string{"numpy", "xml.etree"}},
 		},
-		Runs:   RunsConfig{KeepMinutes: 5},
-		Tokens: []Token{{Name: "alice", SHA256: hexB, Role: "admin", Line: 30}},
-		Log:    LogConfig{Level: "debug", Format: "json"},
-		Kinds:  map[string]map[string]any{"weather": {"api_url": "https://api.example.com", "retries": int64(3)}},
+		Runs: RunsConfig{KeepMinutes: 5, MaxRunningPerToken: 3},
+		Tokens: []Token{
+			{Name: "alice", SHA256: hexB, Role: "admin", MaxRunning: 20, Line: 32},
+			{Name: "bob", SHA256: hexA, Role: "editor", Line: 37},
+		},
+		Log:   LogConfig{Level: "debug", Format: "json"},
+		Kinds: map[string]map[string]any{"weather": {"api_url": "https://api.example.com", "retries": int64(3)}},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
@@ -228,6 +245,9 @@ retries = 3
 	}
 	if len(py) != 13 {
 		t.Errorf("KindConfig(python) has %d keys, want 13 (one for each key of [python])", len(py))
+	}
+	if a, b := c.MaxRunningOf(c.Tokens[0]), c.MaxRunningOf(c.Tokens[1]); a != 20 || b != 3 {
+		t.Errorf("max running of alice and bob = %d, %d; want 20 (her own) and 3 ([runs] max_running_per_token)", a, b)
 	}
 	if got := c.KindConfig("weather"); !reflect.DeepEqual(got, want.Kinds["weather"]) {
 		t.Errorf("KindConfig(weather) = %v", got)

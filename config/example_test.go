@@ -34,7 +34,7 @@ func exampleTree(t *testing.T) string {
 		copyFile(f, filepath.Join(root, "examples/tools", filepath.Base(f)))
 	}
 	pins := "http = \"" + hexA + "\"\n"
-	if err := os.WriteFile(filepath.Join(root, "bin/plugins/pins.toml"), []byte(pins), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "bin/pins.toml"), []byte(pins), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return filepath.Join(root, "examples/toolhost.toml")
@@ -50,7 +50,8 @@ func TestExampleConfigLoads(t *testing.T) {
 	for _, tc := range []struct{ name, got, want string }{
 		{"listen", c.Server.Listen, "127.0.0.1:8080"},
 		{"plugins dir", c.Plugins.Dir, filepath.Join(root, "bin/plugins")},
-		{"pins file", c.Plugins.SHA256File, filepath.Join(root, "bin/plugins/pins.toml")},
+		{"pins file", c.Plugins.SHA256File, filepath.Join(root, "bin/pins.toml")},
+		{"state dir", c.Server.StateDir, filepath.Join(root, "build/state")},
 		{"pin from pins file", c.Plugins.SHA256["http"], hexA},
 		{"tools dir", c.ToolsDir, filepath.Join(root, "examples/tools")},
 		{"runsc", c.Python.Runsc, filepath.Join(root, "build/bin/runsc")},
@@ -70,9 +71,9 @@ func TestExampleConfigLoads(t *testing.T) {
 func TestExampleConfigWithoutPins(t *testing.T) {
 	file := exampleTree(t)
 	root := filepath.Dir(filepath.Dir(file))
-	os.Remove(filepath.Join(root, "bin/plugins/pins.toml"))
+	os.Remove(filepath.Join(root, "bin/pins.toml"))
 	_, err := Load(file)
-	if err == nil || !strings.Contains(err.Error(), "plugins.sha256_file: can't read "+root+"/bin/plugins/pins.toml: it does not exist; run `make build`") {
+	if err == nil || !strings.Contains(err.Error(), "plugins.sha256_file: can't read "+root+"/bin/pins.toml: it does not exist; run `make build`") {
 		t.Errorf("got %v", err)
 	}
 }
@@ -88,14 +89,14 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 	text := string(data)
 	keys := map[string][]string{
 		"":               {"tools_dir"},
-		"server":         {"listen", "allowed_origins"},
+		"server":         {"listen", "allowed_origins", "state_dir"},
 		"plugins":        {"dir", "sha256_file", "start_timeout_seconds"},
 		"plugins.sha256": nil,
 		"http":           {"allow_private", "timeout_seconds", "max_bytes"},
 		"python": {"runsc", "rootfs", "state_dir", "platform", "sandbox_prefix", "packages", "max_memory_mb",
 			"max_output_bytes", "extra_allowed_cidrs", "pids", "tmp_mb", "work_mb"},
 		"python.pool": {"size", "max", "max_idle_minutes"},
-		"runs":        {"keep_minutes"},
+		"runs":        {"keep_minutes", "max_running_per_token"},
 		"log":         {"level", "format"},
 	}
 	for table, ks := range keys {
@@ -108,7 +109,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 			}
 		}
 	}
-	for _, commented := range []string{"[[tokens]]", "[kinds.", "[[tool]]"} {
+	for _, commented := range []string{"[[tokens]]", "max_running = ", "[kinds.", "[[tool]]"} {
 		if !strings.Contains(text, "# "+commented) {
 			t.Errorf("%s is not shown in the example", commented)
 		}

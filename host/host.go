@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +41,7 @@ type Host struct {
 	plugins  *plugins.Manager
 	registry *tools.Registry
 	runs     *runs.Dispatcher
+	api      *api.Server
 	http     *http.Server
 	// unavailable says why a kind could not be started, by kind.
 	unavailable map[string]string
@@ -52,8 +51,7 @@ type Host struct {
 func New(cfg *config.Config, log hclog.Logger) *Host {
 	h := &Host{cfg: cfg, log: log, registry: tools.NewRegistry(), unavailable: map[string]string{}}
 	h.runs = runs.NewDispatcher(h.registry, h.invoker, log.Named("runs"), time.Duration(cfg.Runs.KeepMinutes)*time.Minute)
-	runs.RemoveOrphanSpills(os.TempDir())
-	h.runs.SpillTo(RunsDir(), runs.DefaultMemoryBytes)
+	h.runs.SetCallers(callers(cfg))
 	h.plugins = plugins.NewManager(plugins.Options{
 		Dir:          cfg.Plugins.Dir,
 		Pins:         cfg.Plugins.SHA256,
@@ -63,7 +61,68 @@ func New(cfg *config.Config, log hclog.Logger) *Host {
 		Logger:       log.Named("plugin"),
 		PinsHint:     pinsHint(cfg),
 	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(pluginCollector{h}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h.api = api.New(api.Options{
+		Registry:       h.registry,
+		Dispatcher:     h.runs,
+		Check:          h.CheckTool,
+		Logger:         log.Named("api"),
+		AllowedOrigins: cfg.Server.AllowedOrigins,
+		Version:        Version,
+		Tokens:         auth.New(cfg.Tokens),
+		UI:             ui.Handler(),
+		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+	})
 	return h
+}
+
+// PrepareState makes the host's state folder ([server] state_dir) ready
+// and keeps the older output of runs in a private folder under it; it
+// removes what an earlier host process left there. Without it, runs keep
+// all their output in memory. serve calls it before Start; check does
+// not, so it never touches the running service's files.
+func (h *Host) PrepareState() error {
+	dir := h.config().Server.StateDir
+	sd, err := runs.OpenSpillDir(dir)
+	if err != nil {
+		return fmt.Errorf("the state folder can't be used ([server] state_dir = %q in %s): %w", dir, h.config().File, err)
+	}
+	h.runs.SpillTo(sd, runs.DefaultMemoryBytes)
+	h.log.Debug("run output beyond memory goes to disk", "folder", sd.Path())
+	return nil
+}
+
+// callers says what each principal may do under cfg: the token's limit
+// on runs going at once, or why it may no longer run tools.
+func callers(cfg *config.Config) runs.Callers {
+	byName := make(map[string]config.Token, len(cfg.Tokens))
+	for _, t := range cfg.Tokens {
+		byName[t.Name] = t
+	}
+	perToken := cfg.Runs.MaxRunningPerToken
+	return func(principal string) runs.Caller {
+		if len(byName) == 0 {
+			if principal == auth.LocalName {
+				return runs.Caller{MaxRunning: perToken, Who: `the caller "local" (every caller on this machine, as no tokens are configured)`, Setting: "[runs] max_running_per_token"}
+			}
+			return runs.Caller{Refused: fmt.Sprintf("the token %q was removed from the config", principal)}
+		}
+		tok, ok := byName[principal]
+		switch {
+		case !ok && principal == auth.LocalName:
+			return runs.Caller{Refused: "this host now needs a token, and the run was started without one"}
+		case !ok:
+			return runs.Caller{Refused: fmt.Sprintf("the token %q was removed from the config", principal)}
+		case !(auth.Identity{Role: tok.Role}).CanCall():
+			return runs.Caller{Refused: fmt.Sprintf("the token %q is a %s now, and may not run tools", principal, tok.Role)}
+		}
+		c := runs.Caller{MaxRunning: cfg.MaxRunningOf(tok), Who: fmt.Sprintf("the token %q", principal), Setting: "its max_running"}
+		if tok.MaxRunning == 0 {
+			c.Setting = "[runs] max_running_per_token"
+		}
+		return c
+	}
 }
 
 func pinsHint(cfg *config.Config) string {
@@ -178,14 +237,24 @@ func (h *Host) recheck(gen int64, defs []config.Tool) {
 	}
 }
 
-// Reload takes a new config while serving: each kind gets its new table,
-// and the tools are loaded and checked again and replace the served set at
-// once. Runs going on are not touched. What only a start reads (listen,
-// tokens, the plugin folder and pins) waits for the next start.
+// Reload takes a new config while serving: the tokens and the limits on
+// runs apply from the next request on (an open websocket whose token was
+// removed or lowered in role is told why and closed; see
+// api.Server.SetTokens), each kind gets its new table, and the tools are
+// loaded and checked again and replace the served set at once. Runs going
+// on are not stopped, but the runs of a token removed or lowered to viewer
+// may no longer call tools. What only a start reads (listen, allowed
+// origins, state_dir, the plugin folder and pins) waits for the next
+// start.
 func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
 	h.cfgMu.Lock()
 	h.cfg = cfg
 	h.cfgMu.Unlock()
+	h.runs.SetCallers(callers(cfg))
+	h.api.SetTokens(auth.New(cfg.Tokens))
+	if len(cfg.Tokens) == 0 {
+		h.log.Warn("NO TOKENS ARE CONFIGURED after the reload: every caller on this machine is an admin, and nobody else is served")
+	}
 	var pr Problems
 	for _, kind := range h.plugins.Kinds() {
 		p, ok := h.plugins.Kind(kind)
@@ -206,36 +275,9 @@ func (h *Host) CheckTool(ctx context.Context, def config.Tool) (*tools.Tool, err
 	return tools.Check(ctx, def, h.kinds)
 }
 
-// RunsDir is the folder where runs keep the part of their output that does
-// not stay in memory; the host removes it when it stops.
-func RunsDir() string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", runs.SpillDirPrefix, os.Getpid()))
-}
-
-// Handler is the host's HTTP handler.
-func (h *Host) Handler() http.Handler {
-	mux := http.NewServeMux()
-	// /metrics carries counts and gauges only, no tool data: it is open
-	// to scrapers as /healthz is.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(pluginCollector{h}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/", h.apiHandler())
-	return mux
-}
-
-func (h *Host) apiHandler() http.Handler {
-	return api.New(api.Options{
-		Registry:       h.registry,
-		Dispatcher:     h.runs,
-		Check:          h.CheckTool,
-		Logger:         h.log.Named("api"),
-		AllowedOrigins: h.cfg.Server.AllowedOrigins,
-		Version:        Version,
-		Tokens:         auth.New(h.cfg.Tokens),
-		UI:             ui.Handler(),
-	})
-}
+// Handler is the host's HTTP handler: the API, the web UI and /metrics,
+// all behind the same checks of who is calling.
+func (h *Host) Handler() http.Handler { return h.api }
 
 // Serve serves the API on ln until ctx ends, then shuts down: it stops
 // taking requests, cancels runs, and stops the plugins.

@@ -1,7 +1,8 @@
-// Package api serves the host's HTTP API: health, the tool list as
-// function specs, checking a tool, calling a tool over plain HTTP, reading
-// a run back, the websocket protocol (docs/protocol.md), and the web UI's
-// files; it lets in only callers with a good token.
+// Package api serves the host's HTTP API: health, metrics, the tool list
+// as function specs, checking a tool, calling a tool over plain HTTP,
+// reading a run back, the websocket protocol (docs/protocol.md), and the
+// web UI's files; it lets in only callers with a good token, and when the
+// tokens change it closes the websockets whose token no longer holds.
 package api
 
 import (
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -46,13 +48,16 @@ type Options struct {
 	// Version is the host's version, for /healthz.
 	Version string
 	// Tokens are the tokens callers may present; with none, only callers
-	// on this machine are served, each as admin.
+	// on this machine are served, each as admin. SetTokens changes them.
 	Tokens *auth.Tokens
 	// ConnBuffer bounds the bytes of frames waiting for one websocket
 	// client; 0 means DefaultConnBuffer.
 	ConnBuffer int
 	// UI serves the web UI at /; nil serves none.
 	UI http.Handler
+	// Metrics serves GET /metrics, behind the same checks as every
+	// endpoint (a token of any role); nil serves none.
+	Metrics http.Handler
 }
 
 // Server is the HTTP handler of the API.
@@ -60,6 +65,68 @@ type Server struct {
 	opts      Options
 	mux       *http.ServeMux
 	writePool *sync.Pool
+	tokens    atomic.Pointer[auth.Tokens]
+
+	// connsMu orders sign-ins and SetTokens: a connection signs in
+	// either before a change of tokens, and is checked again by it, or
+	// after, under the new tokens.
+	connsMu sync.Mutex
+	// conns are the open websockets and the HTTP calls waiting for their
+	// run: what a change of tokens checks again.
+	conns map[signedIn]struct{}
+}
+
+// signedIn is a caller that stays signed in for a while: a websocket, or
+// an HTTP call waiting for its run.
+type signedIn interface {
+	// recheck checks the sign-in against tokens put in force. Called
+	// with connsMu held.
+	recheck(tokens *auth.Tokens)
+}
+
+// track adds a caller to those a change of tokens checks again, and checks
+// it against the tokens in force now (they may have changed since it
+// signed in); the returned func removes it.
+func (s *Server) track(c signedIn) (untrack func()) {
+	s.connsMu.Lock()
+	s.conns[c] = struct{}{}
+	c.recheck(s.tokens.Load())
+	s.connsMu.Unlock()
+	return func() {
+		s.connsMu.Lock()
+		delete(s.conns, c)
+		s.connsMu.Unlock()
+	}
+}
+
+// httpWait is an HTTP call waiting for its run's end: a change of tokens
+// that takes its caller's sign-in away ends the wait.
+type httpWait struct {
+	mu     sync.Mutex
+	id     auth.Identity
+	change *auth.Change
+	cancel context.CancelFunc
+}
+
+func (w *httpWait) recheck(tokens *auth.Tokens) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.change != nil {
+		return
+	}
+	id, change := tokens.Recheck(w.id)
+	if change == nil {
+		w.id = id
+		return
+	}
+	w.change = change
+	w.cancel()
+}
+
+func (w *httpWait) revoked() *auth.Change {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.change
 }
 
 // New returns the API's handler.
@@ -73,8 +140,14 @@ func New(opts Options) *Server {
 	if opts.ConnBuffer <= 0 {
 		opts.ConnBuffer = DefaultConnBuffer
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), writePool: &sync.Pool{}}
+	s := &Server{opts: opts, mux: http.NewServeMux(), writePool: &sync.Pool{}, conns: map[signedIn]struct{}{}}
+	s.tokens.Store(opts.Tokens)
 	s.mux.HandleFunc("GET /healthz", s.health)
+	if opts.Metrics != nil {
+		s.mux.HandleFunc("GET /metrics", s.authed(func(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
+			opts.Metrics.ServeHTTP(w, r)
+		}))
+	}
 	s.mux.HandleFunc("GET /api/v1/tools", s.authed(s.listTools))
 	s.mux.HandleFunc("POST /api/v1/tools/check", s.authed(s.checkTool))
 	s.mux.HandleFunc("POST /api/v1/tools/{name}/call", s.authed(s.callTool))
@@ -99,7 +172,7 @@ func New(opts Options) *Server {
 // with a foreign Origin, and, with no tokens, requests for a host name
 // that is not this machine's (DNS rebinding).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.opts.Tokens.Required() && (!fromLoopback(r) || !localName(r.Host)) {
+	if !s.tokens.Load().Required() && (!fromLoopback(r) || !localName(r.Host)) {
 		writeError(w, http.StatusForbidden, "forbidden", "this host serves callers on its own machine only, at localhost or a loopback address (no tokens are configured)")
 		return
 	}
@@ -129,17 +202,35 @@ func localName(hostport string) bool {
 // it who the caller is.
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, auth.Identity)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.opts.Tokens.Required() {
+		tokens := s.tokens.Load()
+		if !tokens.Required() {
 			h(w, r, auth.Local())
 			return
 		}
 		tok, _ := auth.Bearer(r)
-		id, ok := s.opts.Tokens.Check(tok)
+		id, ok := tokens.Check(tok)
 		if !ok {
 			s.unauthorized(w, r)
 			return
 		}
 		h(w, r, id)
+	}
+}
+
+// SetTokens puts a new set of tokens in force, from the next request on.
+// Each open websocket is checked again: one signed in with a token that
+// is gone, renamed or lowered in role (or as the local caller of a host
+// that now needs tokens) gets a closing frame saying why and is closed;
+// its runs go on. One whose role was raised gets the new role at once.
+func (s *Server) SetTokens(t *auth.Tokens) {
+	if t == nil {
+		t = auth.New(nil)
+	}
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	s.tokens.Store(t)
+	for c := range s.conns {
+		c.recheck(t)
 	}
 }
 
@@ -238,8 +329,23 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 		writeError(w, http.StatusInternalServerError, "failed", err.Error())
 		return
 	}
-	last, err := run.Wait(r.Context())
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	wait := &httpWait{id: id, cancel: cancel}
+	untrack := s.track(wait)
+	last, err := run.Wait(ctx)
+	untrack()
 	if err != nil {
+		if change := wait.revoked(); change != nil {
+			// The caller's token was taken away: the run goes on, for an
+			// admin to read, but this caller gets nothing more of it.
+			status := http.StatusUnauthorized
+			if change.Code == "token_downgraded" {
+				status = http.StatusForbidden
+			}
+			writeError(w, status, change.Code, change.Message)
+			return
+		}
 		// The caller went away: nobody is left to read the run.
 		run.Cancel()
 		return
@@ -267,6 +373,10 @@ func callErrorStatus(code string) int {
 		return http.StatusNotFound
 	case "plugin_unavailable":
 		return http.StatusServiceUnavailable
+	case "too_many_runs":
+		return http.StatusTooManyRequests
+	case "forbidden":
+		return http.StatusForbidden
 	}
 	return http.StatusBadRequest
 }

@@ -38,6 +38,9 @@ const (
 	// DefaultConnBuffer is how many bytes of frames wait for one slow
 	// client before its runs' events stop and it is told it fell behind.
 	DefaultConnBuffer = 8 << 20
+	// closeWait is how long a connection being closed by the host may
+	// take to read its last frames before it is cut off.
+	closeWait = 5 * time.Second
 )
 
 // inMessage is every field a client frame may carry; which are needed
@@ -67,6 +70,13 @@ type frameError struct {
 	Type  string         `json:"type"`
 	ID    string         `json:"id,omitempty"`
 	Run   string         `json:"run,omitempty"`
+	Error runs.ErrorBody `json:"error"`
+}
+
+// closingFrame tells a client why the host closes its connection; the
+// close frame follows.
+type closingFrame struct {
+	Type  string         `json:"type"`
 	Error runs.ErrorBody `json:"error"`
 }
 
@@ -109,11 +119,11 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	// A token in the header signs the connection in at once; a wrong one
 	// is refused before the upgrade. Browsers sign in with hello instead.
 	id, signedIn := auth.Identity{}, false
-	if !s.opts.Tokens.Required() {
+	if tokens := s.tokens.Load(); !tokens.Required() {
 		id, signedIn = auth.Local(), true
 	} else if tok, present := auth.Bearer(r); present {
 		var ok bool
-		if id, ok = s.opts.Tokens.Check(tok); !ok {
+		if id, ok = tokens.Check(tok); !ok {
 			s.unauthorized(w, r)
 			return
 		}
@@ -129,6 +139,8 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		out: outbox{limit: s.opts.ConnBuffer, wake: make(chan struct{}, 1)},
 	}
 	c.signedIn.Store(signedIn)
+	// The tokens may have changed since the check above.
+	defer s.track(c)()
 	if !signedIn {
 		t := time.AfterFunc(signInWait, func() {
 			if !c.signedIn.Load() {
@@ -153,6 +165,9 @@ type wsConn struct {
 	peer   string
 
 	signedIn atomic.Bool
+	// closing is set once the host has decided to close the connection:
+	// frames from the client are no longer acted on.
+	closing atomic.Bool
 
 	mu    sync.Mutex
 	id    auth.Identity        // who the connection is signed in as
@@ -169,7 +184,8 @@ func (c *wsConn) who() auth.Identity {
 // outFrame is a frame waiting for the writer.
 type outFrame struct {
 	b     []byte
-	final bool // close the connection once it is written
+	final bool   // close the connection once it is written
+	why   string // the close frame's reason, with final
 }
 
 // outbox is the frames waiting for one connection's writer, with their
@@ -300,7 +316,7 @@ func (c *wsConn) writeLoop() {
 				}
 				c.out.written(len(f.b))
 				if f.final {
-					_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, ""))
+					_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, f.why))
 					return
 				}
 			}
@@ -339,13 +355,40 @@ func (c *wsConn) send(v any) {
 	}
 }
 
-// closeWith sends a last frame and closes the connection.
-func (c *wsConn) closeWith(v any) {
-	if b := c.encode(v); b != nil {
-		c.out.push(outFrame{b: b, final: true})
-	} else {
+// closeWith sends a last frame and closes the connection (with why as
+// the close frame's reason).
+func (c *wsConn) closeWith(v any, why ...string) {
+	c.closing.Store(true)
+	b := c.encode(v)
+	if b == nil || !c.out.push(outFrame{b: b, final: true, why: strings.Join(why, " ")}) {
 		c.cancel()
 	}
+}
+
+// recheck checks the connection's sign-in against tokens put in force:
+// one that no longer holds is told why and closed; the runs it started go
+// on. Called with s.connsMu held.
+func (c *wsConn) recheck(tokens *auth.Tokens) {
+	if !c.signedIn.Load() || c.closing.Load() {
+		return
+	}
+	c.mu.Lock()
+	id, change := tokens.Recheck(c.id)
+	if change == nil {
+		c.id = id
+		c.mu.Unlock()
+		return
+	}
+	old := c.id
+	c.id = auth.Identity{}
+	c.mu.Unlock()
+	c.s.opts.Logger.Info("closing a websocket: its sign-in no longer holds", "principal", old.Name, "peer", c.peer, "why", change.Code)
+	c.closeWith(closingFrame{Type: "closing", Error: runs.ErrorBody{Code: change.Code, Message: change.Message}}, change.Code)
+	// A client that reads nothing is cut off all the same.
+	time.AfterFunc(closeWait, func() {
+		c.cancel()
+		_ = c.ws.NetConn().Close()
+	})
 }
 
 func (c *wsConn) sendError(id, run, code, message string) {
@@ -395,6 +438,9 @@ func badFrame(id, message string) *frameError {
 // handle acts on one frame; it returns false when the connection must
 // close (the writer closes it after the last frame).
 func (c *wsConn) handle(data []byte) bool {
+	if c.closing.Load() {
+		return true // the connection is closing: nothing more is done for it
+	}
 	m, bad := decodeFrame(data)
 	if !c.signedIn.Load() && (bad != nil || m.Type != "hello") {
 		c.closeWith(frameError{Type: "error", ID: m.ID, Error: runs.ErrorBody{Code: "unauthorized",
@@ -427,17 +473,23 @@ func (c *wsConn) hello(m inMessage) bool {
 		c.sendError(m.ID, "", "unsupported_protocol", fmt.Sprintf("this host speaks protocol %d, not %d", ProtocolVersion, m.Protocol))
 		return true
 	}
-	if m.Token != "" && c.s.opts.Tokens.Required() {
-		id, ok := c.s.opts.Tokens.Check(m.Token)
-		if !ok {
+	if m.Token != "" {
+		// Under connsMu: a change of tokens comes wholly before or after.
+		c.s.connsMu.Lock()
+		tokens := c.s.tokens.Load()
+		id, ok := tokens.Check(m.Token)
+		if ok {
+			c.mu.Lock()
+			c.id = id
+			c.mu.Unlock()
+			c.signedIn.Store(true)
+		}
+		c.s.connsMu.Unlock()
+		if !ok && tokens.Required() {
 			c.s.opts.Logger.Warn("refused a websocket sign-in with a wrong token", "peer", c.peer, "client", m.Client)
 			c.closeWith(frameError{Type: "error", ID: m.ID, Error: runs.ErrorBody{Code: "unauthorized", Message: "the token is not one this host knows"}})
 			return false
 		}
-		c.mu.Lock()
-		c.id = id
-		c.mu.Unlock()
-		c.signedIn.Store(true)
 	}
 	who := c.who()
 	if c.signedIn.Load() {
@@ -445,7 +497,7 @@ func (c *wsConn) hello(m inMessage) bool {
 	}
 	c.send(map[string]any{
 		"type": "hello", "id": m.ID, "protocol": ProtocolVersion, "server": "toolhost", "version": c.s.opts.Version,
-		"auth_required": c.s.opts.Tokens.Required(), "principal": who.Name, "role": who.Role,
+		"auth_required": c.s.tokens.Load().Required(), "principal": who.Name, "role": who.Role,
 	})
 	return true
 }

@@ -79,6 +79,7 @@ func fakeTools() []*tools.Tool {
 
 type testHost struct {
 	srv  *httptest.Server
+	api  *Server
 	runs *runs.Dispatcher
 	url  string // ws://…/api/v1/ws
 }
@@ -100,9 +101,14 @@ func newTestHost(t testing.TB, opts Options) *testHost {
 	reg := tools.NewRegistry()
 	reg.Replace(fakeTools())
 	d := runs.NewDispatcher(reg, func(kind string) (runs.Invoker, bool) { return fakeKind{}, kind == "fake" }, nil, time.Hour)
-	d.SpillTo(t.TempDir(), 64<<10)
+	sd, err := runs.OpenSpillDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SpillTo(sd, 64<<10)
 	opts.Registry, opts.Dispatcher = reg, d
-	srv := httptest.NewUnstartedServer(New(opts))
+	api := New(opts)
+	srv := httptest.NewUnstartedServer(api)
 	srv.Listener = smallBuffers{srv.Listener}
 	srv.Start()
 	t.Cleanup(func() {
@@ -111,7 +117,7 @@ func newTestHost(t testing.TB, opts Options) *testHost {
 		d.CancelAll()
 		d.Close()
 	})
-	return &testHost{srv: srv, runs: d, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/ws"}
+	return &testHost{srv: srv, api: api, runs: d, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/ws"}
 }
 
 type client struct {

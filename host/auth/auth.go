@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -24,10 +25,74 @@ const (
 type Identity struct {
 	Name string // the principal, as logs and run records show it
 	Role string
+	// sum is the SHA-256 of the token the caller signed in with; zero for
+	// Local.
+	sum [sha256.Size]byte
 }
 
+// LocalName is the principal of every caller of a host with no tokens.
+const LocalName = "local"
+
 // Local is every caller of a host with no tokens configured.
-func Local() Identity { return Identity{Name: "local", Role: Admin} }
+func Local() Identity { return Identity{Name: LocalName, Role: Admin} }
+
+// local says whether the identity is Local's, not a token's.
+func (id Identity) local() bool { return id.sum == [sha256.Size]byte{} }
+
+// rank orders the roles: a higher rank may do more.
+func rank(role string) int {
+	switch role {
+	case Admin:
+		return 3
+	case Editor:
+		return 2
+	case Viewer:
+		return 1
+	}
+	return 0
+}
+
+// Change says why an identity signed in under earlier tokens no longer
+// holds under the tokens in force: Code is "token_revoked" (the token is
+// gone, renamed, or tokens were turned on or off) or "token_downgraded"
+// (its role is lower now); Message says so in words, and what to do.
+type Change struct {
+	Code    string
+	Message string
+}
+
+// Recheck says who id, signed in under an earlier set of tokens, is under
+// t: the same caller, in its role now (a role raised is taken as it is),
+// or a Change when the identity no longer holds and the caller must sign
+// in again.
+func (t *Tokens) Recheck(id Identity) (Identity, *Change) {
+	if id.local() {
+		if t.Required() {
+			return Identity{}, &Change{Code: "token_revoked", Message: "this host now needs a token ([[tokens]] were added to its config); connect again with a token"}
+		}
+		return id, nil
+	}
+	if !t.Required() {
+		return Identity{}, &Change{Code: "token_revoked", Message: fmt.Sprintf("the token %q was removed from the config, with every other: the host now serves its own machine only, without a token; connect again from there", id.Name)}
+	}
+	e, ok := t.find(id.sum)
+	switch {
+	case !ok:
+		return Identity{}, &Change{Code: "token_revoked", Message: fmt.Sprintf("the token %q was removed from the config; connect again with another token", id.Name)}
+	case e.name != id.Name:
+		return Identity{}, &Change{Code: "token_revoked", Message: fmt.Sprintf("the token %q is named %q in the config now; connect again to go on as %q", id.Name, e.name, e.name)}
+	case rank(e.role) < rank(id.Role):
+		return Identity{}, &Change{Code: "token_downgraded", Message: fmt.Sprintf("the role of the token %q was lowered from %s to %s in the config; connect again to go on as %s", id.Name, id.Role, e.role, article(e.role))}
+	}
+	return e.identity(), nil
+}
+
+func article(role string) string {
+	if role == Admin || role == Editor {
+		return "an " + role
+	}
+	return "a " + role
+}
 
 // CanCall says whether the identity may run tools (and check them).
 func (id Identity) CanCall() bool { return id.Role == Admin || id.Role == Editor }
@@ -77,6 +142,16 @@ func (t *Tokens) Check(token string) (Identity, bool) {
 		return Identity{}, false
 	}
 	sum := sha256.Sum256([]byte(token))
+	e, ok := t.find(sum)
+	if !ok {
+		return Identity{}, false
+	}
+	return e.identity(), true
+}
+
+// find returns the entry of a token's SHA-256, looking at every entry
+// whichever matches, each in constant time.
+func (t *Tokens) find(sum [sha256.Size]byte) (entry, bool) {
 	found := -1
 	for i := range t.entries {
 		if subtle.ConstantTimeCompare(sum[:], t.entries[i].sum[:]) == 1 {
@@ -84,10 +159,12 @@ func (t *Tokens) Check(token string) (Identity, bool) {
 		}
 	}
 	if found < 0 {
-		return Identity{}, false
+		return entry{}, false
 	}
-	return Identity{Name: t.entries[found].name, Role: t.entries[found].role}, true
+	return t.entries[found], true
 }
+
+func (e entry) identity() Identity { return Identity{Name: e.name, Role: e.role, sum: e.sum} }
 
 // Bearer returns the token of an "Authorization: Bearer …" header, and
 // whether the request carried an Authorization header at all.

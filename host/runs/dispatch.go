@@ -7,10 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +37,42 @@ type Dispatcher struct {
 	runs map[string]*Run
 	// parent of a nested run, for the depth limit.
 	parent map[string]string
+	// callers says what each principal may do; nil lets everyone run
+	// without a limit.
+	callers Callers
+	// places counts, by principal, the places its runs hold (see Caller).
+	places map[string]int
+	// placeFreed is closed and replaced whenever a place comes free.
+	placeFreed chan struct{}
 }
+
+// Caller is what the dispatcher knows of a principal: whether it may
+// still run tools, and how many runs it may have going at once.
+//
+// Every run holds a place among its principal's MaxRunning while it runs.
+// A run that calls a tool (a nested call, through HostService) lends its
+// place to the first of its calls going at a time, so a chain of nested
+// calls holds one place; nested calls made side by side hold one more
+// each. A top-level call past the limit is refused at once (too_many_runs);
+// a nested call past it waits for a place for as long as its caller waits
+// for it. The lent place always lets one nested call of every run go on,
+// so a run whose nested calls are more than the limit is slowed down,
+// never stuck.
+type Caller struct {
+	// Refused, when set, says why the principal may not run tools any
+	// more (its token was removed or lowered to viewer); its runs' nested
+	// calls are refused with it.
+	Refused string
+	// MaxRunning is how many places the principal's runs may hold; 0 is
+	// no limit.
+	MaxRunning int
+	// Who and Setting name the principal and its limit in the message of
+	// a refused call, e.g. `the token "ed"` and "its max_running".
+	Who, Setting string
+}
+
+// Callers says what a principal may do now.
+type Callers func(principal string) Caller
 
 // MaxNesting bounds tools calling tools calling tools.
 const MaxNesting = 8
@@ -51,14 +82,26 @@ func NewDispatcher(reg *tools.Registry, plugins Plugins, log hclog.Logger, keep 
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Dispatcher{registry: reg, plugins: plugins, log: log, keep: keep, runs: map[string]*Run{}, parent: map[string]string{}}
+	return &Dispatcher{
+		registry: reg, plugins: plugins, log: log, keep: keep, runs: map[string]*Run{}, parent: map[string]string{},
+		places: map[string]int{}, placeFreed: make(chan struct{}),
+	}
+}
+
+// SetCallers sets what each principal may do, for the calls from now on;
+// runs going on keep their places.
+func (d *Dispatcher) SetCallers(c Callers) {
+	d.mu.Lock()
+	d.callers = c
+	d.mu.Unlock()
+	d.freed() // a higher limit may let a waiting nested call go
 }
 
 // SpillTo makes runs keep at most about memoryBytes of their events in
-// memory and move older ones to a file of their own in dir (made when
-// first needed). Call it before the first Start; without it every event
-// stays in memory.
-func (d *Dispatcher) SpillTo(dir string, memoryBytes int) {
+// memory and move older ones to a file of their own in dir. Call it
+// before the first Start; without it every event stays in memory. Close
+// closes dir.
+func (d *Dispatcher) SpillTo(dir *SpillDir, memoryBytes int) {
 	if memoryBytes <= 0 {
 		memoryBytes = DefaultMemoryBytes
 	}
@@ -88,8 +131,14 @@ type Request struct {
 
 // Start checks a call and starts its run. The run goes on until it ends or
 // is cancelled, whoever is reading it. A call refused before it ran returns
-// a *CallError.
+// a *CallError. A call past its principal's limit is refused at once.
 func (d *Dispatcher) Start(req Request) (*Run, error) {
+	return d.start(context.Background(), req, false)
+}
+
+// start is Start; with wait, a call past its principal's limit waits for
+// a place until ctx ends instead of being refused.
+func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, error) {
 	tool, ok := d.registry.Get(req.Tool)
 	if !ok {
 		return nil, &CallError{Code: "unknown_tool", Message: fmt.Sprintf("there is no tool named %q", req.Tool)}
@@ -105,17 +154,105 @@ func (d *Dispatcher) Start(req Request) (*Run, error) {
 	if !ok {
 		return nil, &CallError{Code: "plugin_unavailable", Message: fmt.Sprintf("the %s kind is not running", tool.Kind)}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	runCtx, cancel := context.WithCancel(context.Background())
 	req.Tool = tool.Name
 	run := newRun(newRunID(), req, d.spill, cancel)
-	d.mu.Lock()
-	d.runs[run.ID] = run
-	if req.Parent != "" {
-		d.parent[run.ID] = req.Parent
+	if err := d.admit(ctx, run, req, wait); err != nil {
+		cancel()
+		return nil, err
 	}
-	d.mu.Unlock()
-	go d.execute(ctx, run, tool, inv, args)
+	go d.execute(runCtx, run, tool, inv, args)
 	return run, nil
+}
+
+// admit gives the run a place among its principal's and records it, or
+// says why it can't.
+func (d *Dispatcher) admit(ctx context.Context, run *Run, req Request, wait bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		c := Caller{}
+		if d.callers != nil {
+			c = d.callers(req.Principal)
+		}
+		if c.Refused != "" {
+			return &CallError{Code: "forbidden", Message: c.Refused}
+		}
+		parent := d.runs[req.Parent]
+		switch {
+		case parent != nil && parent.holds && parent.lentTo == nil && parent.Principal == req.Principal:
+			parent.lentTo, run.lender = run, parent
+		case c.MaxRunning <= 0 || d.places[req.Principal] < c.MaxRunning:
+			d.places[req.Principal]++
+		case !wait:
+			return &CallError{Code: "too_many_runs", Message: fmt.Sprintf("%s already has %d runs going (%s); wait for one to finish or cancel one", c.Who, d.places[req.Principal], c.Setting)}
+		default:
+			ch := d.placeFreed
+			d.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				d.mu.Lock()
+				return ctx.Err()
+			}
+			d.mu.Lock()
+			continue
+		}
+		run.holds = true
+		d.runs[run.ID] = run
+		if req.Parent != "" {
+			d.parent[run.ID] = req.Parent
+		}
+		return nil
+	}
+}
+
+// release gives up the run's place: to the nested call it lent it to, back
+// to the run that lent it, or to its principal.
+func (d *Dispatcher) release(run *Run) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !run.holds {
+		return
+	}
+	run.holds = false
+	switch {
+	case run.lentTo != nil:
+		// The run ends before its nested call: the call keeps the place.
+		child := run.lentTo
+		child.lender = run.lender
+		if run.lender != nil {
+			run.lender.lentTo = child
+		}
+		run.lentTo, run.lender = nil, nil
+		return
+	case run.lender != nil:
+		run.lender.lentTo = nil
+		run.lender = nil
+	default:
+		if d.places[run.Principal]--; d.places[run.Principal] <= 0 {
+			delete(d.places, run.Principal)
+		}
+	}
+	d.freedLocked()
+}
+
+func (d *Dispatcher) freed() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.freedLocked()
+}
+
+func (d *Dispatcher) freedLocked() {
+	close(d.placeFreed)
+	d.placeFreed = make(chan struct{})
+}
+
+// Going is how many places the runs of principal hold now.
+func (d *Dispatcher) Going(principal string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.places[principal]
 }
 
 func (d *Dispatcher) depth(id string) int {
@@ -163,16 +300,21 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 	}
 	mu.Unlock()
 	var ue *sdk.Error
+	var end Event
 	switch {
 	case err == nil:
-		run.append(Event{Type: "result", Result: result})
+		end = Event{Type: "result", Result: result}
 	case errors.As(err, &ue):
-		run.append(Event{Type: "error", Error: &ErrorBody{Code: ue.Code, Message: ue.Message}})
+		end = Event{Type: "error", Error: &ErrorBody{Code: ue.Code, Message: ue.Message}}
 	case errors.Is(err, context.Canceled):
-		run.append(Event{Type: "error", Error: &ErrorBody{Code: "cancelled", Message: "the run was cancelled"}})
+		end = Event{Type: "error", Error: &ErrorBody{Code: "cancelled", Message: "the run was cancelled"}}
 	default:
-		run.append(Event{Type: "error", Error: &ErrorBody{Code: "failed", Message: err.Error()}})
+		end = Event{Type: "error", Error: &ErrorBody{Code: "failed", Message: err.Error()}}
 	}
+	// The place comes free before the end is told: whoever sees the end
+	// may start another run at once.
+	d.release(run)
+	run.append(end)
 	last, _ := run.Wait(context.Background())
 	outcome := last.Type
 	if last.Error != nil {
@@ -227,8 +369,11 @@ func (d *Dispatcher) Close() {
 		r.discard()
 		delete(d.runs, id)
 	}
-	if d.spill.dir != "" {
-		_ = os.RemoveAll(d.spill.dir)
+	if d.spill.dir != nil {
+		if err := d.spill.dir.Close(); err != nil {
+			d.log.Warn("the folder of run output could not be removed", "folder", d.spill.dir.Path(), "error", err)
+		}
+		d.spill.dir = nil
 	}
 }
 
@@ -250,7 +395,7 @@ func (d *Dispatcher) CallTool(ctx context.Context, parentRunID, tool string, arg
 	} else {
 		return sdk.ToolResult{Error: &sdk.Error{Code: "unknown_run", Message: "a nested call must name the run that makes it"}}, nil
 	}
-	run, err := d.Start(Request{Tool: tool, Args: args, Principal: principal, Session: session, Parent: parentRunID})
+	run, err := d.start(ctx, Request{Tool: tool, Args: args, Principal: principal, Session: session, Parent: parentRunID}, true)
 	if err != nil {
 		var ce *CallError
 		if errors.As(err, &ce) {
@@ -281,31 +426,4 @@ func newRunID() string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])
 	return "r" + hex.EncodeToString(b[:])
-}
-
-// SpillDirPrefix starts the name of the folder, one per host process,
-// where runs keep their older output: SpillDirPrefix + the process id.
-const SpillDirPrefix = "toolhost-runs-"
-
-// RemoveOrphanSpills removes the output folders in parent left by host
-// processes that are gone (after a crash); the folders of running hosts
-// are left alone.
-func RemoveOrphanSpills(parent string) {
-	entries, err := os.ReadDir(parent)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		pid, ok := strings.CutPrefix(e.Name(), SpillDirPrefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		n, err := strconv.Atoi(pid)
-		if err != nil || n <= 0 {
-			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", n)); os.IsNotExist(err) {
-			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
-		}
-	}
 }

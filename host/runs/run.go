@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -75,6 +74,12 @@ type Run struct {
 
 	cancel context.CancelFunc
 
+	// The run's place among its principal's runs (see Caller); guarded by
+	// the dispatcher's mu.
+	holds  bool // the run holds a place, its own or lent
+	lender *Run // the run whose place it holds, if lent
+	lentTo *Run // the nested run it lends its place to
+
 	mu sync.Mutex
 	n  uint64 // events appended
 	// Events [0, spilled) are in the spill file, at offsets[seq] up to
@@ -92,7 +97,7 @@ type Run struct {
 
 // spillConfig says where a run's older events go once it holds too many.
 type spillConfig struct {
-	dir         string // "" keeps everything in memory
+	dir         *SpillDir // nil keeps everything in memory
 	memoryBytes int
 }
 
@@ -121,7 +126,7 @@ func (r *Run) append(e Event) {
 	if e.Terminal() {
 		r.ended = time.Now()
 	}
-	if r.spill.dir != "" && r.spillErr == nil && r.memBytes > r.spill.memoryBytes {
+	if r.spill.dir != nil && r.spillErr == nil && r.memBytes > r.spill.memoryBytes {
 		r.spillErr = r.spillOldest()
 	}
 	close(r.changed)
@@ -133,10 +138,7 @@ func (r *Run) append(e Event) {
 // readers and Wait read memory. Called with mu held.
 func (r *Run) spillOldest() error {
 	if r.file == nil {
-		if err := os.MkdirAll(r.spill.dir, 0o700); err != nil {
-			return fmt.Errorf("the folder for run output %s can't be made: %w", r.spill.dir, err)
-		}
-		f, err := os.OpenFile(filepath.Join(r.spill.dir, r.ID+".jsonl"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err := r.spill.dir.create(r.spillName())
 		if err != nil {
 			return fmt.Errorf("the file for the output of run %s can't be made: %w", r.ID, err)
 		}
@@ -324,13 +326,16 @@ func (r *Run) Printed() (stdout, stderr string, err error) {
 	}
 }
 
+// spillName is the name of the run's file in the spill folder.
+func (r *Run) spillName() string { return r.ID + ".jsonl" }
+
 // discard removes the run's file; the run must no longer be read.
 func (r *Run) discard() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.file != nil {
 		_ = r.file.Close()
-		_ = os.Remove(r.file.Name())
+		r.spill.dir.remove(r.spillName())
 		r.file = nil
 	}
 	if r.spilled > 0 && r.spillErr == nil {

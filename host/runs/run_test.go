@@ -11,11 +11,22 @@ import (
 	"time"
 )
 
-func testRun(t *testing.T, dir string, memory int) *Run {
+func testRun(t *testing.T, dir *SpillDir, memory int) *Run {
 	t.Helper()
 	r := newRun("rtest", Request{Tool: "t", Principal: "p", Session: "s", IdempotencyKey: "k"}, spillConfig{dir: dir, memoryBytes: memory}, func() {})
 	t.Cleanup(r.discard)
 	return r
+}
+
+// testSpillDir is a spill folder under a new state folder.
+func testSpillDir(t *testing.T) *SpillDir {
+	t.Helper()
+	sd, err := OpenSpillDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sd.Close() })
+	return sd
 }
 
 // readAll reads a run from seq from to its end with Next, as a client
@@ -44,8 +55,9 @@ func readAll(t *testing.T, r *Run, from uint64) []Event {
 }
 
 func TestRunSpillsOldEventsToDiskAndReadsThemBackInOrder(t *testing.T) {
-	dir := t.TempDir()
-	r := testRun(t, dir, 4<<10)
+	sd := testSpillDir(t)
+	dir := sd.Path()
+	r := testRun(t, sd, 4<<10)
 	line := strings.Repeat("x", 200) + "\n"
 	for i := range 500 {
 		r.append(Event{Type: "stdout", Data: fmt.Sprintf("%03d%s", i, line)})
@@ -98,7 +110,7 @@ func TestRunSpillsOldEventsToDiskAndReadsThemBackInOrder(t *testing.T) {
 }
 
 func TestRunWithoutSpillDirKeepsEverythingInMemory(t *testing.T) {
-	r := testRun(t, "", 100)
+	r := testRun(t, nil, 100)
 	for range 50 {
 		r.append(Event{Type: "stdout", Data: "line\n"})
 	}
@@ -114,7 +126,7 @@ func TestRunWithoutSpillDirKeepsEverythingInMemory(t *testing.T) {
 // A reader following a run live, while it spills, gets every event once,
 // in order, and sees nothing after the terminal event.
 func TestLiveReadersGetEveryEventOnceWhileTheRunSpills(t *testing.T) {
-	r := testRun(t, t.TempDir(), 2<<10)
+	r := testRun(t, testSpillDir(t), 2<<10)
 	const n = 3000
 	var wg sync.WaitGroup
 	results := make([][]Event, 4)
@@ -139,7 +151,7 @@ func TestLiveReadersGetEveryEventOnceWhileTheRunSpills(t *testing.T) {
 }
 
 func TestNextReturnsWhenTheContextEnds(t *testing.T) {
-	r := testRun(t, "", 0)
+	r := testRun(t, nil, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	evs, err := r.Next(ctx, 1)
@@ -149,9 +161,13 @@ func TestNextReturnsWhenTheContextEnds(t *testing.T) {
 }
 
 func TestSweepForgetsEndedRunsAfterTheKeepTimeAndRemovesTheirFiles(t *testing.T) {
-	dir := t.TempDir()
+	sd, err := OpenSpillDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := sd.Path()
 	d := NewDispatcher(nil, nil, nil, time.Minute)
-	d.SpillTo(dir, 1<<10)
+	d.SpillTo(sd, 1<<10)
 	ended := newRun("rended", Request{Tool: "t"}, d.spill, func() {})
 	for range 100 {
 		ended.append(Event{Type: "stdout", Data: strings.Repeat("y", 100)})
@@ -177,23 +193,5 @@ func TestSweepForgetsEndedRunsAfterTheKeepTimeAndRemovesTheirFiles(t *testing.T)
 	d.Close()
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("Close left the spill folder: %v", err)
-	}
-}
-
-func TestRemoveOrphanSpillsKeepsTheFoldersOfLiveHosts(t *testing.T) {
-	parent := t.TempDir()
-	live := filepath.Join(parent, fmt.Sprintf("%s%d", SpillDirPrefix, os.Getpid()))
-	dead := filepath.Join(parent, SpillDirPrefix+"999999999")
-	other := filepath.Join(parent, "something-else")
-	for _, d := range []string{live, dead, other} {
-		if err := os.MkdirAll(filepath.Join(d, "x"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	RemoveOrphanSpills(parent)
-	for d, want := range map[string]bool{live: true, dead: false, other: true} {
-		if _, err := os.Stat(d); (err == nil) != want {
-			t.Errorf("%s: exists %v, want %v", filepath.Base(d), err == nil, want)
-		}
 	}
 }

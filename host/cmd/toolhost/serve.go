@@ -80,6 +80,11 @@ func runServe(args []string, _, stderr io.Writer) int {
 		log.Info("callers need a token", "tokens", len(cfg.Tokens))
 	}
 	h := host.New(cfg, log)
+	if err := h.PrepareState(); err != nil {
+		ln.Close()
+		fmt.Fprintf(stderr, "toolhost: %v\n", err)
+		return 1
+	}
 	problems := h.Start(ctx)
 	for _, p := range problems.Plugins {
 		fmt.Fprintf(stderr, "toolhost: %v\n", p.Err)
