@@ -30,9 +30,13 @@ func (c *KindClient) Describe(ctx context.Context) (Info, []uint32, error) {
 }
 
 // Configure hands the plugin its config table. A bad table comes back as
-// FieldErrors.
+// FieldErrors. It also names the broker id of the host's HostService, which
+// the plugin dials then, once, for the life of its process: call it right
+// after Describe, within go-plugin's 5 s memory of the announcement made
+// when the client was dispensed (host/plugins does). A reload may call it
+// again at any time: the plugin keeps the connection it has.
 func (c *KindClient) Configure(ctx context.Context, config json.RawMessage) error {
-	resp, err := c.client.Configure(ctx, &pluginv1.ConfigureRequest{ConfigJson: string(config)})
+	resp, err := c.client.Configure(ctx, &pluginv1.ConfigureRequest{ConfigJson: string(config), HostServiceId: c.hostServiceID})
 	if err != nil {
 		return fmt.Errorf("the plugin didn't take its config: %w", err)
 	}

@@ -69,21 +69,3 @@ func (c *hostClient) AskModel(ctx context.Context, parentRunID, system, prompt s
 	}
 	return resp.GetText(), nil
 }
-
-// noHost is the Host of a call when the host serves none.
-type noHost struct{ err error }
-
-func (h noHost) unavailable() error {
-	if h.err != nil {
-		return fmt.Errorf("the host can't be reached from this plugin: %w", h.err)
-	}
-	return errors.New("the host serves no HostService to this plugin")
-}
-
-func (h noHost) CallTool(context.Context, string, string, json.RawMessage) (ToolResult, error) {
-	return ToolResult{}, h.unavailable()
-}
-
-func (h noHost) AskModel(context.Context, string, string, string) (string, error) {
-	return "", h.unavailable()
-}

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
@@ -31,8 +32,12 @@ var Handshake = plugin.HandshakeConfig{
 // for: one entry per protocol version. On the plugin side pass the kind
 // and a nil host; on the host side a nil kind and the host's services.
 func PluginSets(kind Kind, host Host) map[int]plugin.PluginSet {
+	return pluginSets(kind, host, nil)
+}
+
+func pluginSets(kind Kind, host Host, logger hclog.Logger) map[int]plugin.PluginSet {
 	return map[int]plugin.PluginSet{
-		1: {PluginName: &KindPlugin{Impl: kind, Host: host}},
+		1: {PluginName: &KindPlugin{Impl: kind, Host: host, Logger: logger}},
 	}
 }
 
@@ -42,18 +47,35 @@ type KindPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Impl Kind
 	Host Host
+	// Logger is where the plugin side logs what its caller can't see
+	// (nil: nowhere).
+	Logger hclog.Logger
+
+	// hostDialOpts are added to the plugin's dial of HostService (tests).
+	hostDialOpts []grpc.DialOption
 }
 
 var _ plugin.GRPCPlugin = (*KindPlugin)(nil)
 
 // GRPCServer registers the kind's gRPC server (plugin side).
 func (p *KindPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	pluginv1.RegisterKindServer(s, &kindServer{impl: p.Impl, broker: broker})
+	logger := p.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	pluginv1.RegisterKindServer(s, &kindServer{
+		impl:   p.Impl,
+		host:   &hostLink{broker: broker, dialOpts: p.hostDialOpts},
+		logger: logger,
+	})
 	return nil
 }
 
 // GRPCClient returns a *KindClient (host side). When Host is set it serves
-// HostService over the broker for the plugin to call back into.
+// HostService over the broker for the plugin to call back into, on one
+// broker id for the life of the plugin process: the KindClient sends that
+// id in every Configure, and the plugin dials it at the first (see
+// hostlink.go for why then, and not per call).
 func (p *KindPlugin) GRPCClient(ctx context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
 	c := &KindClient{client: pluginv1.NewKindClient(conn)}
 	if p.Host != nil {

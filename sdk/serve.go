@@ -20,7 +20,7 @@ func Serve(kind Kind) {
 	})
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: PluginSets(kind, nil),
+		VersionedPlugins: pluginSets(kind, nil, logger),
 		GRPCServer:       plugin.DefaultGRPCServer,
 		Logger:           logger,
 	})

@@ -6,8 +6,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -17,11 +16,11 @@ import (
 // kindServer serves a Kind over gRPC in the plugin process.
 type kindServer struct {
 	pluginv1.UnimplementedKindServer
-	impl   Kind
-	broker *plugin.GRPCBroker
-
-	mu       sync.Mutex
-	hostConn map[uint32]*grpc.ClientConn
+	impl Kind
+	// host is the connection to the host's HostService, dialled when the
+	// host configures the plugin (see hostlink.go for why then).
+	host   *hostLink
+	logger hclog.Logger
 }
 
 var _ pluginv1.KindServer = (*kindServer)(nil)
@@ -42,6 +41,15 @@ func (s *kindServer) Describe(ctx context.Context, _ *pluginv1.DescribeRequest) 
 }
 
 func (s *kindServer) Configure(ctx context.Context, req *pluginv1.ConfigureRequest) (*pluginv1.ConfigureResponse, error) {
+	if id := req.GetHostServiceId(); id != 0 {
+		// Dial the host now, while its announcement is fresh, and keep the
+		// connection; a reload sends the same id and keeps it too. A kind
+		// that never calls back works without it, so a failure is logged
+		// and said again by the Host of the runs that use it.
+		if _, err := s.host.connect(ctx, id, true); err != nil {
+			s.logger.Warn("nested tool calls from this plugin will fail", "error", err)
+		}
+	}
 	cfg := json.RawMessage(req.GetConfigJson())
 	if len(cfg) == 0 {
 		cfg = json.RawMessage("{}")
@@ -107,7 +115,7 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 		RunID:     req.GetCall().GetRunId(),
 		Principal: req.GetCall().GetPrincipal(),
 		Session:   req.GetCall().GetSession(),
-		Host:      s.host(req.GetCall().GetHostServiceId()),
+		Host:      lazyHost{link: s.host, id: req.GetCall().GetHostServiceId()},
 	}
 	if len(call.Args) == 0 {
 		call.Args = json.RawMessage("{}")
@@ -134,26 +142,4 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 	done = true
 	mu.Unlock()
 	return err
-}
-
-// host returns the HostService client for a broker id, dialled once.
-func (s *kindServer) host(id uint32) Host {
-	if id == 0 || s.broker == nil {
-		return noHost{}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hostConn == nil {
-		s.hostConn = map[uint32]*grpc.ClientConn{}
-	}
-	conn, ok := s.hostConn[id]
-	if !ok {
-		var err error
-		conn, err = s.broker.Dial(id)
-		if err != nil {
-			return noHost{err: err}
-		}
-		s.hostConn[id] = conn
-	}
-	return &hostClient{client: pluginv1.NewHostServiceClient(conn)}
 }

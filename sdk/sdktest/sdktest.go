@@ -24,6 +24,11 @@ type Conn struct {
 // Start serves kind over an in-process gRPC connection and returns the
 // host's side of it. host answers the kind's HostService calls; nil gives
 // a host that refuses them. The connection closes when the test ends.
+//
+// Call Configure before Invoke, as the host does: that is when the kind
+// connects to the host's HostService, for good. Without it a run that uses
+// call.Host connects on first use, which works only within 5 s of Start
+// (go-plugin's broker forgets the offer after that).
 func Start(t testing.TB, kind sdk.Kind, host sdk.Host) *Conn {
 	t.Helper()
 	if host == nil {

@@ -140,7 +140,15 @@ func (x *DescribeResponse) GetRunSchema() string {
 type ConfigureRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The kind's config table as a JSON object.
-	ConfigJson    string `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	ConfigJson string `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	// go-plugin broker id where the host serves HostService to this plugin
+	// process, for as long as it runs; 0 when it serves none. The same id in
+	// every Configure of a process. The plugin dials it here, at once: the
+	// broker forgets an announcement nobody dialled after 5 s, so an id
+	// dialled later (on a call, after the host sat idle) is not found. The
+	// plugin keeps the connection for its whole life. Added in protocol 1
+	// beside Call.host_service_id; a plugin that ignores it dials that one.
+	HostServiceId uint32 `protobuf:"varint,2,opt,name=host_service_id,json=hostServiceId,proto3" json:"host_service_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -180,6 +188,13 @@ func (x *ConfigureRequest) GetConfigJson() string {
 		return x.ConfigJson
 	}
 	return ""
+}
+
+func (x *ConfigureRequest) GetHostServiceId() uint32 {
+	if x != nil {
+		return x.HostServiceId
+	}
+	return 0
 }
 
 type ConfigureResponse struct {
@@ -707,7 +722,9 @@ type Call struct {
 	// The conversation the call belongs to, if any.
 	Session string `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
 	// go-plugin broker id where the host serves HostService for this call;
-	// 0 when it serves none.
+	// 0 when it serves none. The same id as ConfigureRequest.host_service_id,
+	// where a plugin dials it; kept for plugins that dial it here, on their
+	// first call (which finds it only within 5 s of the plugin's start).
 	HostServiceId uint32 `protobuf:"varint,4,opt,name=host_service_id,json=hostServiceId,proto3" json:"host_service_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1484,10 +1501,11 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\x11protocol_versions\x18\x02 \x03(\rR\x10protocolVersions\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
-	"run_schema\x18\x04 \x01(\tR\trunSchema\"3\n" +
+	"run_schema\x18\x04 \x01(\tR\trunSchema\"[\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
-	"configJson\"K\n" +
+	"configJson\x12&\n" +
+	"\x0fhost_service_id\x18\x02 \x01(\rR\rhostServiceId\"K\n" +
 	"\x11ConfigureResponse\x126\n" +
 	"\x06errors\x18\x01 \x03(\v2\x1e.toolhost.plugin.v1.FieldErrorR\x06errors\"\x10\n" +
 	"\x0eMetricsRequest\"G\n" +
