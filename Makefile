@@ -37,12 +37,18 @@ plugins: FORCE
 
 # The built-in plugins' pins, read by examples/toolhost.toml
 # ([plugins] sha256_file), so nobody hand-edits hashes of what we built.
+# They go beside the plugin folder, not in it: the pins say what may run
+# from that folder. toolhost refuses a plugin folder, plugin or pins file
+# that group or others can write, so none of them is left so here.
 pins: plugins
+	@chmod go-w bin bin/plugins bin/plugins/toolhost-plugin-*
+	@rm -f bin/plugins/pins.toml
 	@{ echo "# Written by \`make build\`: the SHA-256 of each built-in plugin."; \
 	  for k in $(KINDS); do \
 		echo "$$k = \"$$(sha256sum bin/plugins/toolhost-plugin-$$k | cut -d' ' -f1)\""; \
-	  done; } > bin/plugins/pins.toml
-	@echo "wrote bin/plugins/pins.toml"
+	  done; } > bin/pins.toml.tmp
+	@chmod 0644 bin/pins.toml.tmp && mv bin/pins.toml.tmp bin/pins.toml
+	@echo "wrote bin/pins.toml"
 
 run: build sandbox
 	bin/toolhost serve --config examples/toolhost.toml

@@ -1,12 +1,16 @@
 // Package plugins finds, verifies, starts, watches and stops the host's
-// tool-kind plugin processes. Each kind is one process: pinned by SHA-256,
-// started with a small explicit environment in a process group of its own,
-// restarted with backoff when it dies, and stopped with the host.
+// tool-kind plugin processes. Each kind is one process: pinned by SHA-256
+// and started from a sealed in-memory copy of the bytes that were hashed,
+// with a small explicit environment in a process group of its own,
+// restarted with backoff when it dies, and stopped with the host. A plugin
+// folder, binary or pins file that anyone but root and the host's user
+// could change is refused.
 package plugins
 
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -49,6 +53,9 @@ type Options struct {
 	Logger hclog.Logger
 	// PinsHint names where a missing pin line should be added, for messages.
 	PinsHint string
+	// PinsFile is the file the pins were read from, if any: like Dir, it
+	// is refused when others could change it.
+	PinsFile string
 }
 
 // Manager runs every plugin found in Options.Dir.
@@ -56,6 +63,9 @@ type Manager struct {
 	opts    Options
 	mu      sync.Mutex
 	plugins map[string]*Plugin
+	// beforeExec, for tests, runs once a plugin's binary is checked and
+	// just before its process starts.
+	beforeExec func(kind string)
 }
 
 // NewManager returns a Manager; Start finds and starts the plugins.
@@ -81,8 +91,13 @@ type Problem struct {
 func (p Problem) Error() string { return p.Err.Error() }
 
 // Start finds every plugin binary in the folder and starts it. Plugins that
-// can't be used are returned as problems; the others are running.
+// can't be used are returned as problems; the others are running. A plugin
+// folder or pins file that others could change is one problem (with no
+// Kind), and then no plugin is started.
 func (m *Manager) Start(ctx context.Context) []Problem {
+	if err := m.checkTrust(); err != nil {
+		return []Problem{{Err: err}}
+	}
 	entries, err := os.ReadDir(m.opts.Dir)
 	if err != nil {
 		return []Problem{{Err: fmt.Errorf("the plugin folder %s can't be read: %w", m.opts.Dir, err)}}
@@ -94,11 +109,7 @@ func (m *Manager) Start(ctx context.Context) []Problem {
 			continue
 		}
 		kind := strings.TrimPrefix(name, BinaryPrefix)
-		p := &Plugin{kind: kind, path: filepath.Join(m.opts.Dir, name), m: m}
-		if err := p.verify(); err != nil {
-			problems = append(problems, Problem{Kind: kind, Err: err})
-			continue
-		}
+		p := &Plugin{kind: kind, path: filepath.Join(m.opts.Dir, name), m: m, up: make(chan struct{})}
 		if err := p.start(ctx); err != nil {
 			problems = append(problems, Problem{Kind: kind, Err: err})
 			continue
@@ -109,6 +120,26 @@ func (m *Manager) Start(ctx context.Context) []Problem {
 		m.mu.Unlock()
 	}
 	return problems
+}
+
+// checkTrust refuses a plugin folder or pins file that others could change.
+func (m *Manager) checkTrust() error {
+	if err := CheckNotWritableByOthers(m.opts.Dir, "the plugin folder"); err != nil {
+		return err
+	}
+	if m.opts.PinsFile != "" {
+		return CheckNotWritableByOthers(m.opts.PinsFile, "the pins file")
+	}
+	return nil
+}
+
+func (m *Manager) hookBeforeExec(kind string) {
+	m.mu.Lock()
+	hook := m.beforeExec
+	m.mu.Unlock()
+	if hook != nil {
+		hook(kind)
+	}
 }
 
 // Kind returns the running plugin of a kind.
@@ -156,7 +187,6 @@ type Plugin struct {
 	kind string
 	path string
 	m    *Manager
-	sum  []byte
 
 	mu       sync.Mutex
 	client   *plugin.Client
@@ -164,7 +194,8 @@ type Plugin struct {
 	cmd      *exec.Cmd
 	info     sdk.Info
 	stopping bool
-	// up is closed when the plugin is running; replaced while restarting.
+	// up is closed when the plugin comes up, waking every caller waiting
+	// on it; a fresh one is made when it goes down.
 	up       chan struct{}
 	downErr  error
 	restarts int
@@ -180,13 +211,42 @@ func (p *Plugin) Info() sdk.Info {
 	return p.info
 }
 
-// verify checks the binary against its pin, saying the exact line to add
-// when it has none or the wrong one.
-func (p *Plugin) verify() error {
-	sum, err := fileSHA256(p.path)
+// load reads the binary once into a sealed copy in memory, hashing what it
+// copies, and checks the hash against the pin, saying the exact line to add
+// when it has none or the wrong one. The plugin is started from that copy.
+func (p *Plugin) load() (*os.File, bool, error) {
+	f, err := os.Open(p.path)
 	if err != nil {
-		return fmt.Errorf("the %s plugin %s can't be read: %w", p.kind, p.path, err)
+		return nil, false, fmt.Errorf("the %s plugin %s can't be read: %w", p.kind, p.path, err)
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, fmt.Errorf("the %s plugin %s can't be read: %w", p.kind, p.path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("the %s plugin %s is not a file, so it was not started", p.kind, p.path)
+	}
+	if err := checkOwnerAndMode(fi, fmt.Sprintf("the %s plugin %s", p.kind, p.path), p.path); err != nil {
+		return nil, false, err
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return nil, false, fmt.Errorf("the %s plugin %s is not executable (mode %04o), so it was not started: if it should run, fix it with: chmod +x %s",
+			p.kind, p.path, fi.Mode().Perm(), p.path)
+	}
+	image, sum, script, err := sealedCopy(f, BinaryPrefix+p.kind)
+	if err != nil {
+		return nil, false, fmt.Errorf("the %s plugin %s %w", p.kind, p.path, err)
+	}
+	if err := p.checkPin(sum); err != nil {
+		image.Close()
+		return nil, false, err
+	}
+	return image, script, nil
+}
+
+// checkPin compares a binary's hash with its pin.
+func (p *Plugin) checkPin(sum []byte) error {
 	line := fmt.Sprintf("%s = %q", p.kind, hex.EncodeToString(sum))
 	pin, ok := p.m.opts.Pins[p.kind]
 	if !ok {
@@ -197,31 +257,34 @@ func (p *Plugin) verify() error {
 	if err != nil || len(want) != sha256.Size {
 		return fmt.Errorf("the pin of the %s plugin is not a SHA-256 in hex (64 characters 0-9a-f): %q", p.kind, pin)
 	}
-	if !strings.EqualFold(pin, hex.EncodeToString(sum)) {
+	if subtle.ConstantTimeCompare(want, sum) != 1 {
 		return fmt.Errorf("the %s plugin %s does not match its pin (SHA-256 %s…, the pin says %s…), so it was not started: if you trust this binary, change its line under %s to:\n    %s",
 			p.kind, p.path, hex.EncodeToString(sum)[:12], pin[:12], p.m.opts.PinsHint, line)
 	}
-	p.sum = want
 	return nil
 }
 
-func fileSHA256(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, err
-	}
-	return h.Sum(nil), nil
-}
-
-// start launches the process, checks it speaks our protocol and is the
-// kind its name says, and configures it.
+// start checks the binary against its pin, launches the process from the
+// copy that was checked, checks it speaks our protocol and is the kind its
+// name says, and configures it.
 func (p *Plugin) start(ctx context.Context) error {
-	cmd := exec.Command(p.path)
+	image, script, err := p.load()
+	if err != nil {
+		return err
+	}
+	// The parent's descriptor of the copy is not needed once the process
+	// runs: the process holds the copy itself.
+	defer image.Close()
+	// The kernel executes the sealed copy; argv[0] stays the real path, for
+	// ps and logs. The copy is close-on-exec, so no other program the host
+	// starts gets it, and neither does the plugin: its exec opened the copy
+	// before closing the descriptor. A script is read by its interpreter
+	// after the exec, so it gets the copy as descriptor 3.
+	cmd := &exec.Cmd{Path: fmt.Sprintf("/proc/self/fd/%d", image.Fd()), Args: []string{p.path}}
+	if script {
+		cmd.ExtraFiles = []*os.File{image}
+		cmd.Path = "/proc/self/fd/3"
+	}
 	cmd.Env = append([]string(nil), pluginEnv...)
 	cmd.Dir = "/"
 	// A process group of its own, so stop can kill whatever it started;
@@ -233,8 +296,10 @@ func (p *Plugin) start(ctx context.Context) error {
 		VersionedPlugins: sdk.PluginSets(nil, p.m.opts.Host),
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		// A fresh hash every start: SecureConfig's hash keeps state.
-		SecureConfig: &plugin.SecureConfig{Checksum: p.sum, Hash: sha256.New()},
+		// No SecureConfig: load hashed the very bytes the process runs,
+		// and the copy is sealed. SecureConfig would only hash the same
+		// copy again (Cmd.Path names it), and checking by path is the race
+		// this replaces.
 		StartTimeout: p.m.opts.StartTimeout,
 		SkipHostEnv:  true,
 		Logger:       logger,
@@ -250,6 +315,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		}
 		client.Kill()
 	}
+	p.m.hookBeforeExec(p.kind)
 	rpc, err := client.Client()
 	if err != nil {
 		kill()
@@ -282,12 +348,21 @@ func (p *Plugin) start(ctx context.Context) error {
 		}
 		return fmt.Errorf("the %s plugin: %w", p.kind, err)
 	}
-	logger.Info("plugin started", "path", p.path, "version", info.Version, "protocol", client.NegotiatedVersion())
 	p.mu.Lock()
+	if p.stopping {
+		// Stop ran while this restart was under way and found nothing to stop.
+		p.mu.Unlock()
+		kill()
+		return fmt.Errorf("the %s plugin was stopped while it started", p.kind)
+	}
+	logger.Info("plugin started", "path", p.path, "version", info.Version, "protocol", client.NegotiatedVersion())
 	p.client, p.kc, p.cmd, p.info = client, kc, cmd, info
-	p.up = make(chan struct{})
-	close(p.up)
 	p.downErr = nil
+	select {
+	case <-p.up:
+	default:
+		close(p.up) // wakes every caller waiting in current
+	}
 	p.mu.Unlock()
 	return nil
 }
@@ -305,8 +380,6 @@ func (e *ConfigError) Error() string {
 func explainStart(err error) error {
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "checksum"):
-		return fmt.Errorf("its SHA-256 changed after it was checked: %w", err)
 	case strings.Contains(msg, "Unrecognized remote plugin message"):
 		return fmt.Errorf("it printed something other than the plugin handshake (is it a toolhost plugin built with the SDK, printing nothing before sdk.Serve?): %w", err)
 	case strings.Contains(msg, "timeout"):
@@ -318,6 +391,7 @@ func explainStart(err error) error {
 }
 
 // watch restarts the plugin with backoff whenever its process exits.
+// go-plugin offers no way to wait for the exit, only Exited, so it polls.
 func (p *Plugin) watch() {
 	backoff := 100 * time.Millisecond
 	upSince := time.Now()
@@ -344,14 +418,13 @@ func (p *Plugin) watch() {
 				backoff = 100 * time.Millisecond
 			}
 			p.m.opts.Logger.Warn("plugin exited; restarting", "kind", p.kind, "backoff", backoff)
-			p.client, p.kc = nil, nil
-			p.up = make(chan struct{})
-			p.downErr = fmt.Errorf("the %s plugin stopped and is being restarted", p.kind)
+			p.markDown(client)
+			p.client = nil
 		}
 		p.mu.Unlock()
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 30*time.Second)
-		if err := p.verify(); err != nil {
+		if err := p.m.checkTrust(); err != nil {
 			p.fail(err)
 		} else if err := p.start(context.Background()); err != nil {
 			p.fail(err)
@@ -364,6 +437,19 @@ func (p *Plugin) watch() {
 	}
 }
 
+// markDown records that client's process has exited: callers wait on a
+// fresh up for the next start. It does nothing when client is not the
+// running one or was marked down already, so the up that waiters hold is
+// replaced only once. p.mu is held.
+func (p *Plugin) markDown(client *plugin.Client) {
+	if p.kc == nil || p.client != client {
+		return
+	}
+	p.kc = nil
+	p.up = make(chan struct{})
+	p.downErr = fmt.Errorf("the %s plugin stopped and is being restarted", p.kind)
+}
+
 func (p *Plugin) fail(err error) {
 	p.m.opts.Logger.Error("plugin restart failed", "kind", p.kind, "error", err)
 	p.mu.Lock()
@@ -371,15 +457,24 @@ func (p *Plugin) fail(err error) {
 	p.mu.Unlock()
 }
 
-// current waits briefly for a running plugin and returns its client.
+// current waits briefly for a running plugin and returns its client. A
+// caller waiting through a restart is woken when up is closed.
 func (p *Plugin) current(ctx context.Context) (*sdk.KindClient, *plugin.Client, error) {
 	deadline := time.NewTimer(p.m.opts.StartTimeout)
 	defer deadline.Stop()
 	for {
 		p.mu.Lock()
-		up, kc, client, downErr := p.up, p.kc, p.client, p.downErr
+		if p.stopping {
+			p.mu.Unlock()
+			return nil, nil, &sdk.Error{Code: "plugin_unavailable", Message: fmt.Sprintf("the %s plugin was stopped: toolhost is shutting down", p.kind)}
+		}
+		if p.kc != nil && p.client.Exited() {
+			// Its process ended and watch has not seen it yet.
+			p.markDown(p.client)
+		}
+		up, kc, client := p.up, p.kc, p.client
 		p.mu.Unlock()
-		if kc != nil && !client.Exited() {
+		if kc != nil {
 			return kc, client, nil
 		}
 		select {
@@ -387,11 +482,13 @@ func (p *Plugin) current(ctx context.Context) (*sdk.KindClient, *plugin.Client, 
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		case <-deadline.C:
+			p.mu.Lock()
+			downErr := p.downErr
+			p.mu.Unlock()
 			if downErr == nil {
 				downErr = fmt.Errorf("the %s plugin is not running", p.kind)
 			}
 			return nil, nil, &sdk.Error{Code: "plugin_unavailable", Message: downErr.Error()}
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

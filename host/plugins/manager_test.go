@@ -18,18 +18,29 @@ import (
 	"github.com/toolhost/toolhost/sdk"
 )
 
-// echoBinary builds the example echo kind once per test binary.
-var echoBinary string
+// The plugins the tests run, built once per test binary: the example echo
+// kind, and two builds of the "version" kind that say which build they are.
+var echoBinary, versionPinned, versionSwapped string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("TOOLHOST_PLUGINS_TEST_HOST"); dir != "" {
+		os.Exit(runTestHost(dir, os.Getenv("TOOLHOST_PLUGINS_TEST_PIN")))
+	}
 	dir, err := os.MkdirTemp("", "toolhost-plugins-test-")
 	if err != nil {
 		panic(err)
 	}
 	echoBinary = filepath.Join(dir, "echo")
-	out, err := exec.Command("go", "build", "-o", echoBinary, "../../examples/echo-kind").CombinedOutput()
-	if err != nil {
-		panic(string(out))
+	versionPinned = filepath.Join(dir, "version-pinned")
+	versionSwapped = filepath.Join(dir, "version-swapped")
+	for _, b := range [][]string{
+		{"-o", echoBinary, "../../examples/echo-kind"},
+		{"-ldflags", "-X main.version=pinned", "-o", versionPinned, "./testdata/version-kind"},
+		{"-ldflags", "-X main.version=swapped", "-o", versionSwapped, "./testdata/version-kind"},
+	} {
+		if out, err := exec.Command("go", append([]string{"build"}, b...)...).CombinedOutput(); err != nil {
+			panic(string(out))
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -49,6 +60,17 @@ func install(t *testing.T, dir, kind, src string) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// pluginDir is a fresh plugin folder only its owner can write, as the
+// manager requires (t.TempDir follows the umask).
+func pluginDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func newManager(t *testing.T, dir string, pins map[string]string) *Manager {
@@ -73,7 +95,7 @@ func problemOf(t *testing.T, problems []Problem, kind string) string {
 }
 
 func TestPinsAreEnforcedWithTheLineToAdd(t *testing.T) {
-	dir := t.TempDir()
+	dir := pluginDir(t)
 	sum := install(t, dir, "echo", echoBinary)
 	line := `echo = "` + sum + `"`
 
@@ -99,7 +121,7 @@ func TestPinsAreEnforcedWithTheLineToAdd(t *testing.T) {
 }
 
 func TestABinaryThatIsNotAPluginIsRefusedClearly(t *testing.T) {
-	dir := t.TempDir()
+	dir := pluginDir(t)
 	script := filepath.Join(t.TempDir(), "fake")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hello, I am not a plugin\nsleep 30\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -114,7 +136,7 @@ func TestABinaryThatIsNotAPluginIsRefusedClearly(t *testing.T) {
 }
 
 func TestAPluginNamedForAnotherKindIsRefused(t *testing.T) {
-	dir := t.TempDir()
+	dir := pluginDir(t)
 	sum := install(t, dir, "other", echoBinary)
 	msg := problemOf(t, newManager(t, dir, map[string]string{"other": sum}).Start(context.Background()), "other")
 	if !strings.Contains(msg, `says it is the "echo" kind, but its file name says "other"`) {
@@ -123,7 +145,7 @@ func TestAPluginNamedForAnotherKindIsRefused(t *testing.T) {
 }
 
 func TestADeadPluginIsRestartedAndItsRunFailsAsCrashed(t *testing.T) {
-	dir := t.TempDir()
+	dir := pluginDir(t)
 	sum := install(t, dir, "echo", echoBinary)
 	m := newManager(t, dir, map[string]string{"echo": sum})
 	if problems := m.Start(context.Background()); len(problems) != 0 {
@@ -161,7 +183,7 @@ func TestADeadPluginIsRestartedAndItsRunFailsAsCrashed(t *testing.T) {
 }
 
 func TestStopLeavesNoProcess(t *testing.T) {
-	dir := t.TempDir()
+	dir := pluginDir(t)
 	sum := install(t, dir, "echo", echoBinary)
 	m := NewManager(Options{Dir: dir, Pins: map[string]string{"echo": sum}})
 	if problems := m.Start(context.Background()); len(problems) != 0 {
