@@ -8,12 +8,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // blockedRanges are the destinations a sandbox with network never reaches, whatever the port:
@@ -41,12 +48,29 @@ var sandboxNetPool = netip.MustParsePrefix("100.88.0.0/14")
 // netLockPath serialises address allocation between toolhost processes on one machine.
 const netLockPath = "/run/lock/toolhost-net.lock"
 
+// DefaultMaxConnections is how many connections a network sandbox may have open at once when
+// NetworkOptions.MaxConnections is not set.
+const DefaultMaxConnections = 64
+
 // NetworkOptions configure network = true sandboxes.
 type NetworkOptions struct {
 	// ExtraAllowedCIDRs are destinations admitted on any port despite blockedRanges (but never
 	// alwaysBlockedRanges or the host's own addresses). For tests only: they open a hole in the
 	// wall.
 	ExtraAllowedCIDRs []netip.Prefix
+	// MaxConnections caps the connections one sandbox has open at once (TCP, and separately
+	// other protocols' flows), so that no sandbox fills the host's connection-tracking table. A
+	// new connection past it is refused at once (a TCP reset) and counted apart from refused
+	// destinations (NetCounters.OverConnLimit). 0 or less means DefaultMaxConnections.
+	MaxConnections int
+}
+
+// ConnectionCap is the cap MaxConnections sets: DefaultMaxConnections when it is not set.
+func (o NetworkOptions) ConnectionCap() int {
+	if o.MaxConnections <= 0 {
+		return DefaultMaxConnections
+	}
+	return o.MaxConnections
 }
 
 // sandboxNet is one sandbox's network: a namespace holding one end of a veth pair, the other end
@@ -64,7 +88,8 @@ type sandboxNet struct {
 func (n *sandboxNet) NSPath() string { return "/var/run/netns/" + n.id }
 
 // setupNetwork makes the namespace, veth pair, addresses, routes, firewall chain and NAT of a
-// sandbox. On failure it removes what it made.
+// sandbox, with IPv6 off on both ends and IPv4 forwarding on for it (see ensureForwarding). On
+// failure it removes what it made.
 func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandboxNet, err error) {
 	tag := id[len(id)-idSuffixLen:]
 	made := &sandboxNet{id: id, hostIf: "th" + tag + "h", sbIf: "th" + tag + "s"}
@@ -74,12 +99,14 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 			_ = made.teardown(context.WithoutCancel(ctx)) // n is nil by now
 		}
 	}()
-	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
-		return nil, fmt.Errorf("turning on IPv4 forwarding for sandbox networks: %w", err)
-	}
 	// Counted as made before it is: a cancelled `ip netns add` may have made it all the same.
 	n.created = append(n.created, "netns")
 	if err := run(ctx, "ip", "netns", "add", id); err != nil {
+		return nil, err
+	}
+	// IPv6 off in the namespace before the veth's end arrives there: it takes the namespace's
+	// default, and lo loses ::1. The sandbox has IPv4 only, which the host's chain filters.
+	if err := disableIPv6InNetns(n.NSPath()); err != nil {
 		return nil, err
 	}
 	unlock, err := lockFile(netLockPath)
@@ -90,16 +117,16 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 	if n.hostIP, n.sbIP, err = pickSubnet(ctx); err != nil {
 		return nil, err
 	}
-	steps := [][]string{
-		{"ip", "link", "add", n.hostIf, "type", "veth", "peer", "name", n.sbIf, "netns", id},
-	}
-	for _, s := range steps {
-		if err := run(ctx, s...); err != nil {
-			return nil, err
-		}
+	if err := run(ctx, "ip", "link", "add", n.hostIf, "type", "veth", "peer", "name", n.sbIf, "netns", id); err != nil {
+		return nil, err
 	}
 	n.created = append(n.created, "link")
-	steps = [][]string{
+	// The host's end takes no IPv6 either: nothing the sandbox sends over IPv6 reaches the host,
+	// whose iptables rules are IPv4 only.
+	if err := disableIPv6(n.hostIf); err != nil {
+		return nil, err
+	}
+	steps := [][]string{
 		{"ip", "link", "set", "dev", n.hostIf, "alias", id},
 		{"ip", "link", "set", "dev", n.hostIf, "addrgenmode", "none"},
 		{"ip", "addr", "add", n.hostIP.String() + "/30", "dev", n.hostIf},
@@ -117,9 +144,10 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 	}
 	unlock()
 
-	// The chain: what a sandbox may open. Established replies pass; test-only extra destinations
-	// pass; the host's own addresses and the blocked ranges are refused at once; TCP to 80 and 443
-	// passes; everything else is refused.
+	// The chain: what a sandbox may open. Established replies pass; the host's own addresses and
+	// the always blocked ranges are refused at once; a connection past the sandbox's cap is
+	// refused at once; test-only extra destinations pass; the blocked ranges are refused; TCP to
+	// 80 and 443 passes; everything else is refused.
 	if err := iptables(ctx, "-N", id); err != nil {
 		return nil, err
 	}
@@ -131,6 +159,13 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 	for _, r := range alwaysBlockedRanges {
 		rules = append(rules, []string{"-d", r, "-j", "REJECT"})
 	}
+	// Only NEW connections get this far (replies passed above). connlimit counts the
+	// sandbox's connections in the connection-tracking table, without those already closed.
+	limit := strconv.Itoa(opts.ConnectionCap())
+	rules = append(rules,
+		[]string{"-p", "tcp", "-m", "connlimit", "--connlimit-above", limit, "--connlimit-mask", "32", "-j", "REJECT", "--reject-with", "tcp-reset"},
+		[]string{"!", "-p", "tcp", "-m", "connlimit", "--connlimit-above", limit, "--connlimit-mask", "32", "-j", "REJECT"},
+	)
 	for _, p := range opts.ExtraAllowedCIDRs {
 		rules = append(rules, []string{"-d", p.String(), "-j", "ACCEPT"})
 	}
@@ -170,24 +205,69 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 		"-m", "comment", "--comment", id, "-j", "MASQUERADE"); err != nil {
 		return nil, err
 	}
+	// Forwarding last, once the chain decides what the sandbox's packets may do.
+	n.created = append(n.created, "forwarding")
+	unlock, err = lockFile(netLockPath)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := ensureForwarding(ctx, n.hostIf, id); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
-// Rejected counts the packets the sandbox's chain refused.
-func (n *sandboxNet) Rejected(ctx context.Context) (uint64, error) {
-	out, err := output(ctx, "iptables", "-w", "-L", n.id, "-v", "-x", "-n")
+// NetCounters are what a sandbox's firewall chain counted.
+type NetCounters struct {
+	// Refused counts packets to destinations a sandbox may not reach (the host's own
+	// addresses, private and reserved ranges, ports other than 80 and 443).
+	Refused uint64
+	// OverConnLimit counts new connections refused because the sandbox already had
+	// NetworkOptions.ConnectionCap() open.
+	OverConnLimit uint64
+}
+
+// Counters reads the sandbox's chain's counters.
+func (n *sandboxNet) Counters(ctx context.Context) (NetCounters, error) {
+	var c NetCounters
+	out, err := output(ctx, "iptables", "-w", "-v", "-S", n.id)
 	if err != nil {
-		return 0, err
+		return c, err
 	}
-	var total uint64
 	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && f[2] == "REJECT" {
-			v, _ := strconv.ParseUint(f[0], 10, 64)
-			total += v
+		args := splitRule(line)
+		if len(args) == 0 || args[0] != "-A" || !slices.Contains(args, "REJECT") {
+			continue
+		}
+		i := slices.Index(args, "-c")
+		if i < 0 || i+1 >= len(args) {
+			continue
+		}
+		v, _ := strconv.ParseUint(args[i+1], 10, 64)
+		if slices.Contains(args, "connlimit") {
+			c.OverConnLimit += v
+		} else {
+			c.Refused += v
 		}
 	}
-	return total, nil
+	return c, nil
+}
+
+// Rejected counts the packets the sandbox's chain refused for their destination (not those
+// refused for the connection cap: see Counters).
+func (n *sandboxNet) Rejected(ctx context.Context) (uint64, error) {
+	c, err := n.Counters(ctx)
+	return c.Refused, err
+}
+
+// NetworkCounters reads what the sandbox's firewall chain counted (zero without network): why
+// its connections were refused. Read it before Close.
+func (s *Sandbox) NetworkCounters(ctx context.Context) (NetCounters, error) {
+	if s.net == nil {
+		return NetCounters{}, nil
+	}
+	return s.net.Counters(ctx)
 }
 
 // teardown removes the sandbox's rules, chain, links and namespace. Safe to call more than once.
@@ -195,13 +275,20 @@ func (n *sandboxNet) teardown(ctx context.Context) error {
 	if len(n.created) == 0 {
 		return nil
 	}
-	errs := []error{removeRulesTagged(ctx, func(c string) bool { return c == n.id }),
-		removeChains(ctx, func(c string) bool { return c == n.id })}
+	// The link first: with it gone nothing passes, whatever the rules say while they go.
+	var errs []error
 	if err := run(ctx, "ip", "link", "del", n.hostIf); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
 		errs = append(errs, err)
 	}
+	errs = append(errs, removeRulesTagged(ctx, func(c string) bool { return c == n.id }),
+		removeChains(ctx, func(c string) bool { return c == n.id }))
 	if err := run(ctx, "ip", "netns", "del", n.id); err != nil && !strings.Contains(err.Error(), "No such file") {
 		errs = append(errs, err)
+	}
+	if slices.Contains(n.created, "forwarding") {
+		if err := RestoreForwarding(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	n.created = nil
 	return errors.Join(errs...)
@@ -408,4 +495,349 @@ func lockFile(path string) (func(), error) {
 			f.Close()
 		}
 	}, nil
+}
+
+// IPv4 forwarding.
+//
+// The kernel forwards an IPv4 packet when the interface it came in on forwards
+// (net.ipv4.conf.<if>.forwarding). A sandbox's packets come in on its veth, but the replies come
+// in on the uplink, so a sandbox's traffic needs forwarding on every interface. net.ipv4.ip_forward
+// (conf.all) is left alone: where the machine already forwards (a router, docker), nothing is
+// changed. Where it doesn't, while network sandboxes exist toolhost turns forwarding on per
+// interface (and in conf.default, for interfaces made later), and a filter chain of its own,
+// forwardChain, hooked first into FORWARD, drops every forwarded packet that neither comes from
+// nor goes to a sandbox's veth and would not have been forwarded before: the machine forwards
+// nothing more than it did. The chain is also the record of what forwarded before, so when the
+// last network sandbox on the machine goes (or a sweep after a crash finds none), every setting is
+// put back. Each sandbox adds two rules to the chain, marked with its id: they let its traffic
+// through and tell that it exists. All of it happens under netLockPath, across processes.
+const (
+	forwardChain = "TOOLHOST-FORWARD"
+	// forwardedBefore marks "-i IF -j RETURN": IF forwarded before toolhost turned forwarding on.
+	forwardedBefore = "TOOLHOST-FORWARDED-BEFORE"
+	// notForwardedBefore marks "-j DROP" (conf.default did not forward: no interface not named
+	// by forwardedBefore did) or "-i IF -j DROP" (IF did not, where conf.default did).
+	notForwardedBefore = "TOOLHOST-NOT-FORWARDED-BEFORE"
+)
+
+const ipv4Conf = "/proc/sys/net/ipv4/conf"
+
+// forwardRecord is what forwardChain holds.
+type forwardRecord struct {
+	exists     bool
+	hooked     bool     // FORWARD jumps to it (it always does, unless someone removed the hook)
+	defaultOff bool     // conf.default did not forward
+	on, off    []string // interfaces that did, and (where conf.default did) that did not
+	sandboxes  int      // rules of sandboxes
+}
+
+// touched reports whether toolhost turned forwarding on for interface dev (and so turns it off
+// again).
+func (r forwardRecord) touched(dev string) bool {
+	if dev == "lo" || !plainIfName(dev) {
+		return false
+	}
+	return (r.defaultOff && !slices.Contains(r.on, dev)) || slices.Contains(r.off, dev)
+}
+
+func readForwardRecord(ctx context.Context) (forwardRecord, error) {
+	var r forwardRecord
+	out, err := output(ctx, "iptables", "-w", "-S")
+	if err != nil {
+		return r, err
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		args := splitRule(line)
+		switch {
+		case len(args) == 2 && args[0] == "-N" && args[1] == forwardChain:
+			r.exists = true
+		case len(args) > 2 && args[0] == "-A" && args[1] == "FORWARD" && slices.Contains(args, forwardChain):
+			r.hooked = true
+		case len(args) > 2 && args[0] == "-A" && args[1] == forwardChain:
+			in := ""
+			if i := slices.Index(args, "-i"); i >= 0 && i+1 < len(args) {
+				in = args[i+1]
+			}
+			switch {
+			case slices.Contains(args, forwardedBefore):
+				r.on = append(r.on, in)
+			case slices.Contains(args, notForwardedBefore) && in == "":
+				r.defaultOff = true
+			case slices.Contains(args, notForwardedBefore):
+				r.off = append(r.off, in)
+			default:
+				r.sandboxes++
+			}
+		}
+	}
+	return r, nil
+}
+
+// ensureForwarding makes IPv4 forwarding work for the sandbox whose host-side veth is hostIf:
+// the record and guard chain where needed (see above), forwarding on, and the sandbox's rules in
+// the chain. The caller holds the network lock.
+func ensureForwarding(ctx context.Context, hostIf, id string) error {
+	rec, err := readForwardRecord(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := readSysctl(filepath.Join(ipv4Conf, "all", "forwarding"))
+	if err != nil {
+		return fmt.Errorf("reading the host's IPv4 forwarding setting: %w", err)
+	}
+	if rec.exists && all == "1" {
+		// Someone turned forwarding on for the whole machine since: the machine forwards, and
+		// the guard would only stand in its way.
+		if err := dropForwardGuard(ctx); err != nil {
+			return err
+		}
+		rec = forwardRecord{}
+	}
+	if !rec.exists && all != "1" {
+		if rec, err = recordForwarding(ctx); err != nil {
+			return err
+		}
+	}
+	if rec.exists {
+		if !rec.hooked { // someone removed the hook (iptables -F FORWARD): the record stands
+			if err := iptables(ctx, "-I", "FORWARD", "1", "-m", "comment", "--comment", forwardChain, "-j", forwardChain); err != nil {
+				return err
+			}
+		}
+		if rec.defaultOff {
+			if err := writeSysctlIfNot(filepath.Join(ipv4Conf, "default", "forwarding"), "1"); err != nil {
+				return fmt.Errorf("turning on IPv4 forwarding for sandbox networks: %w", err)
+			}
+		}
+		devs, err := ipv4Devices()
+		if err != nil {
+			return err
+		}
+		for _, d := range devs {
+			if rec.touched(d) {
+				if err := writeSysctlIfNot(filepath.Join(ipv4Conf, d, "forwarding"), "1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("turning on IPv4 forwarding for sandbox networks: %w", err)
+				}
+			}
+		}
+		for _, dir := range []string{"-o", "-i"} {
+			if err := iptables(ctx, "-I", forwardChain, "1", dir, hostIf, "-m", "comment", "--comment", id, "-j", "RETURN"); err != nil {
+				return err
+			}
+		}
+	}
+	if err := writeSysctlIfNot(filepath.Join(ipv4Conf, hostIf, "forwarding"), "1"); err != nil {
+		return fmt.Errorf("turning on IPv4 forwarding for the sandbox's interface: %w", err)
+	}
+	return nil
+}
+
+// recordForwarding writes forwardChain from the current settings, with its hook, in one
+// iptables-restore transaction: either all of it exists, or none.
+func recordForwarding(ctx context.Context) (forwardRecord, error) {
+	rec := forwardRecord{exists: true, hooked: true}
+	def, err := readSysctl(filepath.Join(ipv4Conf, "default", "forwarding"))
+	if err != nil {
+		return rec, fmt.Errorf("reading the host's IPv4 forwarding setting: %w", err)
+	}
+	rec.defaultOff = def != "1"
+	devs, err := ipv4Devices()
+	if err != nil {
+		return rec, err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*filter\n:%s - [0:0]\n", forwardChain)
+	for _, d := range devs {
+		if d == "lo" || !plainIfName(d) {
+			continue
+		}
+		v, err := readSysctl(filepath.Join(ipv4Conf, d, "forwarding"))
+		if err != nil {
+			continue // gone since it was listed
+		}
+		switch {
+		case v == "1" && rec.defaultOff:
+			rec.on = append(rec.on, d)
+			fmt.Fprintf(&b, "-A %s -i %s -m comment --comment %s -j RETURN\n", forwardChain, d, forwardedBefore)
+		case v != "1" && !rec.defaultOff:
+			rec.off = append(rec.off, d)
+			fmt.Fprintf(&b, "-A %s -i %s -m comment --comment %s -j DROP\n", forwardChain, d, notForwardedBefore)
+		}
+	}
+	if rec.defaultOff {
+		fmt.Fprintf(&b, "-A %s -m comment --comment %s -j DROP\n", forwardChain, notForwardedBefore)
+	}
+	fmt.Fprintf(&b, "-I FORWARD 1 -m comment --comment %s -j %s\nCOMMIT\n", forwardChain, forwardChain)
+	if err := runInput(ctx, b.String(), "iptables-restore", "-w", "--noflush"); err != nil {
+		return rec, fmt.Errorf("recording the host's IPv4 forwarding settings: %w", err)
+	}
+	return rec, nil
+}
+
+// RestoreForwarding puts the host's IPv4 forwarding settings back as they were before toolhost
+// turned forwarding on for network sandboxes, once no network sandbox of any toolhost on the
+// machine is left; until then it does nothing. A sandbox's teardown calls it; a sweep calls it
+// after removing leftovers, so that a crash doesn't leave forwarding on.
+func RestoreForwarding(ctx context.Context) error {
+	unlock, err := lockFile(netLockPath)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := readForwardRecord(ctx)
+	if err != nil || !rec.exists || rec.sandboxes > 0 {
+		return err
+	}
+	all, err := readSysctl(filepath.Join(ipv4Conf, "all", "forwarding"))
+	if err != nil {
+		return fmt.Errorf("reading the host's IPv4 forwarding setting: %w", err)
+	}
+	// Where someone turned forwarding on for the whole machine since, it stays on.
+	if all != "1" {
+		var errs []error
+		if rec.defaultOff {
+			errs = append(errs, writeSysctlIfNot(filepath.Join(ipv4Conf, "default", "forwarding"), "0"))
+		}
+		devs, err := ipv4Devices()
+		errs = append(errs, err)
+		for _, d := range devs {
+			if rec.touched(d) {
+				if err := writeSysctlIfNot(filepath.Join(ipv4Conf, d, "forwarding"), "0"); !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("putting the host's IPv4 forwarding settings back: %w", err)
+		}
+	}
+	return dropForwardGuard(ctx)
+}
+
+// dropForwardGuard removes forwardChain and its hook.
+func dropForwardGuard(ctx context.Context) error {
+	return errors.Join(removeRulesTagged(ctx, func(c string) bool { return c == forwardChain }),
+		removeChains(ctx, func(c string) bool { return c == forwardChain }))
+}
+
+// ipv4Devices lists the interfaces in /proc/sys/net/ipv4/conf (not "all" and "default").
+func ipv4Devices() ([]string, error) {
+	entries, err := os.ReadDir(ipv4Conf)
+	if err != nil {
+		return nil, fmt.Errorf("listing the host's interfaces: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if n := e.Name(); n != "all" && n != "default" {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+var plainIfNameRx = regexp.MustCompile(`^[A-Za-z0-9_.@+=%-]+$`)
+
+// plainIfName reports whether an interface name can go into an iptables-restore line as it is.
+// Interfaces with other names are left alone.
+func plainIfName(name string) bool { return plainIfNameRx.MatchString(name) }
+
+func readSysctl(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return strings.TrimSpace(string(b)), err
+}
+
+// writeSysctlIfNot writes v to the sysctl file at path unless it holds v already.
+func writeSysctlIfNot(path, v string) error {
+	if cur, err := readSysctl(path); err != nil {
+		return err
+	} else if cur == v {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(v))
+	return errors.Join(err, f.Close())
+}
+
+// IPv6.
+
+const ipv6Conf = "/proc/sys/net/ipv6/conf"
+
+// disableIPv6 turns IPv6 off on the host's interface dev (nothing to do on a host without IPv6).
+func disableIPv6(dev string) error {
+	if _, err := os.Stat(ipv6Conf); err != nil {
+		return nil
+	}
+	if err := writeSysctlIfNot(filepath.Join(ipv6Conf, dev, "disable_ipv6"), "1"); err != nil {
+		return fmt.Errorf("turning IPv6 off on %s: %w", dev, err)
+	}
+	return nil
+}
+
+// disableIPv6InNetns turns IPv6 off in the network namespace at nsPath: on every interface there
+// (conf.all) and on every interface made or moved there later (conf.default).
+func disableIPv6InNetns(nsPath string) error {
+	return inNetns(nsPath, func() error {
+		if _, err := os.Stat(ipv6Conf); err != nil {
+			return nil
+		}
+		for _, c := range []string{"default", "all"} {
+			if err := writeSysctlIfNot(filepath.Join(ipv6Conf, c, "disable_ipv6"), "1"); err != nil {
+				return fmt.Errorf("turning IPv6 off in the sandbox's network namespace: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// inNetns runs fn on an OS thread of its own that has entered the network namespace at nsPath:
+// what fn opens under /proc/sys/net and the sockets it makes belong to that namespace. A thread
+// that cannot go back to the process's namespace ends with fn's goroutine.
+func inNetns(nsPath string, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("opening this thread's network namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(nsPath)
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("opening the network namespace %s: %w", nsPath, err)
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("entering the network namespace %s: %w", nsPath, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			// The thread stays locked, and so ends with this goroutine.
+			done <- errors.Join(ferr, fmt.Errorf("leaving the network namespace %s: %w", nsPath, err))
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- ferr
+	}()
+	return <-done
+}
+
+func runInput(ctx context.Context, input string, args ...string) error {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Stdin = strings.NewReader(input)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return &ToolError{Args: args, Output: stderr.String(), Err: err}
+	}
+	return nil
 }

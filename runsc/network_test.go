@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,6 +126,8 @@ func TestNetworkRules(t *testing.T) {
 		"-A " + sb2.ID + " -d 127.0.0.0/8 -j REJECT --reject-with icmp-port-unreachable",
 		"-A " + sb2.ID + " -d 169.254.0.0/16 -j REJECT --reject-with icmp-port-unreachable",
 		"-A " + sb2.ID + " -d 224.0.0.0/4 -j REJECT --reject-with icmp-port-unreachable",
+		"-A " + sb2.ID + " -p tcp -m connlimit --connlimit-above 64 --connlimit-mask 32 --connlimit-saddr -j REJECT --reject-with tcp-reset",
+		"-A " + sb2.ID + " ! -p tcp -m connlimit --connlimit-above 64 --connlimit-mask 32 --connlimit-saddr -j REJECT --reject-with icmp-port-unreachable",
 		"-A " + sb2.ID + " -d 198.51.100.0/24 -j ACCEPT",
 		"-A " + sb2.ID + " -d 0.0.0.0/8 -j REJECT --reject-with icmp-port-unreachable",
 	}
@@ -137,15 +143,16 @@ func TestNetworkRules(t *testing.T) {
 		tail[2] != "-A "+sb2.ID+" -j REJECT --reject-with icmp-port-unreachable" {
 		t.Errorf("the chain doesn't end with 80/443 then reject:\n%s", rules)
 	}
-	all, _ := exec.Command("iptables", "-w", "-S").Output()
+	input, _ := exec.Command("iptables", "-w", "-S", "INPUT").Output()
+	forward, _ := exec.Command("iptables", "-w", "-S", "FORWARD").Output()
 	nat, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").Output()
-	if strings.Count(string(all), "--comment "+sb2.ID) != 4 || strings.Count(string(nat), "--comment "+sb2.ID) != 1 {
-		t.Errorf("hooks of %s:\n%s\n%s", sb2.ID, all, nat)
+	if strings.Count(string(input)+string(forward), "--comment "+sb2.ID) != 4 || strings.Count(string(nat), "--comment "+sb2.ID) != 1 {
+		t.Errorf("hooks of %s:\n%s%s\n%s", sb2.ID, input, forward, nat)
 	}
 	if err := sb2.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	all, _ = exec.Command("iptables", "-w", "-S").Output()
+	all, _ := exec.Command("iptables", "-w", "-S").Output()
 	nat, _ = exec.Command("iptables", "-w", "-t", "nat", "-S").Output()
 	if strings.Contains(string(all)+string(nat), sb2.ID) {
 		t.Errorf("rules of a closed sandbox are left:\n%s\n%s", all, nat)
@@ -174,4 +181,246 @@ func at(list []string, i int) string {
 		return list[i]
 	}
 	return ""
+}
+
+// forwardingSettings reads every IPv4 forwarding setting of this network namespace, and
+// conf.all's accept_redirects (which writing conf.all.forwarding would change too).
+func forwardingSettings(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	entries, err := os.ReadDir(ipv4Conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if v, err := readSysctl(filepath.Join(ipv4Conf, e.Name(), "forwarding")); err == nil {
+			out[e.Name()] = v
+		}
+	}
+	out["all accept_redirects"], _ = readSysctl(filepath.Join(ipv4Conf, "all", "accept_redirects"))
+	return out
+}
+
+func setSysctl(t *testing.T, path, v string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// addLink makes an interface (a veth pair whose peer is name+"p") that the test removes.
+func addLink(t *testing.T, name string) {
+	t.Helper()
+	if out, err := exec.Command("ip", "link", "add", name, "type", "veth", "peer", "name", name+"p").CombinedOutput(); err != nil {
+		t.Fatalf("ip link add %s: %v %s", name, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
+}
+
+// rulesOf lists the iptables rules (filter and nat) that name one of words.
+func rulesOf(t *testing.T, words ...string) []string {
+	t.Helper()
+	var out []string
+	for _, table := range []string{"filter", "nat"} {
+		b, err := exec.Command("iptables", "-w", "-t", table, "-S").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, w := range words {
+				if strings.Contains(line, w) {
+					out = append(out, table+": "+line)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestNetworkForwardingOnlyForSandboxes: on a machine that doesn't forward IPv4, a network
+// sandbox reaches its server through the host, but the host forwards nothing else while it
+// exists (a packet between two other namespaces routed through the host doesn't pass), and once
+// the sandbox and its manager are closed every forwarding setting is as it was and no rule of
+// toolhost's is left. On a machine that forwards already, nothing is changed. It runs in a
+// network namespace of its own, so it sees and changes only its own settings.
+func TestNetworkForwardingOnlyForSandboxes(t *testing.T) {
+	if runInOwnNetns(t) {
+		return
+	}
+	ctx := context.Background()
+	a, b := newLab(t, false), newLab(t, false)
+	bServer := serveIn(t, b.nsPath(), b.nsIP.String()+":0", "lab server")
+	addLink(t, "thfwdwason") // forwarded before: stays so
+	setSysctl(t, filepath.Join(ipv4Conf, "all", "forwarding"), "0")
+	setSysctl(t, filepath.Join(ipv4Conf, "default", "forwarding"), "0")
+	setSysctl(t, filepath.Join(ipv4Conf, "all", "accept_redirects"), "0")
+	setSysctl(t, filepath.Join(ipv4Conf, "thfwdwason", "forwarding"), "1")
+	before := forwardingSettings(t)
+	if err := dialFrom(a.nsPath(), bServer.addr, 2*time.Second); err == nil {
+		t.Fatal("the lab forwards between its namespaces before any sandbox: the test can't tell")
+	}
+
+	m := newTestManager(t, NetworkOptions{ExtraAllowedCIDRs: []netip.Prefix{b.net}})
+	what, _, sb := connectFrom(t, m, func(*Sandbox) string { return bServer.addr })
+	if what != "connected: lab server" {
+		t.Errorf("the sandbox didn't reach its allowed server: %s", what)
+	}
+	if v, _ := readSysctl(filepath.Join(ipv4Conf, "all", "forwarding")); v != "0" {
+		t.Errorf("net.ipv4.ip_forward = %s while a sandbox exists; want it left at 0", v)
+	}
+	addLink(t, "thfwdnew") // made while forwarding is on: back to conf.default's 0 after
+	if err := dialFrom(a.nsPath(), bServer.addr, 3*time.Second); err == nil {
+		t.Error("while a network sandbox exists, the host forwards traffic between two other namespaces")
+	}
+
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := forwardingSettings(t)
+	for k, v := range before {
+		if _, still := after[k]; still && after[k] != v {
+			t.Errorf("%s: forwarding %s before, %s after", k, v, after[k])
+		}
+	}
+	if after["thfwdnew"] != "0" {
+		t.Errorf("an interface made while a sandbox existed forwards after: %s", after["thfwdnew"])
+	}
+	if left := rulesOf(t, forwardChain, forwardedBefore, notForwardedBefore, sb.ID); len(left) > 0 {
+		t.Errorf("rules left after the last sandbox:\n%s", strings.Join(left, "\n"))
+	}
+	if err := dialFrom(a.nsPath(), bServer.addr, 2*time.Second); err == nil {
+		t.Error("the host forwards between other namespaces after the sandbox is gone")
+	}
+
+	// A machine that forwards already (a router, docker): nothing changes, nothing is added.
+	setSysctl(t, filepath.Join(ipv4Conf, "all", "forwarding"), "1")
+	before = forwardingSettings(t)
+	m = newTestManager(t, NetworkOptions{ExtraAllowedCIDRs: []netip.Prefix{b.net}})
+	what, _, sb = connectFrom(t, m, func(*Sandbox) string { return bServer.addr })
+	if what != "connected: lab server" {
+		t.Errorf("the sandbox didn't reach its allowed server on a forwarding machine: %s", what)
+	}
+	if left := rulesOf(t, forwardChain); len(left) > 0 {
+		t.Errorf("a guard on a machine that forwards already:\n%s", strings.Join(left, "\n"))
+	}
+	if err := dialFrom(a.nsPath(), bServer.addr, 5*time.Second); err != nil {
+		t.Errorf("a forwarding machine stopped forwarding for others while a sandbox exists: %v", err)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after = forwardingSettings(t)
+	for k, v := range before {
+		if _, still := after[k]; still && after[k] != v {
+			t.Errorf("forwarding machine: %s: %s before, %s after", k, v, after[k])
+		}
+	}
+}
+
+// TestNetworkHasNoIPv6: a network sandbox's namespace has IPv6 off (no address, not even ::1)
+// and so has the host's end of its veth; from inside, IPv6 connections to a lab server that
+// listens on IPv6 fail while IPv4 to the same server works.
+func TestNetworkHasNoIPv6(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, true)
+	srv := serveIn(t, l.nsPath(), ":0", "dual-stack lab server")
+	_, port, _ := net.SplitHostPort(srv.addr)
+	m := newTestManager(t, NetworkOptions{ExtraAllowedCIDRs: []netip.Prefix{l.net}})
+	code := fmt.Sprintf(`
+import socket
+def attempt(family, addr):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(5)
+    try:
+        s.connect(addr)
+        return "connected: " + s.recv(100).decode()
+    except OSError as e:
+        return "%%s errno %%s" %% (type(e).__name__, e.errno)
+    finally:
+        s.close()
+out["v4"] = attempt(socket.AF_INET, (%q, %s))
+out["v6 lab"] = attempt(socket.AF_INET6, (%q, %s))
+out["v6 lab host side"] = attempt(socket.AF_INET6, (%q, %s))
+`, l.nsIP, port, l.nsIP6, port, l.hostIP6, port)
+	var got map[string]string
+	sb := runCode(t, m, true, code, &got)
+	t.Logf("from inside the sandbox: %v", got)
+	if got["v4"] != "connected: dual-stack lab server" {
+		t.Errorf("IPv4 to the lab server: %s", got["v4"])
+	}
+	for _, k := range []string{"v6 lab", "v6 lab host side"} {
+		if strings.HasPrefix(got[k], "connected") {
+			t.Errorf("IPv6 from the sandbox: %s: %s", k, got[k])
+		}
+	}
+	if out, err := exec.Command("ip", "-n", sb.ID, "-6", "addr", "show").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("the sandbox's namespace has IPv6 addresses: %s %v", out, err)
+	}
+	if err := inNetns(sb.net.NSPath(), func() error {
+		for _, c := range []string{"all", "default", "lo", sb.net.sbIf} {
+			if v, err := readSysctl(filepath.Join(ipv6Conf, c, "disable_ipv6")); v != "1" {
+				t.Errorf("in the namespace, %s disable_ipv6 = %q %v; want 1", c, v, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := readSysctl(filepath.Join(ipv6Conf, sb.net.hostIf, "disable_ipv6")); v != "1" {
+		t.Errorf("the host's end of the veth: disable_ipv6 = %q %v; want 1", v, err)
+	}
+	if err := sb.Close(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestNetworkConnectionCap: a sandbox that opens more connections than its cap gets the first
+// ones, and the ones past the cap refused at once; the refusals are counted as over the cap, not
+// as refused destinations.
+func TestNetworkConnectionCap(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, false)
+	srv := serveIn(t, l.nsPath(), l.nsIP.String()+":0", "x")
+	host, port, _ := net.SplitHostPort(srv.addr)
+	const limit, tries = 4, 9
+	m := newTestManager(t, NetworkOptions{ExtraAllowedCIDRs: []netip.Prefix{l.net}, MaxConnections: limit})
+	code := fmt.Sprintf(`
+import socket
+held, out["results"] = [], []
+for i in range(%d):
+    try:
+        held.append(socket.create_connection((%q, %s), timeout=10))
+        out["results"].append("ok")
+    except OSError as e:
+        out["results"].append(type(e).__name__)
+`, tries, host, port)
+	var got struct{ Results []string }
+	sb := runCode(t, m, true, code, &got)
+	want := make([]string, tries)
+	for i := range want {
+		want[i] = "ConnectionRefusedError"
+		if i < limit {
+			want[i] = "ok"
+		}
+	}
+	if !slices.Equal(got.Results, want) {
+		t.Errorf("connections with a cap of %d: %v; want %v", limit, got.Results, want)
+	}
+	c, err := sb.NetworkCounters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OverConnLimit < tries-limit || c.Refused != 0 {
+		t.Errorf("counters %+v; want %d or more over the cap and none refused", c, tries-limit)
+	}
+	if err := sb.Close(context.Background()); err != nil {
+		t.Error(err)
+	}
 }
