@@ -283,6 +283,7 @@ func startHost(o options, pool int) (*host, error) {
 	cfg := fmt.Sprintf(`tools_dir = "tools"
 [server]
 listen = %q
+state_dir = %q
 [plugins]
 dir = %q
 sha256_file = %q
@@ -296,7 +297,7 @@ size = %d
 max = %d
 [log]
 level = "warn"
-`, addr, filepath.Join(o.root, "bin/plugins"), filepath.Join(o.root, "bin/plugins/pins.toml"),
+`, addr, filepath.Join(dir, "hoststate"), filepath.Join(o.root, "bin/plugins"), filepath.Join(o.root, "bin/pins.toml"),
 		filepath.Join(o.root, "build/bin/runsc"), filepath.Join(o.root, "build/rootfs"), filepath.Join(dir, "state"), prefix, pool, poolMax)
 	path := filepath.Join(dir, "toolhost.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {

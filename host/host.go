@@ -55,6 +55,7 @@ func New(cfg *config.Config, log hclog.Logger) *Host {
 	h.plugins = plugins.NewManager(plugins.Options{
 		Dir:          cfg.Plugins.Dir,
 		Pins:         cfg.Plugins.SHA256,
+		PinsFile:     cfg.Plugins.SHA256File,
 		StartTimeout: time.Duration(cfg.Plugins.StartTimeoutSeconds) * time.Second,
 		KindConfig:   h.kindConfig,
 		Host:         h.runs,

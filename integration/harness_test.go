@@ -159,7 +159,8 @@ func writeConfig(t testing.TB, dir, listen string, spec hostSpec) string {
 		}
 	}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "tools_dir = %q\n\n[server]\nlisten = %q\n\n[plugins]\ndir = %q\nstart_timeout_seconds = 30\n\n[plugins.sha256]\n", toolsDir, listen, pluginDir)
+	fmt.Fprintf(&cfg, "tools_dir = %q\n\n[server]\nlisten = %q\nstate_dir = %q\n\n[plugins]\ndir = %q\nstart_timeout_seconds = 30\n\n[plugins.sha256]\n",
+		toolsDir, listen, filepath.Join(dir, "state"), pluginDir)
 	for k, v := range pins {
 		fmt.Fprintf(&cfg, "%s = %q\n", k, v)
 	}

@@ -281,8 +281,10 @@ func pluginPID(t *testing.T, h *Host, kind string) int {
 		}
 		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 		ppid, _ := strconv.Atoi(fields[1])
-		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if ppid == h.cmd.Process.Pid && filepath.Base(exe) == want {
+		// The host runs each plugin from a sealed copy (/memfd:…) with argv[0] the binary's path.
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+		if ppid == h.cmd.Process.Pid && filepath.Base(string(argv0)) == want {
 			return pid
 		}
 	}

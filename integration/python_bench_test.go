@@ -57,7 +57,9 @@ func BenchmarkPythonToolCall(b *testing.B) {
 func (h *pythonHost) awaitReady(t testing.TB) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		resp, err := http.Get(h.url + "/metrics")
+		req, _ := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+h.token)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -98,6 +98,7 @@ func startPythonHostPool(t testing.TB, tools map[string]string, poolSize int) *p
 	cfg := fmt.Sprintf(`tools_dir = %q
 [server]
 listen = %q
+state_dir = %q
 [plugins]
 dir = %q
 start_timeout_seconds = 60
@@ -113,7 +114,7 @@ work_mb = 64
 name = "integration"
 sha256 = %q
 role = "editor"
-`, toolsDir, addr, filepath.Join(dir, "plugins"), hex.EncodeToString(pin[:]), runscBin, rootfs, h.stateDir, h.prefix, hex.EncodeToString(tokSum[:]))
+`, toolsDir, addr, filepath.Join(dir, "hoststate"), filepath.Join(dir, "plugins"), hex.EncodeToString(pin[:]), runscBin, rootfs, h.stateDir, h.prefix, hex.EncodeToString(tokSum[:]))
 	if poolSize >= 0 {
 		cfg += fmt.Sprintf("[python.pool]\nsize = %d\nmax = 16\n", poolSize)
 	}
@@ -257,7 +258,9 @@ func pythonToolsThroughTheHost(t *testing.T, pool int) {
 	want := fmt.Sprintf(`toolhost_kind_pool_ready{kind="python",shape="no_network"} %d`, pool)
 	var metrics string
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		resp, err := http.Get(h.url + "/metrics")
+		req, _ := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+h.token)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

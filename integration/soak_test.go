@@ -72,6 +72,9 @@ func TestSoak(t *testing.T) {
 		t.Skip("the soak test takes minutes")
 	}
 	repo := pythonRepo(t)
+	if build, err := filepath.EvalSymlinks(filepath.Join(repo, "build")); err == nil {
+		repo = filepath.Dir(build) // runsc mounts the rootfs by its real path
+	}
 	runscBin := filepath.Join(repo, "build/bin/runsc")
 	rootfs := filepath.Join(repo, "build/rootfs")
 	switch {

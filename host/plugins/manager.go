@@ -27,6 +27,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -306,6 +307,11 @@ func (p *Plugin) start(ctx context.Context) error {
 		Stderr:       io.Discard,
 		SyncStdout:   io.Discard,
 		SyncStderr:   io.Discard,
+		// The connection to the plugin never goes idle: gRPC's default
+		// (30 minutes) would close it and re-dial go-plugin's socket in
+		// a temporary folder, which a /tmp cleaner may have removed by
+		// then. A host sits idle for hours.
+		GRPCDialOptions: []grpc.DialOption{grpc.WithIdleTimeout(0)},
 	})
 	// kill ends the process and everything it started, at once: a plugin
 	// that failed its start gets no grace period.

@@ -313,6 +313,18 @@ func streamCall(cf clientFlags, name string, args json.RawMessage, raw bool, std
 				fmt.Fprintf(stderr, "toolhost: the run could not be followed: %v\n", err)
 				return 2
 			}
+		case "closing":
+			// The host ends this connection for good (its token was revoked
+			// or downgraded by a reload): reconnecting would not help.
+			code, message := "closing", "the host closed the connection"
+			if ev.Error != nil {
+				code, message = ev.Error.Code, ev.Error.Message
+			}
+			fmt.Fprintf(stderr, "toolhost: %s (%s)\n", message, code)
+			if run != "" {
+				fmt.Fprintf(stderr, "toolhost: the run %s goes on; an admin can read it with GET /api/v1/runs/%s\n", run, run)
+			}
+			return 2
 		case "result":
 			if !raw {
 				var pretty any
