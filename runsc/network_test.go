@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -321,6 +322,64 @@ func TestNetworkForwardingOnlyForSandboxes(t *testing.T) {
 		if _, still := after[k]; still && after[k] != v {
 			t.Errorf("forwarding machine: %s: %s before, %s after", k, v, after[k])
 		}
+	}
+
+	// A crash: the process dies with a network up; a sweep removes the sandbox's rules, links
+	// and namespace, and RestoreForwarding then puts the settings back.
+	setSysctl(t, filepath.Join(ipv4Conf, "all", "forwarding"), "0")
+	setSysctl(t, filepath.Join(ipv4Conf, "thfwdwason", "forwarding"), "1")
+	before = forwardingSettings(t)
+	newNet := func() *sandboxNet {
+		id, err := NewID(testEnv.prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := setupNetwork(ctx, id, NetworkOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.teardown(ctx) })
+		return n
+	}
+	crashed := newNet()
+	if len(rulesOf(t, forwardChain)) == 0 {
+		t.Fatal("no guard chain while a network exists on a machine that doesn't forward")
+	}
+	_ = exec.Command("ip", "link", "del", crashed.hostIf).Run()
+	_ = exec.Command("ip", "netns", "del", crashed.id).Run()
+	if err := errors.Join(removeRulesTagged(ctx, func(c string) bool { return c == crashed.id }),
+		removeChains(ctx, func(c string) bool { return c == crashed.id })); err != nil {
+		t.Fatal(err)
+	}
+	if err := RestoreForwarding(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after = forwardingSettings(t)
+	for k, v := range before {
+		if _, still := after[k]; still && after[k] != v {
+			t.Errorf("after a crash and RestoreForwarding: %s: %s before, %s after", k, v, after[k])
+		}
+	}
+	if left := rulesOf(t, forwardChain, forwardedBefore, notForwardedBefore); len(left) > 0 {
+		t.Errorf("rules left after a crash and RestoreForwarding:\n%s", strings.Join(left, "\n"))
+	}
+
+	// Someone turns forwarding on for the whole machine while sandboxes exist (docker starts):
+	// the guard goes at the next sandbox, and forwarding stays on after the last.
+	first := newNet()
+	setSysctl(t, filepath.Join(ipv4Conf, "all", "forwarding"), "1")
+	second := newNet()
+	if left := rulesOf(t, forwardChain); len(left) > 0 {
+		t.Errorf("the guard stays after the machine turned forwarding on:\n%s", strings.Join(left, "\n"))
+	}
+	if err := errors.Join(first.teardown(ctx), second.teardown(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := readSysctl(filepath.Join(ipv4Conf, "all", "forwarding")); v != "1" {
+		t.Errorf("forwarding the machine turned on was turned off: ip_forward = %s", v)
+	}
+	if err := dialFrom(a.nsPath(), bServer.addr, 5*time.Second); err != nil {
+		t.Errorf("the machine doesn't forward after the sandboxes went: %v", err)
 	}
 }
 
