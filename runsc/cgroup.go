@@ -158,71 +158,139 @@ func killCgroupProcs(dir string) []int {
 			return nil
 		}
 	}
-	_, thaw := freezeCgroup(dir)
-	defer thaw()
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
+	// Nothing to freeze in an empty cgroup, nor in one whose processes are all dying already
+	// (killed: none of them can fork any more). Callers poll until it is empty. A kill cut short
+	// between its freeze and its thaw (a crash) leaves killed processes frozen: thawed, they die.
+	if pids := readProcs(dir); len(pids) == 0 || allDying(pids) {
+		if len(pids) > 0 {
+			thawCgroup(dir)
+		}
 		return nil
 	}
+	_, thaw := freezeCgroup(dir)
+	defer thaw()
 	var killed []int
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 1 && signalMember(pid, dir) {
+	for _, pid := range readProcs(dir) {
+		if signalMember(pid, dir) {
 			killed = append(killed, pid)
 		}
 	}
 	return killed
 }
 
+// readProcs reads the pids in the cgroup folder dir's cgroup.procs.
+func readProcs(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// allDying reports whether every one of pids has ended or has a SIGKILL pending: a process in
+// that state cannot fork (the kernel fails a fork with a signal pending).
+func allDying(pids []int) bool {
+	const sigkill = uint64(1) << (syscall.SIGKILL - 1)
+	for _, pid := range pids {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+		if err != nil {
+			continue // ended
+		}
+		dying := false
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			v = strings.TrimSpace(v)
+			switch k {
+			case "State":
+				dying = dying || strings.HasPrefix(v, "Z") || strings.HasPrefix(v, "X")
+			case "SigPnd", "ShdPnd":
+				mask, _ := strconv.ParseUint(v, 16, 64)
+				dying = dying || mask&sigkill != 0
+			}
+		}
+		if !dying {
+			return false
+		}
+	}
+	return true
+}
+
 // freezeWait bounds the wait for a cgroup to freeze: a process in uninterruptible sleep can hold
 // it up. Past it the kill goes on unfrozen (still never signalling a non-member).
 const freezeWait = 2 * time.Second
 
+// freezer is the freeze switch of one cgroup: cgroup.freeze (v2) or the freezer hierarchy's
+// freezer.state at the same path (v1).
+type freezer struct {
+	ctl, state     string // the file written, the file read
+	on, off        string // what ctl takes to freeze and to thaw
+	frozen, thawed func(state string) bool
+}
+
+// freezerOf finds the freeze switch of the cgroup at dir; ok is false where there is none.
+func freezerOf(dir string) (f freezer, ok bool) {
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.freeze")); err == nil { // cgroup v2
+		return freezer{ctl: filepath.Join(dir, "cgroup.freeze"), state: filepath.Join(dir, "cgroup.events"), on: "1", off: "0",
+			frozen: func(s string) bool { return strings.Contains(s, "frozen 1") },
+			thawed: func(s string) bool { return strings.Contains(s, "frozen 0") }}, true
+	}
+	hier, rel, ok := cgroupHierarchy(dir)
+	if !ok || hier == "" {
+		return f, false
+	}
+	ctl := filepath.Join(CgroupRoot, "freezer", rel, "freezer.state")
+	if _, err := os.Stat(ctl); err != nil {
+		return f, false
+	}
+	return freezer{ctl: ctl, state: ctl, on: "FROZEN", off: "THAWED",
+		frozen: func(s string) bool { return strings.TrimSpace(s) == "FROZEN" },
+		thawed: func(s string) bool { return strings.TrimSpace(s) == "THAWED" }}, true
+}
+
+func (f freezer) read() string {
+	b, _ := os.ReadFile(f.state)
+	return string(b)
+}
+
+func (f freezer) write(v string) error {
+	w, err := os.OpenFile(f.ctl, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write([]byte(v))
+	return errors.Join(err, w.Close())
+}
+
 // freezeCgroup freezes the cgroup at dir and waits (bounded) until it is frozen. It reports
 // whether it is, and returns the func that thaws it again (a no-op where there is no freezer).
 func freezeCgroup(dir string) (frozen bool, thaw func()) {
-	write := func(p, v string) error {
-		f, err := os.OpenFile(p, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = f.Write([]byte(v))
-		return err
-	}
-	var (
-		ctl, state       string
-		freeze, unfreeze string
-		isFrozen         func() bool
-	)
-	if _, err := os.Stat(filepath.Join(dir, "cgroup.freeze")); err == nil { // cgroup v2
-		ctl, freeze, unfreeze = filepath.Join(dir, "cgroup.freeze"), "1", "0"
-		state = filepath.Join(dir, "cgroup.events")
-		isFrozen = func() bool { return readKeyValues(state)["frozen"] == 1 }
-	} else {
-		hier, rel, ok := cgroupHierarchy(dir)
-		if !ok || hier == "" {
-			return false, func() {}
-		}
-		ctl = filepath.Join(CgroupRoot, "freezer", rel, "freezer.state")
-		freeze, unfreeze, state = "FROZEN", "THAWED", ctl
-		isFrozen = func() bool {
-			b, err := os.ReadFile(state)
-			return err == nil && strings.TrimSpace(string(b)) == "FROZEN"
-		}
-	}
-	if err := write(ctl, freeze); err != nil {
+	f, ok := freezerOf(dir)
+	if !ok || f.write(f.on) != nil {
 		return false, func() {}
 	}
-	thaw = func() { _ = write(ctl, unfreeze) }
+	thaw = func() { _ = f.write(f.off) }
 	deadline := time.Now().Add(freezeWait)
-	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		if isFrozen() {
+	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
+		if f.frozen(f.read()) {
 			return true, thaw
 		}
 		if time.Now().After(deadline) {
 			return false, thaw
 		}
 		time.Sleep(wait)
+	}
+}
+
+// thawCgroup thaws the cgroup at dir if it is frozen, or freezing.
+func thawCgroup(dir string) {
+	if f, ok := freezerOf(dir); ok && !f.thawed(f.read()) {
+		_ = f.write(f.off)
 	}
 }
 

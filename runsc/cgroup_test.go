@@ -180,3 +180,36 @@ func TestKillCgroupSignalsOnlyMembers(t *testing.T) {
 		t.Error("a process outside the cgroup was killed")
 	}
 }
+
+// TestKillCgroupThawsKilledFrozenProcesses: a kill cut short between its freeze and its thaw (a
+// crash) leaves killed processes frozen, where they never die; the next kill thaws them.
+func TestKillCgroupThawsKilledFrozenProcesses(t *testing.T) {
+	_, pids, freezer := testCgroup(t)
+	member := startIn(t, "exec sleep 300", freezer, pids)
+	deadline := time.Now().Add(10 * time.Second)
+	for !inCgroup(member.Process.Pid, pids) {
+		if time.Now().After(deadline) {
+			t.Fatal("the member didn't join the cgroup")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if frozen, _ := freezeCgroup(pids); !frozen {
+		t.Fatal("the cgroup didn't freeze")
+	}
+	_ = syscall.Kill(member.Process.Pid, syscall.SIGKILL)
+	if !allDying([]int{member.Process.Pid}) {
+		t.Error("a killed process isn't seen as dying")
+	}
+
+	killCgroupProcs(pids)
+	deadline = time.Now().Add(10 * time.Second)
+	for len(procsOf(pids)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := procsOf(pids); len(left) > 0 {
+		t.Errorf("killed processes left frozen in the cgroup: %v", left)
+	}
+	if b, _ := os.ReadFile(filepath.Join(freezer, "freezer.state")); strings.TrimSpace(string(b)) != "THAWED" {
+		t.Errorf("the cgroup was left %s", b)
+	}
+}
