@@ -253,6 +253,9 @@ func TestNetworkForwardingOnlyForSandboxes(t *testing.T) {
 	a, b := newLab(t, false), newLab(t, false)
 	bServer := serveIn(t, b.nsPath(), b.nsIP.String()+":0", "lab server")
 	addLink(t, "thfwdwason") // forwarded before: stays so
+	// A new namespace starts with the host's conf.all and conf.default, and writing conf.all
+	// sets every interface only when its value changes: 1 then 0 turns forwarding off everywhere.
+	setSysctl(t, filepath.Join(ipv4Conf, "all", "forwarding"), "1")
 	setSysctl(t, filepath.Join(ipv4Conf, "all", "forwarding"), "0")
 	setSysctl(t, filepath.Join(ipv4Conf, "default", "forwarding"), "0")
 	setSysctl(t, filepath.Join(ipv4Conf, "all", "accept_redirects"), "0")
