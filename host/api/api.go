@@ -16,10 +16,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
@@ -28,7 +28,7 @@ import (
 
 // ProtocolVersion is the version of the websocket protocol in
 // docs/protocol.md; clients read it from the hello reply.
-const ProtocolVersion = 1
+const ProtocolVersion = client.ProtocolVersion
 
 // maxBody bounds request bodies (a tool in TOML, a call's arguments).
 const maxBody = 1 << 20
@@ -354,16 +354,13 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 	if err != nil {
 		s.opts.Logger.Error("a run's output could not be read back", "run", run.ID, "error", err)
 	}
-	body := map[string]any{"run": run.ID, "printed": strings.TrimSpace(stdout)}
-	if stderr != "" {
-		body["stderr"] = stderr
-	}
+	body := client.CallResult{Run: run.ID, Printed: strings.TrimSpace(stdout), Stderr: stderr}
 	if last.Error != nil {
-		body["error"] = last.Error
+		body.Error = last.Error
 		writeJSON(w, http.StatusUnprocessableEntity, body)
 		return
 	}
-	body["result"] = last.Result
+	body.Result = last.Result
 	writeJSON(w, http.StatusOK, body)
 }
 
@@ -392,38 +389,11 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, id auth.Identity
 		forbidden(w, "that run was started by someone else")
 		return
 	}
-	// Read the end first: what is read after it is complete.
-	ended := run.Ended()
-	events, err := run.Events(0)
+	rec, err := run.Record(r.URL.Query().Get("events") != "false")
 	if err != nil {
 		s.opts.Logger.Error("a run's output could not be read back", "run", run.ID, "error", err)
 		writeError(w, http.StatusInternalServerError, "failed", "the run's output can't be read back: "+err.Error())
 		return
-	}
-	var stdout, stderr strings.Builder
-	for _, e := range events {
-		switch e.Type {
-		case "stdout":
-			stdout.WriteString(e.Data)
-		case "stderr":
-			stderr.WriteString(e.Data)
-		}
-	}
-	rec := map[string]any{
-		"run": run.ID, "tool": run.Tool, "principal": run.Principal, "session": run.Session, "idempotency_key": run.IdempotencyKey,
-		"started": run.Started.UTC().Format(time.RFC3339Nano), "done": !ended.IsZero(),
-		"stdout": stdout.String(), "stderr": stderr.String(), "last_seq": len(events) - 1,
-	}
-	if r.URL.Query().Get("events") != "false" {
-		rec["events"] = events
-	}
-	if !ended.IsZero() {
-		rec["ended"] = ended.UTC().Format(time.RFC3339Nano)
-		if last := events[len(events)-1]; last.Error != nil {
-			rec["error"] = last.Error
-		} else {
-			rec["result"] = last.Result
-		}
 	}
 	writeJSON(w, http.StatusOK, rec)
 }
@@ -437,5 +407,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, map[string]any{"error": runs.ErrorBody{Code: code, Message: message}})
+	writeJSON(w, status, map[string]any{"error": client.Error{Code: code, Message: message}})
 }

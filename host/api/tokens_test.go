@@ -33,7 +33,7 @@ func bearer(name string) http.Header {
 // expectClosing reads the frame that says why the host closes the
 // connection, then the close frame: policy violation, with the code as
 // its reason.
-func (c *client) expectClosing(code, mentions string) {
+func (c *wsClient) expectClosing(code, mentions string) {
 	c.t.Helper()
 	f := c.read(5 * time.Second)
 	for f.Type != "closing" && f.Seq != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
@@ -120,14 +121,14 @@ func newTestHost(t testing.TB, opts Options) *testHost {
 	return &testHost{srv: srv, api: api, runs: d, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/ws"}
 }
 
-type client struct {
+type wsClient struct {
 	t    testing.TB
 	conn *websocket.Conn
 }
 
 // dial opens a websocket whose socket reads little at a time, with the
 // given header.
-func (h *testHost) dial(t testing.TB, header http.Header) *client {
+func (h *testHost) dial(t testing.TB, header http.Header) *wsClient {
 	t.Helper()
 	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -145,10 +146,10 @@ func (h *testHost) dial(t testing.TB, header http.Header) *client {
 		t.Fatalf("dialling: %v (status %d)", err, status)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &client{t: t, conn: conn}
+	return &wsClient{t: t, conn: conn}
 }
 
-func (c *client) send(v any) {
+func (c *wsClient) send(v any) {
 	c.t.Helper()
 	if err := c.conn.WriteJSON(v); err != nil {
 		c.t.Fatalf("sending: %v", err)
@@ -163,7 +164,7 @@ type frame struct {
 	LastSeq int64           `json:"last_seq"`
 	Data    string          `json:"data"`
 	Result  json.RawMessage `json:"result"`
-	Error   *runs.ErrorBody `json:"error"`
+	Error   *client.Error   `json:"error"`
 	// hello
 	Protocol     int    `json:"protocol"`
 	AuthRequired bool   `json:"auth_required"`
@@ -173,7 +174,7 @@ type frame struct {
 	at           time.Time
 }
 
-func (c *client) read(timeout time.Duration) frame {
+func (c *wsClient) read(timeout time.Duration) frame {
 	c.t.Helper()
 	f, err := c.tryRead(timeout)
 	if err != nil {
@@ -182,7 +183,7 @@ func (c *client) read(timeout time.Duration) frame {
 	return f
 }
 
-func (c *client) tryRead(timeout time.Duration) (frame, error) {
+func (c *wsClient) tryRead(timeout time.Duration) (frame, error) {
 	_ = c.conn.SetReadDeadline(time.Now().Add(timeout))
 	_, data, err := c.conn.ReadMessage()
 	if err != nil {
@@ -198,7 +199,7 @@ func (c *client) tryRead(timeout time.Duration) (frame, error) {
 
 // follow reads the frames of one run (by client id) until its end,
 // re-attaching after behind, and checks each seq comes once, in order.
-func (c *client) follow(id string, timeout time.Duration) (frames []frame, behinds int) {
+func (c *wsClient) follow(id string, timeout time.Duration) (frames []frame, behinds int) {
 	c.t.Helper()
 	last := int64(-1)
 	for {
@@ -352,7 +353,7 @@ func TestAttachToARunThatSpilledToDiskReplaysItAll(t *testing.T) {
 }
 
 // followFrom is follow for an attach after seq last.
-func (c *client) followFrom(id string, last int64, timeout time.Duration) ([]frame, int) {
+func (c *wsClient) followFrom(id string, last int64, timeout time.Duration) ([]frame, int) {
 	c.t.Helper()
 	var out []frame
 	for {

@@ -17,32 +17,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolhost/toolhost/client"
 )
 
-// Event is one event of a run, as clients see it.
-type Event struct {
-	Type string `json:"type"` // started, stdout, stderr, progress, log, result, error
-	Run  string `json:"run"`
-	Seq  uint64 `json:"seq"`
-	// Tool is set on started.
-	Tool string `json:"tool,omitempty"`
-	// Data is set on stdout and stderr: text as printed.
-	Data string `json:"data,omitempty"`
-	// Fraction and Message are set on progress (Message also on log).
-	Fraction *float64 `json:"fraction,omitempty"`
-	Message  string   `json:"message,omitempty"`
-	Level    string   `json:"level,omitempty"`
-	// Result is set on result.
-	Result json.RawMessage `json:"result,omitempty"`
-	// Error is set on error.
-	Error *ErrorBody `json:"error,omitempty"`
-}
+// Event is one event of a run, as clients see it: the protocol's own
+// type. A run keeps its events without an ID; each client's copy carries
+// the id of that client's call.
+type Event = client.Event
 
-// Terminal says whether the event ends its run.
-func (e Event) Terminal() bool { return e.Type == "result" || e.Type == "error" }
-
-// size is roughly what the event holds in memory.
-func (e Event) size() int {
+// eventSize is roughly what an event holds in memory.
+func eventSize(e Event) int {
 	n := 96 + len(e.Type) + len(e.Run) + len(e.Tool) + len(e.Data) + len(e.Message) + len(e.Level) + len(e.Result)
 	if e.Error != nil {
 		n += len(e.Error.Code) + len(e.Error.Message)
@@ -51,10 +36,7 @@ func (e Event) size() int {
 }
 
 // ErrorBody is a run's error: a short code and a sentence.
-type ErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+type ErrorBody = client.Error
 
 // DefaultMemoryBytes is how much of a run's events stays in memory before
 // the oldest move to the run's file.
@@ -122,7 +104,7 @@ func (r *Run) append(e Event) {
 	e.Seq = r.n
 	r.n++
 	r.mem = append(r.mem, e)
-	r.memBytes += e.size()
+	r.memBytes += eventSize(e)
 	if e.Terminal() {
 		r.ended = time.Now()
 	}
@@ -158,7 +140,7 @@ func (r *Run) spillOldest() error {
 		buf.Write(b)
 		buf.WriteByte('\n')
 		offs = append(offs, end+int64(buf.Len()))
-		freed += r.mem[k].size()
+		freed += eventSize(r.mem[k])
 		k++
 	}
 	if k == 0 {
@@ -303,24 +285,72 @@ func (r *Run) Wait(ctx context.Context) (Event, error) {
 // Printed is everything the run wrote to stdout, and to stderr, so far.
 func (r *Run) Printed() (stdout, stderr string, err error) {
 	var o, e strings.Builder
+	err = r.walk(func(ev Event) {
+		switch ev.Type {
+		case client.TypeStdout:
+			o.WriteString(ev.Data)
+		case client.TypeStderr:
+			e.WriteString(ev.Data)
+		}
+	})
+	return o.String(), e.String(), err
+}
+
+// Record is the run's record and output as GET /api/v1/runs/{id} gives
+// it: who started it and when, what it printed and its last seq so far,
+// its end once it has ended, and its events unless withEvents is false.
+func (r *Run) Record(withEvents bool) (client.RunRecord, error) {
+	rec := client.RunRecord{
+		Run: r.ID, Tool: r.Tool, Principal: r.Principal, Session: r.Session, IdempotencyKey: r.IdempotencyKey,
+		Started: r.Started.UTC(), LastSeq: -1,
+	}
+	// Read the end first: what is read after it is complete.
+	ended := r.Ended()
+	var o, e strings.Builder
+	var last Event
+	err := r.walk(func(ev Event) {
+		switch ev.Type {
+		case client.TypeStdout:
+			o.WriteString(ev.Data)
+		case client.TypeStderr:
+			e.WriteString(ev.Data)
+		}
+		if withEvents {
+			rec.Events = append(rec.Events, ev)
+		}
+		rec.LastSeq = int64(ev.Seq)
+		last = ev
+	})
+	if err != nil {
+		return rec, err
+	}
+	if withEvents && rec.Events == nil {
+		rec.Events = []Event{}
+	}
+	rec.Stdout, rec.Stderr = o.String(), e.String()
+	if !ended.IsZero() {
+		rec.Done, rec.Ended = true, ended.UTC()
+		rec.Result, rec.Error = last.Result, last.Error
+	}
+	return rec, nil
+}
+
+// walk calls f with every event the run has now, in order, reading those
+// on disk a batch at a time.
+func (r *Run) walk(f func(Event)) error {
 	from := uint64(0)
 	for {
 		r.mu.Lock()
 		if from >= r.n {
 			r.mu.Unlock()
-			return o.String(), e.String(), nil
+			return nil
 		}
 		evs, err := r.batch(from)
 		if err != nil {
-			return o.String(), e.String(), err
+			return err
 		}
 		for _, ev := range evs {
-			switch ev.Type {
-			case "stdout":
-				o.WriteString(ev.Data)
-			case "stderr":
-				e.WriteString(ev.Data)
-			}
+			f(ev)
 		}
 		from += uint64(len(evs))
 	}

@@ -1,24 +1,18 @@
 package tools
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/toolhost/toolhost/client"
+)
 
 // FunctionSpec is a tool in the shape models take for function calling:
-// {"type":"function","function":{"name","description","parameters"}}.
-type FunctionSpec struct {
-	Type     string   `json:"type"`
-	Function Function `json:"function"`
-	// Effect is read or change (a toolhost extension to the shape).
-	Effect string `json:"effect"`
-	// Kind is the tool's kind (a toolhost extension to the shape).
-	Kind string `json:"kind"`
-}
+// {"type":"function","function":{"name","description","parameters"}},
+// with toolhost's effect and kind: the protocol's own type.
+type FunctionSpec = client.Tool
 
 // Function is the function part of a FunctionSpec.
-type Function struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Parameters  map[string]any `json:"parameters"`
-}
+type Function = client.Function
 
 // Spec returns the tool as a function spec with a JSON Schema of its
 // params.

@@ -1,0 +1,190 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// ProtocolVersion is the version of the protocol these types describe; the
+// host says the version it speaks in its hello reply.
+const ProtocolVersion = 1
+
+// Error is the error object of the protocol, {"code","message"}: a short
+// machine-readable code and a sentence for people. A call refused before it
+// ran, a run that ended with an error, and a connection the host closed
+// all come back to a client as an *Error.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
+}
+
+// Message is every field a frame a client sends may carry (hello,
+// list_tools, call, cancel, attach, ping); which are needed depends on
+// Type. The host decodes client frames into it, refusing unknown fields.
+type Message struct {
+	Type string `json:"type"`
+	ID   string `json:"id,omitempty"`
+	// call
+	Tool           string          `json:"tool,omitempty"`
+	Args           json.RawMessage `json:"args,omitempty"`
+	Session        string          `json:"session,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	// cancel, attach
+	Run string `json:"run,omitempty"`
+	// AfterSeq is attach's last seq the client has; nil (or -1) for all.
+	AfterSeq *int64 `json:"after_seq,omitempty"`
+	// hello
+	Client   string `json:"client,omitempty"`
+	Token    string `json:"token,omitempty"`
+	Protocol int    `json:"protocol,omitempty"`
+}
+
+// Event types: every run's event has one of these.
+const (
+	TypeStarted  = "started"
+	TypeStdout   = "stdout"
+	TypeStderr   = "stderr"
+	TypeProgress = "progress"
+	TypeLog      = "log"
+	TypeResult   = "result"
+	TypeError    = "error"
+)
+
+// Event is one event of a run: started, stdout, stderr, progress, log,
+// then one terminal result or error. Every event carries its run and seq
+// (0 for started, then 1, 2, … with no gaps); on the websocket it also
+// carries the id of the call or attach it answers.
+type Event struct {
+	Type string `json:"type"`
+	ID   string `json:"id,omitempty"`
+	Run  string `json:"run"`
+	Seq  uint64 `json:"seq"`
+	// Tool is set on started.
+	Tool string `json:"tool,omitempty"`
+	// Data is set on stdout and stderr: text as printed, valid UTF-8.
+	Data string `json:"data,omitempty"`
+	// Fraction and Message are set on progress (Message, Level on log).
+	Fraction *float64 `json:"fraction,omitempty"`
+	Message  string   `json:"message,omitempty"`
+	Level    string   `json:"level,omitempty"`
+	// Result is set on result: any JSON value.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error is set on error.
+	Error *Error `json:"error,omitempty"`
+}
+
+// Terminal says whether the event ends its run.
+func (e Event) Terminal() bool { return e.Type == TypeResult || e.Type == TypeError }
+
+// ErrorFrame is the host's reply to a frame it can't act on, or to a call
+// refused before it ran: an error with no seq (a run's terminal error is
+// an Event).
+type ErrorFrame struct {
+	Type  string `json:"type"` // "error"
+	ID    string `json:"id,omitempty"`
+	Run   string `json:"run,omitempty"`
+	Error Error  `json:"error"`
+}
+
+// Behind says the host stopped sending a run's events to this connection
+// because the client read too slowly; every event up to LastSeq (-1 for
+// none) came before it. Attach after the last seq you have to go on.
+type Behind struct {
+	Type    string `json:"type"` // "behind"
+	ID      string `json:"id,omitempty"`
+	Run     string `json:"run"`
+	LastSeq int64  `json:"last_seq"`
+}
+
+// Closing says why the host closes the connection; the close frame follows.
+type Closing struct {
+	Type  string `json:"type"` // "closing"
+	Error Error  `json:"error"`
+}
+
+// HelloReply is the host's answer to hello.
+type HelloReply struct {
+	Type         string `json:"type"` // "hello"
+	ID           string `json:"id"`
+	Protocol     int    `json:"protocol"`
+	Server       string `json:"server"`
+	Version      string `json:"version"`
+	AuthRequired bool   `json:"auth_required"`
+	// Principal and Role say who the connection is signed in as ("" when
+	// it is not yet).
+	Principal string `json:"principal"`
+	Role      string `json:"role"`
+}
+
+// ToolsReply is the host's answer to list_tools.
+type ToolsReply struct {
+	Type  string `json:"type"` // "tools"
+	ID    string `json:"id"`
+	Tools []Tool `json:"tools"`
+}
+
+// Pong is the host's answer to ping.
+type Pong struct {
+	Type string `json:"type"` // "pong"
+	ID   string `json:"id"`
+}
+
+// Tool is a tool as a function spec in the shape models take for
+// function calling, with toolhost's Effect and Kind.
+type Tool struct {
+	Type     string   `json:"type"` // "function"
+	Function Function `json:"function"`
+	// Effect is read or change (a toolhost extension to the shape).
+	Effect string `json:"effect"`
+	// Kind is the tool's kind (a toolhost extension to the shape).
+	Kind string `json:"kind"`
+}
+
+// Function is the function part of a Tool: its parameters are a JSON
+// Schema object.
+type Function struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters"`
+}
+
+// RunRecord is a run's record and output, as GET /api/v1/runs/{id} gives
+// it.
+type RunRecord struct {
+	Run            string    `json:"run"`
+	Tool           string    `json:"tool"`
+	Principal      string    `json:"principal"`
+	Session        string    `json:"session"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Started        time.Time `json:"started"`
+	// Ended is zero while the run runs.
+	Ended   time.Time `json:"ended,omitzero"`
+	Done    bool      `json:"done"`
+	Stdout  string    `json:"stdout"`
+	Stderr  string    `json:"stderr"`
+	LastSeq int64     `json:"last_seq"`
+	// Result or Error is set once the run has ended.
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+	// Events are the run's events, unless asked without them.
+	Events []Event `json:"events,omitempty"`
+}
+
+// CallResult is the answer of POST /api/v1/tools/{name}/call: the run's
+// result or its error, and what it printed.
+type CallResult struct {
+	Run    string          `json:"run"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+	// Printed is the run's stdout, with surrounding white space trimmed.
+	Printed string `json:"printed"`
+	Stderr  string `json:"stderr,omitempty"`
+}

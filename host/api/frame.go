@@ -1,0 +1,73 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/toolhost/toolhost/client"
+)
+
+// messageTypes are the frames a client may send.
+var messageTypes = map[string]bool{"hello": true, "ping": true, "list_tools": true, "call": true, "cancel": true, "attach": true}
+
+// decodeFrame reads one client frame, or says what is wrong with it (with
+// the frame's id when one can be read).
+func decodeFrame(data []byte) (client.Message, *client.ErrorFrame) {
+	var m client.Message
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		var loose struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(data, &loose)
+		return m, badFrame(loose.ID, "the frame is not a JSON object of the protocol: "+describeJSONError(err))
+	}
+	if dec.More() {
+		return m, badFrame(m.ID, "the frame holds more than one JSON value")
+	}
+	switch {
+	case m.Type == "":
+		return m, badFrame(m.ID, "the frame has no \"type\" (call, cancel, attach, list_tools, hello or ping)")
+	case !messageTypes[m.Type]:
+		return m, badFrame(m.ID, fmt.Sprintf("%q is not a message type (call, cancel, attach, list_tools, hello or ping)", m.Type))
+	case m.Type == "call" && m.ID == "":
+		return m, badFrame("", "a call needs an \"id\" of your choosing, to match its events")
+	case m.Type == "call" && m.Tool == "":
+		return m, badFrame(m.ID, "a call needs a \"tool\" to run")
+	case m.Type == "attach" && m.Run == "":
+		return m, badFrame(m.ID, "attach needs the \"run\" to attach to")
+	case m.Type == "cancel" && m.Run == "" && m.ID == "":
+		return m, badFrame("", "cancel needs the \"run\" to cancel, or the \"id\" of your call")
+	}
+	return m, nil
+}
+
+// errorFrame is the reply to a frame that can't be acted on.
+func errorFrame(id, run, code, message string) *client.ErrorFrame {
+	return &client.ErrorFrame{Type: "error", ID: id, Run: run, Error: client.Error{Code: code, Message: message}}
+}
+
+func badFrame(id, message string) *client.ErrorFrame {
+	return errorFrame(id, "", "bad_frame", message)
+}
+
+func describeJSONError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("it isn't valid JSON (at byte %d: %v)", se.Offset, se)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return strings.TrimPrefix(err.Error(), "json: ")
+	case errors.Is(err, io.EOF):
+		return "it is empty"
+	}
+	return err.Error()
+}
