@@ -2,8 +2,9 @@ package client
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
+
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // ProtocolVersion is the version of the protocol these types describe; the
@@ -11,20 +12,13 @@ import (
 const ProtocolVersion = 1
 
 // Error is the error object of the protocol, {"code","message"}: a short
-// machine-readable code and a sentence for people. A call refused before it
-// ran, a run that ended with an error, and a connection the host closed
-// all come back to a client as an *Error.
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-func (e *Error) Error() string {
-	if e.Code == "" {
-		return e.Message
-	}
-	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
-}
+// machine-readable code (package errcode lists the host's) and a sentence
+// for people. A call refused before it ran, a run that ended with an
+// error, and a connection the host closed all come back to a client as an
+// *Error; errors.Is(err, &Error{Code: c}) matches any of code c. It is
+// toolhost's one error type (errcode.Error), shared with the host and the
+// SDK.
+type Error = errcode.Error
 
 // Message is every field a frame a client sends may carry (hello,
 // list_tools, call, cancel, attach, ping); which are needed depends on
