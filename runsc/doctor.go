@@ -165,6 +165,32 @@ func networkCheck(ctx context.Context, root bool, prefix string) []Check {
 	return out
 }
 
+// PlatformProbeTimeout bounds the start of one platform's probe sandbox. A platform may hang
+// instead of failing (kvm on some machines: runsc prints nothing for minutes); the probe then
+// gives up, removes what it started, and the next platform is tried.
+const PlatformProbeTimeout = 15 * time.Second
+
+// PlatformError says why a platform didn't start a probe sandbox.
+type PlatformError struct {
+	// Platform is the platform tried.
+	Platform string
+	// Hung is set when the probe gave up after Timeout with the platform neither working nor
+	// failing.
+	Hung    bool
+	Timeout time.Duration
+	// Err is what failed.
+	Err error
+}
+
+func (e *PlatformError) Error() string {
+	if e.Hung {
+		return fmt.Sprintf("the %s platform did not start a sandbox within %d s (it hangs on this machine)", e.Platform, int(e.Timeout/time.Second))
+	}
+	return fmt.Sprintf("the %s platform doesn't start a sandbox here: %v", e.Platform, e.Err)
+}
+
+func (e *PlatformError) Unwrap() error { return e.Err }
+
 // platformCheck starts a real sandbox on the configured platform; if that fails it tries the
 // others and names the one that works.
 func platformCheck(ctx context.Context, o DoctorOptions) Check {
@@ -172,12 +198,32 @@ func platformCheck(ctx context.Context, o DoctorOptions) Check {
 	if err == nil {
 		return Check{Name: "platform", OK: true, Detail: o.Platform + " starts a sandbox"}
 	}
+	return PlatformAdvice(ctx, o, err)
+}
+
+// PlatformAdvice is the platform line of a platform that failed with err (from CheckPlatform):
+// it tries the other platforms, each within PlatformProbeTimeout, and names the first that
+// starts a sandbox.
+func PlatformAdvice(ctx context.Context, o DoctorOptions, err error) Check {
+	if o.Platform == "" {
+		o.Platform = PlatformSystrap
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	var pe *PlatformError
+	if !errors.As(err, &pe) {
+		err = &PlatformError{Platform: o.Platform, Err: err}
+	}
 	for _, p := range []string{PlatformSystrap, PlatformPtrace} {
 		if p == o.Platform {
 			continue
 		}
+		if ctx.Err() != nil {
+			break
+		}
 		if tryPlatform(ctx, o, p) == nil {
-			return Check{Name: "platform", Detail: fmt.Sprintf("%s doesn't start a sandbox here (%v); %s does", o.Platform, err, p),
+			return Check{Name: "platform", Detail: fmt.Sprintf("%v; the %s platform does", err, p),
 				Fix: fmt.Sprintf("set [python] platform = %q", p)}
 		}
 	}
@@ -186,8 +232,6 @@ func platformCheck(ctx context.Context, o DoctorOptions) Check {
 }
 
 func tryPlatform(ctx context.Context, o DoctorOptions, platform string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	rt, err := NewRuntime(RuntimeOptions{Binary: o.Runsc, Root: filepath.Join(o.StateDir, "runsc"), Platform: platform})
 	if err != nil {
 		return err
@@ -196,24 +240,48 @@ func tryPlatform(ctx context.Context, o DoctorOptions, platform string) error {
 	if err != nil {
 		return err
 	}
-	defer m.Close(context.WithoutCancel(ctx))
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = m.Close(ctx)
+	}()
 	return m.CheckPlatform(ctx)
 }
 
-// CheckPlatform starts a sandbox with the manager's runtime and has Python in it print a word.
-// The sandbox is removed in the background (Close waits for it). A failure says why the platform
-// doesn't work; PlatformCheck tells which one would.
+// CheckPlatform starts a sandbox with the manager's runtime and has Python in it print a word,
+// within PlatformProbeTimeout. The sandbox is removed in the background (Close waits for it). A
+// failure is a *PlatformError saying why the platform doesn't work (or that it hangs);
+// PlatformAdvice tells which one would.
 func (m *Manager) CheckPlatform(ctx context.Context) error {
-	sb, err := m.Prepare(ctx, SandboxOptions{Args: []string{"/usr/bin/python3", "-I", "-S", "-c", "print('ok')"},
+	return m.checkPlatform(ctx, PlatformProbeTimeout)
+}
+
+func (m *Manager) checkPlatform(ctx context.Context, within time.Duration) error {
+	platform := m.opts.Runtime.Options().Platform
+	pctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	fail := func(err error) error {
+		if ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded) {
+			return &PlatformError{Platform: platform, Hung: true, Timeout: within, Err: err}
+		}
+		return &PlatformError{Platform: platform, Err: err}
+	}
+	sb, err := m.Prepare(pctx, SandboxOptions{Args: []string{"/usr/bin/python3", "-I", "-S", "-c", "print('ok')"},
 		Limits: Limits{MemoryBytes: 256 << 20, Pids: 64, CPUs: 1, CPUSeconds: 10}})
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	defer m.Release(sb, nil)
-	_ = sb.Stdout.SetReadDeadline(time.Now().Add(20 * time.Second))
+	deadline, _ := pctx.Deadline()
+	_ = sb.Stdout.SetReadDeadline(deadline)
+	stop := context.AfterFunc(pctx, func() { _ = sb.Stdout.SetReadDeadline(time.Now()) })
+	defer stop()
 	b, _ := io.ReadAll(io.LimitReader(sb.Stdout, 1024))
 	if strings.TrimSpace(string(b)) != "ok" {
-		return errors.New("python in the sandbox didn't print what it was told to")
+		if pctx.Err() != nil {
+			return fail(pctx.Err())
+		}
+		return fail(errors.New("python in the sandbox didn't print what it was told to"))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package runsc
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,5 +57,58 @@ func TestDoctorSaysHowToFix(t *testing.T) {
 	err := Ready(checks)
 	if err == nil || !strings.Contains(err.Error(), "make runsc") {
 		t.Errorf("Ready = %v", err)
+	}
+}
+
+// hangingRunsc writes a wrapper around the real runsc that hangs, as kvm does on some machines,
+// when asked to start a sandbox on platform; every other command goes to the real runsc.
+func hangingRunsc(t *testing.T, platform string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "runsc")
+	script := `#!/bin/sh
+hang=
+verb=
+for a in "$@"; do
+	case "$a" in
+	--platform=` + platform + `) hang=1 ;;
+	run|create) verb=1 ;;
+	esac
+done
+if [ -n "$hang" ] && [ -n "$verb" ]; then
+	exec sleep 3598
+fi
+exec ` + testEnv.runsc + ` "$@"
+`
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestPlatformCheckGivesUpOnAHangingPlatform: doctor's platform line gives up on a platform that
+// hangs after the probe's bound, names it and the platform that works, and leaves nothing.
+func TestPlatformCheckGivesUpOnAHangingPlatform(t *testing.T) {
+	t.Parallel()
+	if testEnv.skip != "" {
+		t.Skip(testEnv.skip)
+	}
+	suffix, _ := NewID("")
+	prefix := "thh" + suffix[:4] + "-"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	c := PlatformCheck(ctx, DoctorOptions{Runsc: hangingRunsc(t, "kvm"), Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir,
+		Platform: "kvm", Prefix: prefix})
+	t.Logf("after %v: %+v", time.Since(t0), c)
+	want := "the kvm platform did not start a sandbox within 15 s (it hangs on this machine); the systrap platform does"
+	if c.OK || ctx.Err() != nil || !strings.Contains(c.Detail, want) || c.Fix != `set [python] platform = "systrap"` {
+		t.Errorf("platform line = %+v; want %q", c, want)
+	}
+	rt, err := NewRuntime(RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, err := Leftovers(ctx, SweepOptions{Runtime: rt, Prefix: prefix, StateDir: testEnv.stateDir}); err != nil || len(left) > 0 {
+		t.Errorf("the probes left %v %v", left, err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // ManagerOptions configure a Manager.
@@ -27,11 +29,17 @@ type ManagerOptions struct {
 	Prefix string
 	// Network configures sandboxes with network.
 	Network NetworkOptions
+	// Instance makes the ids of the sandboxes and marks them as this process's (see Instance).
+	// Managers that follow one another in a process (a reload) share one; without it the
+	// manager opens an instance of its own and closes it in Close.
+	Instance *Instance
 }
 
 // Manager makes sandboxes and removes them again. Its methods are safe for concurrent use.
 type Manager struct {
-	opts ManagerOptions
+	opts    ManagerOptions
+	inst    *Instance
+	ownInst bool
 
 	mu      sync.Mutex
 	live    map[string]*Sandbox
@@ -58,8 +66,21 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if err := os.MkdirAll(sandboxesDir(opts.StateDir), 0o700); err != nil {
 		return nil, fmt.Errorf("making the sandboxes' state folder: %w", err)
 	}
-	return &Manager{opts: opts, live: map[string]*Sandbox{}}, nil
+	m := &Manager{opts: opts, inst: opts.Instance, live: map[string]*Sandbox{}}
+	if m.inst == nil {
+		inst, err := OpenInstance(opts.StateDir, opts.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		m.inst, m.ownInst = inst, true
+	} else if m.inst.prefix != opts.Prefix || m.inst.stateDir != opts.StateDir {
+		return nil, fmt.Errorf("the sandbox manager of %q in %s was given an instance of %q in %s", opts.Prefix, opts.StateDir, m.inst.prefix, m.inst.stateDir)
+	}
+	return m, nil
 }
+
+// Instance is the instance the manager's sandboxes belong to.
+func (m *Manager) Instance() *Instance { return m.inst }
 
 // Prefix is the prefix of this manager's sandboxes.
 func (m *Manager) Prefix() string { return m.opts.Prefix }
@@ -89,6 +110,33 @@ type SandboxOptions struct {
 	// once it waits for its request: Prepare returns only after reading it, so a prepared
 	// sandbox is really ready, not merely started.
 	Ready string
+	// GuardInit keeps every process of the sandbox from signalling, tracing or reading the
+	// memory of the first process (PID 1), whose exit ends the sandbox: a runner that watches
+	// the clock and the control socket there can't be stopped by the code it runs (gVisor, unlike
+	// Linux, lets a process of the same user stop or kill init). It is a seccomp filter inside
+	// the sandbox (runsc --oci-seccomp); what the code runs in must leave PID 1's session (setsid)
+	// so that signals to its own process group don't reach PID 1 either.
+	GuardInit bool
+}
+
+// guardInitFilter is the seccomp filter of SandboxOptions.GuardInit: calls that name PID 1 (as a
+// 32-bit pid: the kernel reads only those bits) fail with EPERM, and so do calls that act on a
+// pidfd (which /proc/1 would give).
+func guardInitFilter() *specs.LinuxSeccomp {
+	pid1 := func(index uint) []specs.LinuxSeccompArg {
+		return []specs.LinuxSeccompArg{{Index: index, Value: 0xffffffff, ValueTwo: 1, Op: specs.OpMaskedEqual}}
+	}
+	return &specs.LinuxSeccomp{
+		DefaultAction: specs.ActAllow,
+		Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchAARCH64},
+		Syscalls: []specs.LinuxSyscall{
+			{Names: []string{"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+				"process_vm_readv", "process_vm_writev"}, Action: specs.ActErrno, Args: pid1(0)},
+			{Names: []string{"ptrace"}, Action: specs.ActErrno, Args: pid1(1)},
+			{Names: []string{"pidfd_open"}, Action: specs.ActErrno, Args: pid1(0)},
+			{Names: []string{"pidfd_send_signal", "pidfd_getfd"}, Action: specs.ActErrno},
+		},
+	}
 }
 
 // Sandbox is a started sandbox whose first process runs, ready to take exactly one run. Its
@@ -119,10 +167,6 @@ type Sandbox struct {
 // Prepare makes a sandbox and starts its first process, which then waits for what Control says.
 // The sandbox lives until Close (or Release).
 func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (_ *Sandbox, err error) {
-	id, err := NewID(m.opts.Prefix)
-	if err != nil {
-		return nil, err
-	}
 	if !opts.Root && opts.UID == 0 && opts.GID == 0 {
 		opts.UID, opts.GID = 65534, 65534
 	}
@@ -132,14 +176,22 @@ func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (_ *Sandbox,
 	if opts.WorkFiles <= 0 {
 		opts.WorkFiles = 4096
 	}
+	m.mu.Lock()
+	id := m.inst.NewID()
+	for m.live[id] != nil {
+		id = m.inst.NewID()
+	}
 	sb := &Sandbox{ID: id, m: m, opts: opts, dir: filepath.Join(sandboxesDir(m.opts.StateDir), id),
 		cgroup: "/" + id, done: make(chan struct{})}
-	m.mu.Lock()
 	m.live[id] = sb
 	m.mu.Unlock()
 	defer func() {
 		if err != nil {
-			_ = sb.Close(context.WithoutCancel(ctx))
+			// Bounded: a runtime that hangs (a platform that never starts) must not hold the
+			// caller here as well.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = sb.Close(ctx)
 		}
 	}()
 
@@ -164,6 +216,11 @@ func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (_ *Sandbox,
 	})
 	if err != nil {
 		return nil, err
+	}
+	var flags []string
+	if opts.GuardInit {
+		spec.Linux.Seccomp = guardInitFilter()
+		flags = append(flags, "--oci-seccomp")
 	}
 	bundle := filepath.Join(sb.dir, "bundle")
 	if err := WriteBundle(bundle, spec); err != nil {
@@ -195,7 +252,7 @@ func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (_ *Sandbox,
 
 	if err := m.opts.Runtime.Run(ctx, id, bundle, &RunOpts{Detach: true, CreateOpts: CreateOpts{
 		Network: netMode, Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{inner},
-		LogFile: filepath.Join(sb.dir, "runsc.log"),
+		LogFile: filepath.Join(sb.dir, "runsc.log"), ExtraFlags: flags,
 	}}); err != nil {
 		return nil, fmt.Errorf("starting the sandbox: %w", err)
 	}
@@ -267,6 +324,8 @@ func (s *Sandbox) Close(ctx context.Context) error {
 				_ = rt.Kill(ctx, s.ID, syscall.SIGKILL, true)
 				errs = append(errs, err)
 			}
+			// runsc processes of the id outside its cgroup (a runsc command killed half-way).
+			killProcesses(func(name string) bool { return name == s.ID })
 		}
 		if err := removeCgroup(s.cgroup); err != nil {
 			errs = append(errs, err)
@@ -311,7 +370,8 @@ func (m *Manager) Release(s *Sandbox, onErr func(error)) {
 	}()
 }
 
-// Close closes every live sandbox and waits for the ones being released.
+// Close closes every live sandbox, waits for the ones being released, and closes the manager's
+// instance if it opened it itself.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	live := make([]*Sandbox, 0, len(m.live))
@@ -326,6 +386,11 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-waited:
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for sandboxes to be removed: %w", ctx.Err()))
+	}
+	if m.ownInst {
+		if err := m.inst.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -352,9 +417,11 @@ func closeAll(ctx context.Context, sandboxes []*Sandbox) []error {
 	return errs
 }
 
-// Sweep removes every leftover of this manager's prefix (see the package's Sweep).
+// Sweep removes the leftovers of this manager's instance and of instances of its prefix that
+// are no longer open (see the package's Sweep); sandboxes of other processes still running are
+// left alone.
 func (m *Manager) Sweep(ctx context.Context) error {
-	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir})
+	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir, Instance: m.inst})
 }
 
 // ParseCIDRs parses CIDR strings such as "10.0.0.0/8" (a bare address is a /32 or /128).

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -75,5 +76,89 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 	// The crashed manager's own handles still close cleanly over what the sweep removed.
 	if err := crashed.Close(ctx); err != nil {
 		t.Errorf("closing sandboxes already swept: %v", err)
+	}
+}
+
+// TestSweepSparesLiveInstances: processes sharing a prefix and state folder (a host, a toolhost
+// check beside it, a plugin that died) sweep only what they made and what dead ones left: the
+// live one's sandboxes run on, the dead one's go, network and lock file included.
+func TestSweepSparesLiveInstances(t *testing.T) {
+	t.Parallel()
+	if testEnv.skip != "" {
+		t.Skip(testEnv.skip)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	suffix, _ := NewID("")
+	prefix := "thi" + suffix[:4] + "-"
+	rt, err := NewRuntime(RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepOpts := SweepOptions{Runtime: rt, Prefix: prefix, StateDir: testEnv.stateDir}
+	t.Cleanup(func() { _ = Sweep(context.Background(), sweepOpts) })
+	manager := func() *Manager {
+		m, err := NewManager(ManagerOptions{Runtime: rt, Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir, Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	live, dead, check := manager(), manager(), manager()
+	if live.Instance().tag == dead.Instance().tag || live.Instance().tag == check.Instance().tag {
+		t.Fatal("two open instances share a tag")
+	}
+	sleeper := SandboxOptions{Args: []string{"/bin/sleep", "60"}, Limits: testLimits()}
+	var liveIDs, deadIDs []string
+	for _, network := range []bool{false, true} {
+		sleeper.Network = network
+		sb, err := live.Prepare(ctx, sleeper)
+		if err != nil {
+			t.Fatal(err)
+		}
+		liveIDs = append(liveIDs, sb.ID)
+		if sb, err = dead.Prepare(ctx, sleeper); err != nil {
+			t.Fatal(err)
+		}
+		deadIDs = append(deadIDs, sb.ID)
+	}
+	if !live.Instance().Owns(liveIDs[0]) || live.Instance().Owns(deadIDs[0]) {
+		t.Errorf("ids %v, %v: owned by the wrong instance", liveIDs, deadIDs)
+	}
+	dead.Instance().drop() // its process died: the kernel let its lock go, nothing was removed
+
+	// A check beside the live host: its sweeps at start and at close.
+	for range 2 {
+		if err := check.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := check.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range liveIDs {
+		if st, err := rt.State(ctx, id); err != nil || st.Status != "running" {
+			t.Errorf("the live instance's sandbox %s after another's sweep: %+v, %v", id, st, err)
+		}
+	}
+	left, err := Leftovers(ctx, sweepOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range left {
+		for _, id := range deadIDs {
+			if strings.Contains(l, id) || strings.Contains(l, "instance lock") {
+				t.Errorf("the dead instance's %s is left after the sweep", l)
+			}
+		}
+	}
+	if err := live.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Close(ctx); err != nil {
+		t.Errorf("closing handles of sandboxes already swept: %v", err)
+	}
+	if left, err := Leftovers(ctx, sweepOpts); err != nil || len(left) > 0 {
+		t.Errorf("after closing the live instance: %v %v", left, err)
 	}
 }

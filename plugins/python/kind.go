@@ -27,13 +27,28 @@ const version = "1.0.0"
 type kindOptions struct {
 	// Logger receives what is for the host's log; hclog's null logger when nil.
 	Logger hclog.Logger
+	// CheckOnly says the plugin only checks a config and its tools (toolhost check): no sandbox
+	// is kept ready, every check starts its own.
+	CheckOnly bool
+
+	// runtimeBinary, when set, is the runsc the sandboxes run with instead of [python] runsc
+	// (which toolhost doctor's checks still read): tests wrap the real runsc with it.
+	runtimeBinary string
+	// hostTimerOff leaves a run's wall-clock limit to the runner inside the sandbox alone
+	// (tests: the limit must hold whatever happens to the plugin).
+	hostTimerOff bool
 }
 
 // kind implements sdk.Kind for python tools.
 type kind struct {
-	log hclog.Logger
+	log  hclog.Logger
+	opts kindOptions
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// inst is this process's share of the sandbox prefix: what it sweeps is its own and what
+	// processes that are gone left, never the sandboxes of another process on the same prefix
+	// (a host beside a toolhost check).
+	inst  *runsc.Instance
 	cfg   Config
 	mgr   *runsc.Manager
 	pool  *runsc.Pool
@@ -52,7 +67,7 @@ func newKind(o kindOptions) *kind {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	return &kind{log: o.Logger}
+	return &kind{log: o.Logger, opts: o}
 }
 
 // Describe names the kind and its run table.
@@ -67,8 +82,10 @@ func (k *kind) Describe(context.Context) (sdk.Info, error) {
 }
 
 // Configure takes the [python] table, checks that this machine can run sandboxes (the same checks
-// as toolhost doctor), and on the first call removes whatever an earlier run of the plugin left.
-func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
+// as toolhost doctor), and on the first call (or a new prefix or state folder) removes whatever
+// an earlier run of the plugin left: the sandboxes of processes that are gone, never those of a
+// process still running on the same prefix.
+func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	cfg, err := parseConfig(raw)
 	if err != nil {
 		return err
@@ -86,27 +103,41 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
 	if err := runsc.Ready(runsc.Doctor(ctx, doctor)); err != nil {
 		return fmt.Errorf("the python kind can't start: %w", err)
 	}
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: cfg.Runsc, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform})
-	if err != nil {
-		return fmt.Errorf("the python kind can't start: %w", err)
+	if k.opts.runtimeBinary != "" {
+		doctor.Runsc = k.opts.runtimeBinary
 	}
-	mgr, err := runsc.NewManager(runsc.ManagerOptions{Runtime: rt, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
-		Prefix: cfg.SandboxPrefix, Network: runsc.NetworkOptions{ExtraAllowedCIDRs: cfg.extraCIDRs}})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: doctor.Runsc, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform})
 	if err != nil {
 		return fmt.Errorf("the python kind can't start: %w", err)
 	}
 	k.mu.Lock()
-	old, oldCfg := k.mgr, k.cfg
+	inst, oldInst := k.inst, k.inst
 	k.mu.Unlock()
-	if old == nil || oldCfg.SandboxPrefix != cfg.SandboxPrefix || oldCfg.StateDir != cfg.StateDir {
-		// Starting up: whatever an earlier run of the plugin left goes first.
+	newInst := inst == nil || inst.Prefix() != cfg.SandboxPrefix || inst.StateDir() != cfg.StateDir
+	if newInst {
+		if inst, err = runsc.OpenInstance(cfg.StateDir, cfg.SandboxPrefix); err != nil {
+			return fmt.Errorf("the python kind can't start: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				_ = inst.Close()
+			}
+		}()
+	}
+	mgr, err := runsc.NewManager(runsc.ManagerOptions{Runtime: rt, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
+		Prefix: cfg.SandboxPrefix, Network: runsc.NetworkOptions{ExtraAllowedCIDRs: cfg.extraCIDRs}, Instance: inst})
+	if err != nil {
+		return fmt.Errorf("the python kind can't start: %w", err)
+	}
+	if newInst {
+		// Starting up: whatever processes that are gone left goes first.
 		if err := mgr.Sweep(ctx); err != nil {
 			k.log.Warn("removing leftover sandboxes", "error", err)
 		}
 	}
 	if err := mgr.CheckPlatform(ctx); err != nil {
 		_ = mgr.Close(context.WithoutCancel(ctx))
-		if why := runsc.Ready([]runsc.Check{runsc.PlatformCheck(ctx, doctor)}); why != nil {
+		if why := runsc.Ready([]runsc.Check{runsc.PlatformAdvice(ctx, doctor, err)}); why != nil {
 			err = why
 		}
 		return fmt.Errorf("the python kind can't start: %w", err)
@@ -120,8 +151,12 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
 		}
 		mgr.Release(sb, nil)
 	}
+	size := cfg.pool.Size
+	if k.opts.CheckOnly {
+		size = 0 // a check keeps nothing ready: it ends as soon as its tools are checked
+	}
 	pool, err := runsc.NewPool(runsc.PoolOptions{
-		Manager: mgr, Size: cfg.pool.Size, Max: cfg.pool.Max,
+		Manager: mgr, Size: size, Max: cfg.pool.Max,
 		MaxIdle:     time.Duration(cfg.pool.MaxIdleMinutes) * time.Minute,
 		MemoryBytes: int64(cfg.MaxMemoryMB+overheadMB) << 20,
 		Starts:      poolStarts,
@@ -137,6 +172,7 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
 	k.mu.Lock()
 	old, oldPool := k.mgr, k.pool
 	oldRuns := k.runs
+	k.inst = inst
 	k.cfg, k.mgr, k.pool, k.slots, k.runs = cfg, mgr, pool, make(chan struct{}, cfg.pool.Max), &sync.RWMutex{}
 	k.mu.Unlock()
 	if old != nil {
@@ -152,6 +188,15 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) error {
 			defer oldRuns.Unlock()
 			if err := old.Close(ctx); err != nil {
 				k.log.Warn("closing the previous sandbox manager", "error", err)
+			}
+			if newInst && oldInst != nil {
+				// The previous prefix or state folder: what is left of it goes with its tag.
+				if err := old.Sweep(ctx); err != nil {
+					k.log.Warn("removing the previous sandboxes' leftovers", "error", err)
+				}
+				if err := oldInst.Close(); err != nil {
+					k.log.Warn("closing the previous sandbox instance", "error", err)
+				}
 			}
 		}()
 	}
@@ -221,7 +266,7 @@ func (k *kind) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error
 	}
 	limits := table
 	limits.Seconds, limits.MemoryMB, limits.Network = checkSeconds, min(checkMemoryMB, c.cfg.MaxMemoryMB), false
-	ans, serr := k.runInSandbox(ctx, c, limits, request{Mode: "check", Code: table.Code, CPUSeconds: checkSeconds}, nil)
+	ans, serr := k.runInSandbox(ctx, c, limits, request{Mode: "check", Code: table.Code, CPUSeconds: checkSeconds, Seconds: checkSeconds}, nil)
 	if serr != nil {
 		switch serr.Code {
 		case codeCompile, codeNoRun:
@@ -251,21 +296,22 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	if json.Unmarshal(args, &obj) != nil {
 		return nil, sdk.Errorf("bad_args", "the arguments must be a JSON object")
 	}
-	result, serr := k.runInSandbox(ctx, c, table, request{Mode: "run", Code: table.Code, Args: args, CPUSeconds: table.Seconds}, emit)
+	result, serr := k.runInSandbox(ctx, c, table, request{Mode: "run", Code: table.Code, Args: args, CPUSeconds: table.Seconds, Seconds: table.Seconds}, emit)
 	if serr != nil {
 		return nil, serr
 	}
 	return result, nil
 }
 
-// Close removes every sandbox of the kind and sweeps leftovers of its prefix.
+// Close removes every sandbox of the kind and sweeps what is left of them (and of processes of
+// the same prefix that are gone), then gives up the kind's instance.
 func (k *kind) Close(ctx context.Context) error {
 	k.mu.Lock()
-	mgr, pool := k.mgr, k.pool
-	k.mgr, k.pool = nil, nil
+	mgr, pool, inst := k.mgr, k.pool, k.inst
+	k.mgr, k.pool, k.inst = nil, nil, nil
 	k.mu.Unlock()
 	if mgr == nil {
 		return nil
 	}
-	return errors.Join(pool.Close(ctx), mgr.Close(ctx), mgr.Sweep(ctx))
+	return errors.Join(pool.Close(ctx), mgr.Close(ctx), mgr.Sweep(ctx), inst.Close())
 }

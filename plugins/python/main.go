@@ -16,12 +16,16 @@ import (
 	"github.com/toolhost/toolhost/sdk"
 )
 
+// checkOnlyEnv, set to 1 in the plugin's environment, says the host only checks a config and its
+// tools (toolhost check): the kind then keeps no sandbox ready.
+const checkOnlyEnv = "TOOLHOST_CHECK_ONLY"
+
 func main() {
-	k := newKind(kindOptions{Logger: sdk.Logger("python")})
+	k := newKind(kindOptions{Logger: sdk.Logger("python"), CheckOnly: os.Getenv(checkOnlyEnv) == "1"})
 	// Stopped by a signal (systemctl stop sends SIGTERM to every process of the unit) or by the
 	// host (Serve returns): either way no sandbox may outlive the plugin. Sandboxes are not in
-	// the unit's cgroups, so nothing else would stop them; a later start sweeps what a SIGKILL
-	// leaves.
+	// the unit's cgroups; after a SIGKILL each ends by itself (its runner sees the control
+	// socket close), and a later start sweeps what they leave on the host.
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

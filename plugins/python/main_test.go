@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	if spec := os.Getenv(helperEnv); spec != "" {
+		return runHelper(spec) // the test binary as a stand-in for the plugin (lifetime_test.go)
+	}
 	repo, _ := filepath.Abs("../..")
 	env.runscBin = envOr("TOOLHOST_RUNSC", filepath.Join(repo, "build/bin/runsc"))
 	rootfs := envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs"))

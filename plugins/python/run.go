@@ -52,6 +52,9 @@ type request struct {
 	Code       string          `json:"code"`
 	Args       json.RawMessage `json:"args,omitempty"`
 	CPUSeconds int             `json:"cpu_seconds"`
+	// Seconds is the run's wall-clock limit, which the runner keeps itself (a little after the
+	// plugin's own timer), so that a sandbox ends on time whatever happens to the plugin.
+	Seconds int `json:"seconds"`
 }
 
 // answer is what the runner writes back (see runner.py).
@@ -138,6 +141,7 @@ func sandboxOptions(cfg Config, t runTable) runsc.SandboxOptions {
 		TmpBytes:  int64(cfg.TmpMB) << 20,
 		Network:   t.Network,
 		Ready:     "ready",
+		GuardInit: true, // the runner is PID 1 and keeps the run's time: the code can't stop it
 	}
 }
 
@@ -188,6 +192,9 @@ func (k *kind) drive(ctx context.Context, sb *runsc.Sandbox, req request, lim li
 	}
 	timer := time.NewTimer(time.Duration(lim.seconds)*time.Second + wallGrace)
 	defer timer.Stop()
+	if k.opts.hostTimerOff {
+		timer.Stop()
+	}
 	killed := false
 	kill := func() {
 		if !killed {
@@ -398,6 +405,8 @@ func classify(o outcome, lim limits) (json.RawMessage, *sdk.Error) {
 		return nil, sdk.Errorf(codeNoRun, "the code defines a function run(**args) that the tool calls")
 	case "cpu":
 		return nil, sdk.Errorf(codeCPU, "the code used more CPU time than its limit")
+	case "timeout":
+		return nil, sdk.Errorf(codeTimeout, "the code ran longer than %d seconds and was stopped", lim.seconds)
 	case "bad_result":
 		return nil, sdk.Errorf(codeBadResult, "the code's result isn't JSON")
 	case "signal":

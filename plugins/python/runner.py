@@ -5,12 +5,20 @@
 # made ready ahead of time waits cheaply — unless the pool asks it to preload modules (its
 # arguments), which it imports before the fork so the run finds them loaded.
 #
+# This process is the sandbox's first process (PID 1): when it exits, the sandbox ends with every
+# process in it. It watches the control socket and the clock while the child works: when the
+# host's end of fd 3 closes (the plugin died, or dropped the sandbox) it stops everything at once,
+# and once a request came it stops everything when the run's wall-clock limit has passed
+# (answering "timeout" first), so no sandbox outlives its run or its plugin. The code runs in the
+# child, which can't cancel that: init ignores the signals it has no handler for, and a process
+# can't trace its ancestor.
+#
 # Once the child waits for its request it writes "ready" and a newline on fd 3: the host hands a
 # sandbox out only after reading it. The child keeps fd 3 while the code runs and answers on it
 # itself (fast); the channel is kept apart from stdout so that nothing printed is taken for the
 # result, not hidden from the code, which can only misreport its own result through it.
 #
-# Request: {"mode": "run" | "check", "code": str, "args": object, "cpu_seconds": int}
+# Request: {"mode": "run" | "check", "code": str, "args": object, "cpu_seconds": int, "seconds": int}
 # Answer, one of:
 #   {"ok": true, "result": <the JSON run(**args) returned>}   (mode run)
 #   {"ok": true}                                               (mode check)
@@ -19,6 +27,7 @@
 #   {"error": "exception", "last": str, "kind": "" | "memory" | "disk" | "network", "full": "" | "/tmp" | "/work"}
 #   {"error": "bad_result"}
 #   {"error": "cpu"}
+#   {"error": "timeout"}                                       (from this process)
 #   {"error": "signal", "signal": int}
 #   {"error": "exit", "status": int}
 import _json
@@ -26,9 +35,14 @@ import _signal
 import gc
 import os
 import resource
+import select
 import sys
+import time
 
 CONTROL = 3
+# WALL_GRACE is how much longer than its seconds a run may take before this process stops it:
+# a second more than the plugin's own timer (run.go's wallGrace), which normally stops it first.
+WALL_GRACE = 2.0
 
 # JSON through the C accelerator alone: the json package imports re, enum and functools, which
 # cost every sandbox tens of milliseconds of CPU in gVisor before it is ready. These are what
@@ -90,9 +104,10 @@ def main():
     # The child that will run the code is forked now, before the request comes, so a sandbox made
     # ready ahead of time has paid for the fork already. The child reads the request and writes
     # the answer on fd 3 itself (a relay through this process would wake it on the request's
-    # path); it notes on a pipe that a request came, with its CPU limit, and that it answered.
-    # This process reads the pipe only once the child has ended (so nothing wakes it while the
-    # code runs), and answers for the child when it ended without answering.
+    # path); it notes on a pipe that a request came, with its CPU and wall-clock limits, and that
+    # it answered. This process reads the first note when it comes (the run's clock starts) and
+    # the rest once the child has ended (so the code can't keep waking it), and answers for the
+    # child when it ended without answering.
     # What exists now is never collected: the child's collections then leave the pages it
     # shares with this process alone (in gVisor each first write to a shared page is a fault).
     gc.freeze()
@@ -100,6 +115,9 @@ def main():
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        # A session of its own: signals the code sends to its process group never reach this
+        # process, and the sandbox's seccomp filter refuses those that name it (PID 1).
+        os.setsid()
         try:
             child(w)
         except SystemExit:
@@ -113,9 +131,8 @@ def main():
         finally:
             os._exit(0)
     os.close(w)
-    _, status, usage = os.wait4(pid, 0)
     os.set_blocking(r, False)  # the code's own processes may hold the write end
-    notes = b""
+    status, usage, notes = watch(pid, r)
     try:
         while True:
             chunk = os.read(r, 1 << 16)
@@ -138,6 +155,63 @@ def main():
     else:
         answer = {"error": "exit", "status": os.waitstatus_to_exitcode(status)}
     write_all(CONTROL, (json_dumps(answer) + "\n").encode())
+
+
+def stop_all():
+    # Every other process of the sandbox, then this one: the sandbox ends with its first process.
+    try:
+        os.kill(-1, _signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
+def watch(pid, r):
+    # Waits for the child to end and returns its status, rusage and the notes read so far. Until
+    # then it wakes only when the child notes that a request came (the run's clock starts), when
+    # the host's end of the control socket closes once the request is in (stop everything), and
+    # when the run's time is up (answer "timeout", stop everything). Before the request the child
+    # itself is reading the socket: its end ends the child, and this process with it.
+    poll = select.poll()
+    poll.register(r, select.POLLIN)
+    pidfd = os.pidfd_open(pid)
+    poll.register(pidfd, select.POLLIN)
+    notes, deadline = b"", None
+    while True:
+        timeout = None
+        if deadline is not None:
+            timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
+        events = poll.poll(timeout)
+        for fd, ev in events:
+            # The host writes nothing after the request, so the socket becomes readable only when
+            # its end closes (gVisor reports that as POLLIN alone for a socket from the host).
+            if fd == CONTROL and os.read(CONTROL, 1) == b"":
+                stop_all()  # the host is gone, or gave up on this sandbox
+            if fd == r:
+                try:
+                    chunk = os.read(r, 1 << 16)
+                except BlockingIOError:
+                    chunk = None
+                notes += chunk or b""
+                if chunk == b"":
+                    poll.unregister(r)  # every writer is gone: the child's end shows it
+                elif b"\n" in notes:
+                    # The first line is the runner's ("asked <cpu> <seconds>"), written before
+                    # the code ran; whatever the code writes after it is read only at the end.
+                    poll.unregister(r)
+                    first = notes.split(b"\n", 1)[0].split()
+                    if first[:1] == [b"asked"] and len(first) == 3:
+                        poll.register(CONTROL, select.POLLIN)
+                        if int(first[2]) > 0:
+                            deadline = time.monotonic() + int(first[2]) + WALL_GRACE
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done == pid:
+            os.close(pidfd)
+            return status, usage, notes
+        if deadline is not None and time.monotonic() >= deadline:
+            try:
+                write_all(CONTROL, b'{"error": "timeout"}\n')
+            finally:
+                stop_all()
 
 
 def warm_up():
@@ -166,7 +240,8 @@ def child(w):
         if cap != resource.RLIM_INFINITY:
             soft, hard = min(soft, cap), min(hard, cap)
         resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-    write_all(w, b"asked %d\n" % cpu)
+    seconds = int(req.get("seconds") or 0)
+    write_all(w, b"asked %d %d\n" % (cpu, seconds))
     tried_network = [False]
 
     def audit(event, _args):
