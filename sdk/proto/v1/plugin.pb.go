@@ -74,7 +74,16 @@ type DescribeResponse struct {
 	ProtocolVersions []uint32               `protobuf:"varint,2,rep,packed,name=protocol_versions,json=protocolVersions,proto3" json:"protocol_versions,omitempty"`
 	Version          string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
 	// JSON Schema of the `run` table, as JSON text.
-	RunSchema     string `protobuf:"bytes,4,opt,name=run_schema,json=runSchema,proto3" json:"run_schema,omitempty"`
+	RunSchema string `protobuf:"bytes,4,opt,name=run_schema,json=runSchema,proto3" json:"run_schema,omitempty"`
+	// JSON Schema of the kind's config table (`[http]`, `[python]`,
+	// `[kinds.NAME]`), as JSON text; empty when the kind takes no settings.
+	// The host reads two things from it: the keys it documents (for
+	// `toolhost check` and the example config's test), and which string
+	// settings are file paths, marked `"format": "path"`, which the host
+	// resolves against the config file's folder before Configure. Nested
+	// tables are nested "object" properties. The kind's Configure stays the
+	// validator. Added in protocol 1; older plugins leave it empty.
+	ConfigSchema  string `protobuf:"bytes,5,opt,name=config_schema,json=configSchema,proto3" json:"config_schema,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +142,13 @@ func (x *DescribeResponse) GetVersion() string {
 func (x *DescribeResponse) GetRunSchema() string {
 	if x != nil {
 		return x.RunSchema
+	}
+	return ""
+}
+
+func (x *DescribeResponse) GetConfigSchema() string {
+	if x != nil {
+		return x.ConfigSchema
 	}
 	return ""
 }
@@ -241,6 +257,178 @@ func (x *ConfigureResponse) GetErrors() []*FieldError {
 	return nil
 }
 
+type DoctorRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kind's config table as a JSON object, paths already resolved, as
+	// Configure would get it.
+	ConfigJson    string `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DoctorRequest) Reset() {
+	*x = DoctorRequest{}
+	mi := &file_v1_plugin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DoctorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DoctorRequest) ProtoMessage() {}
+
+func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
+func (*DoctorRequest) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DoctorRequest) GetConfigJson() string {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return ""
+}
+
+type DoctorResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Checks []*DoctorCheck         `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	// One line saying what passing checks mean ("this machine can run python
+	// tools in gVisor sandboxes"); the host has its own when empty.
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DoctorResponse) Reset() {
+	*x = DoctorResponse{}
+	mi := &file_v1_plugin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DoctorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DoctorResponse) ProtoMessage() {}
+
+func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
+func (*DoctorResponse) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DoctorResponse) GetChecks() []*DoctorCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *DoctorResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// DoctorCheck is one line of `toolhost doctor`.
+type DoctorCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What was checked, in a word or two ("runsc", "cgroups").
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Ok   bool   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// What was found.
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// How to fix it, when not ok.
+	Fix           string `protobuf:"bytes,4,opt,name=fix,proto3" json:"fix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DoctorCheck) Reset() {
+	*x = DoctorCheck{}
+	mi := &file_v1_plugin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DoctorCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DoctorCheck) ProtoMessage() {}
+
+func (x *DoctorCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DoctorCheck.ProtoReflect.Descriptor instead.
+func (*DoctorCheck) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DoctorCheck) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DoctorCheck) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *DoctorCheck) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *DoctorCheck) GetFix() string {
+	if x != nil {
+		return x.Fix
+	}
+	return ""
+}
+
 type MetricsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -249,7 +437,7 @@ type MetricsRequest struct {
 
 func (x *MetricsRequest) Reset() {
 	*x = MetricsRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[4]
+	mi := &file_v1_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +449,7 @@ func (x *MetricsRequest) String() string {
 func (*MetricsRequest) ProtoMessage() {}
 
 func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[4]
+	mi := &file_v1_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +462,7 @@ func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsRequest.ProtoReflect.Descriptor instead.
 func (*MetricsRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{4}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 type MetricsResponse struct {
@@ -286,7 +474,7 @@ type MetricsResponse struct {
 
 func (x *MetricsResponse) Reset() {
 	*x = MetricsResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[5]
+	mi := &file_v1_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +486,7 @@ func (x *MetricsResponse) String() string {
 func (*MetricsResponse) ProtoMessage() {}
 
 func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[5]
+	mi := &file_v1_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +499,7 @@ func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
 func (*MetricsResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{5}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MetricsResponse) GetMetrics() []*Metric {
@@ -336,7 +524,7 @@ type Metric struct {
 
 func (x *Metric) Reset() {
 	*x = Metric{}
-	mi := &file_v1_plugin_proto_msgTypes[6]
+	mi := &file_v1_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +536,7 @@ func (x *Metric) String() string {
 func (*Metric) ProtoMessage() {}
 
 func (x *Metric) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[6]
+	mi := &file_v1_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +549,7 @@ func (x *Metric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metric.ProtoReflect.Descriptor instead.
 func (*Metric) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{6}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Metric) GetName() string {
@@ -413,7 +601,7 @@ type Param struct {
 
 func (x *Param) Reset() {
 	*x = Param{}
-	mi := &file_v1_plugin_proto_msgTypes[7]
+	mi := &file_v1_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +613,7 @@ func (x *Param) String() string {
 func (*Param) ProtoMessage() {}
 
 func (x *Param) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[7]
+	mi := &file_v1_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +626,7 @@ func (x *Param) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Param.ProtoReflect.Descriptor instead.
 func (*Param) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Param) GetName() string {
@@ -493,7 +681,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_v1_plugin_proto_msgTypes[8]
+	mi := &file_v1_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +693,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[8]
+	mi := &file_v1_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +706,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Tool) GetName() string {
@@ -572,7 +760,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[9]
+	mi := &file_v1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +772,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[9]
+	mi := &file_v1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +785,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CheckRequest) GetTool() *Tool {
@@ -618,7 +806,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_v1_plugin_proto_msgTypes[10]
+	mi := &file_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +818,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[10]
+	mi := &file_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +831,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{10}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FieldError) GetPath() string {
@@ -671,7 +859,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[11]
+	mi := &file_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +871,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[11]
+	mi := &file_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +884,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{11}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CheckResponse) GetRunJson() string {
@@ -732,7 +920,7 @@ type Call struct {
 
 func (x *Call) Reset() {
 	*x = Call{}
-	mi := &file_v1_plugin_proto_msgTypes[12]
+	mi := &file_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +932,7 @@ func (x *Call) String() string {
 func (*Call) ProtoMessage() {}
 
 func (x *Call) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[12]
+	mi := &file_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +945,7 @@ func (x *Call) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Call.ProtoReflect.Descriptor instead.
 func (*Call) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Call) GetRunId() string {
@@ -801,7 +989,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[13]
+	mi := &file_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1001,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[13]
+	mi := &file_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1014,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InvokeRequest) GetTool() *Tool {
@@ -869,7 +1057,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_v1_plugin_proto_msgTypes[14]
+	mi := &file_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1069,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[14]
+	mi := &file_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1082,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -1014,7 +1202,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_v1_plugin_proto_msgTypes[15]
+	mi := &file_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1214,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[15]
+	mi := &file_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1227,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Output) GetData() []byte {
@@ -1060,7 +1248,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_v1_plugin_proto_msgTypes[16]
+	mi := &file_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1260,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[16]
+	mi := &file_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1273,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Progress) GetFraction() float64 {
@@ -1113,7 +1301,7 @@ type Log struct {
 
 func (x *Log) Reset() {
 	*x = Log{}
-	mi := &file_v1_plugin_proto_msgTypes[17]
+	mi := &file_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1313,7 @@ func (x *Log) String() string {
 func (*Log) ProtoMessage() {}
 
 func (x *Log) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[17]
+	mi := &file_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1326,7 @@ func (x *Log) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Log.ProtoReflect.Descriptor instead.
 func (*Log) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Log) GetLevel() string {
@@ -1165,7 +1353,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_v1_plugin_proto_msgTypes[18]
+	mi := &file_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1365,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[18]
+	mi := &file_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1378,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Result) GetJson() string {
@@ -1212,7 +1400,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_v1_plugin_proto_msgTypes[19]
+	mi := &file_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1412,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[19]
+	mi := &file_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1425,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Error) GetCode() string {
@@ -1266,7 +1454,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[20]
+	mi := &file_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1466,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[20]
+	mi := &file_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1479,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CallToolRequest) GetParentRunId() string {
@@ -1329,7 +1517,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[21]
+	mi := &file_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1529,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[21]
+	mi := &file_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1542,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -1389,7 +1577,7 @@ type AskModelRequest struct {
 
 func (x *AskModelRequest) Reset() {
 	*x = AskModelRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[22]
+	mi := &file_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1589,7 @@ func (x *AskModelRequest) String() string {
 func (*AskModelRequest) ProtoMessage() {}
 
 func (x *AskModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[22]
+	mi := &file_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1602,7 @@ func (x *AskModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskModelRequest.ProtoReflect.Descriptor instead.
 func (*AskModelRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AskModelRequest) GetParentRunId() string {
@@ -1448,7 +1636,7 @@ type AskModelResponse struct {
 
 func (x *AskModelResponse) Reset() {
 	*x = AskModelResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[23]
+	mi := &file_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1648,7 @@ func (x *AskModelResponse) String() string {
 func (*AskModelResponse) ProtoMessage() {}
 
 func (x *AskModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[23]
+	mi := &file_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1661,7 @@ func (x *AskModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskModelResponse.ProtoReflect.Descriptor instead.
 func (*AskModelResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AskModelResponse) GetText() string {
@@ -1495,19 +1683,31 @@ var File_v1_plugin_proto protoreflect.FileDescriptor
 const file_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x0fv1/plugin.proto\x12\x12toolhost.plugin.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\x8c\x01\n" +
+	"\x0fDescribeRequest\"\xb1\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12+\n" +
 	"\x11protocol_versions\x18\x02 \x03(\rR\x10protocolVersions\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
-	"run_schema\x18\x04 \x01(\tR\trunSchema\"[\n" +
+	"run_schema\x18\x04 \x01(\tR\trunSchema\x12#\n" +
+	"\rconfig_schema\x18\x05 \x01(\tR\fconfigSchema\"[\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
 	"configJson\x12&\n" +
 	"\x0fhost_service_id\x18\x02 \x01(\rR\rhostServiceId\"K\n" +
 	"\x11ConfigureResponse\x126\n" +
-	"\x06errors\x18\x01 \x03(\v2\x1e.toolhost.plugin.v1.FieldErrorR\x06errors\"\x10\n" +
+	"\x06errors\x18\x01 \x03(\v2\x1e.toolhost.plugin.v1.FieldErrorR\x06errors\"0\n" +
+	"\rDoctorRequest\x12\x1f\n" +
+	"\vconfig_json\x18\x01 \x01(\tR\n" +
+	"configJson\"c\n" +
+	"\x0eDoctorResponse\x127\n" +
+	"\x06checks\x18\x01 \x03(\v2\x1f.toolhost.plugin.v1.DoctorCheckR\x06checks\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\"[\n" +
+	"\vDoctorCheck\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x10\n" +
+	"\x03fix\x18\x04 \x01(\tR\x03fix\"\x10\n" +
 	"\x0eMetricsRequest\"G\n" +
 	"\x0fMetricsResponse\x124\n" +
 	"\ametrics\x18\x01 \x03(\v2\x1a.toolhost.plugin.v1.MetricR\ametrics\"\xd5\x01\n" +
@@ -1588,13 +1788,14 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\x06prompt\x18\x03 \x01(\tR\x06prompt\"W\n" +
 	"\x10AskModelResponse\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12/\n" +
-	"\x05error\x18\x02 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error2\xa3\x03\n" +
+	"\x05error\x18\x02 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error2\xf4\x03\n" +
 	"\x04Kind\x12U\n" +
 	"\bDescribe\x12#.toolhost.plugin.v1.DescribeRequest\x1a$.toolhost.plugin.v1.DescribeResponse\x12X\n" +
 	"\tConfigure\x12$.toolhost.plugin.v1.ConfigureRequest\x1a%.toolhost.plugin.v1.ConfigureResponse\x12L\n" +
 	"\x05Check\x12 .toolhost.plugin.v1.CheckRequest\x1a!.toolhost.plugin.v1.CheckResponse\x12H\n" +
 	"\x06Invoke\x12!.toolhost.plugin.v1.InvokeRequest\x1a\x19.toolhost.plugin.v1.Event0\x01\x12R\n" +
-	"\aMetrics\x12\".toolhost.plugin.v1.MetricsRequest\x1a#.toolhost.plugin.v1.MetricsResponse2\xbb\x01\n" +
+	"\aMetrics\x12\".toolhost.plugin.v1.MetricsRequest\x1a#.toolhost.plugin.v1.MetricsResponse\x12O\n" +
+	"\x06Doctor\x12!.toolhost.plugin.v1.DoctorRequest\x1a\".toolhost.plugin.v1.DoctorResponse2\xbb\x01\n" +
 	"\vHostService\x12U\n" +
 	"\bCallTool\x12#.toolhost.plugin.v1.CallToolRequest\x1a$.toolhost.plugin.v1.CallToolResponse\x12U\n" +
 	"\bAskModel\x12#.toolhost.plugin.v1.AskModelRequest\x1a$.toolhost.plugin.v1.AskModelResponseB4Z2github.com/toolhost/toolhost/sdk/proto/v1;pluginv1b\x06proto3"
@@ -1611,70 +1812,76 @@ func file_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_v1_plugin_proto_rawDescData
 }
 
-var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_v1_plugin_proto_goTypes = []any{
 	(*DescribeRequest)(nil),   // 0: toolhost.plugin.v1.DescribeRequest
 	(*DescribeResponse)(nil),  // 1: toolhost.plugin.v1.DescribeResponse
 	(*ConfigureRequest)(nil),  // 2: toolhost.plugin.v1.ConfigureRequest
 	(*ConfigureResponse)(nil), // 3: toolhost.plugin.v1.ConfigureResponse
-	(*MetricsRequest)(nil),    // 4: toolhost.plugin.v1.MetricsRequest
-	(*MetricsResponse)(nil),   // 5: toolhost.plugin.v1.MetricsResponse
-	(*Metric)(nil),            // 6: toolhost.plugin.v1.Metric
-	(*Param)(nil),             // 7: toolhost.plugin.v1.Param
-	(*Tool)(nil),              // 8: toolhost.plugin.v1.Tool
-	(*CheckRequest)(nil),      // 9: toolhost.plugin.v1.CheckRequest
-	(*FieldError)(nil),        // 10: toolhost.plugin.v1.FieldError
-	(*CheckResponse)(nil),     // 11: toolhost.plugin.v1.CheckResponse
-	(*Call)(nil),              // 12: toolhost.plugin.v1.Call
-	(*InvokeRequest)(nil),     // 13: toolhost.plugin.v1.InvokeRequest
-	(*Event)(nil),             // 14: toolhost.plugin.v1.Event
-	(*Output)(nil),            // 15: toolhost.plugin.v1.Output
-	(*Progress)(nil),          // 16: toolhost.plugin.v1.Progress
-	(*Log)(nil),               // 17: toolhost.plugin.v1.Log
-	(*Result)(nil),            // 18: toolhost.plugin.v1.Result
-	(*Error)(nil),             // 19: toolhost.plugin.v1.Error
-	(*CallToolRequest)(nil),   // 20: toolhost.plugin.v1.CallToolRequest
-	(*CallToolResponse)(nil),  // 21: toolhost.plugin.v1.CallToolResponse
-	(*AskModelRequest)(nil),   // 22: toolhost.plugin.v1.AskModelRequest
-	(*AskModelResponse)(nil),  // 23: toolhost.plugin.v1.AskModelResponse
-	nil,                       // 24: toolhost.plugin.v1.Metric.LabelsEntry
+	(*DoctorRequest)(nil),     // 4: toolhost.plugin.v1.DoctorRequest
+	(*DoctorResponse)(nil),    // 5: toolhost.plugin.v1.DoctorResponse
+	(*DoctorCheck)(nil),       // 6: toolhost.plugin.v1.DoctorCheck
+	(*MetricsRequest)(nil),    // 7: toolhost.plugin.v1.MetricsRequest
+	(*MetricsResponse)(nil),   // 8: toolhost.plugin.v1.MetricsResponse
+	(*Metric)(nil),            // 9: toolhost.plugin.v1.Metric
+	(*Param)(nil),             // 10: toolhost.plugin.v1.Param
+	(*Tool)(nil),              // 11: toolhost.plugin.v1.Tool
+	(*CheckRequest)(nil),      // 12: toolhost.plugin.v1.CheckRequest
+	(*FieldError)(nil),        // 13: toolhost.plugin.v1.FieldError
+	(*CheckResponse)(nil),     // 14: toolhost.plugin.v1.CheckResponse
+	(*Call)(nil),              // 15: toolhost.plugin.v1.Call
+	(*InvokeRequest)(nil),     // 16: toolhost.plugin.v1.InvokeRequest
+	(*Event)(nil),             // 17: toolhost.plugin.v1.Event
+	(*Output)(nil),            // 18: toolhost.plugin.v1.Output
+	(*Progress)(nil),          // 19: toolhost.plugin.v1.Progress
+	(*Log)(nil),               // 20: toolhost.plugin.v1.Log
+	(*Result)(nil),            // 21: toolhost.plugin.v1.Result
+	(*Error)(nil),             // 22: toolhost.plugin.v1.Error
+	(*CallToolRequest)(nil),   // 23: toolhost.plugin.v1.CallToolRequest
+	(*CallToolResponse)(nil),  // 24: toolhost.plugin.v1.CallToolResponse
+	(*AskModelRequest)(nil),   // 25: toolhost.plugin.v1.AskModelRequest
+	(*AskModelResponse)(nil),  // 26: toolhost.plugin.v1.AskModelResponse
+	nil,                       // 27: toolhost.plugin.v1.Metric.LabelsEntry
 }
 var file_v1_plugin_proto_depIdxs = []int32{
-	10, // 0: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
-	6,  // 1: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
-	24, // 2: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
-	7,  // 3: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
-	8,  // 4: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	10, // 5: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
-	8,  // 6: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	12, // 7: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
-	15, // 8: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
-	15, // 9: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
-	16, // 10: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
-	17, // 11: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
-	18, // 12: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
-	19, // 13: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
-	19, // 14: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
-	19, // 15: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
-	0,  // 16: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
-	2,  // 17: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
-	9,  // 18: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
-	13, // 19: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
-	4,  // 20: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
-	20, // 21: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
-	22, // 22: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
-	1,  // 23: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
-	3,  // 24: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
-	11, // 25: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
-	14, // 26: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
-	5,  // 27: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
-	21, // 28: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
-	23, // 29: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	13, // 0: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
+	6,  // 1: toolhost.plugin.v1.DoctorResponse.checks:type_name -> toolhost.plugin.v1.DoctorCheck
+	9,  // 2: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
+	27, // 3: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
+	10, // 4: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
+	11, // 5: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
+	13, // 6: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
+	11, // 7: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
+	15, // 8: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
+	18, // 9: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
+	18, // 10: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
+	19, // 11: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
+	20, // 12: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
+	21, // 13: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
+	22, // 14: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
+	22, // 15: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
+	22, // 16: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
+	0,  // 17: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
+	2,  // 18: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
+	12, // 19: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
+	16, // 20: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
+	7,  // 21: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
+	4,  // 22: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
+	23, // 23: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
+	25, // 24: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
+	1,  // 25: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
+	3,  // 26: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
+	14, // 27: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
+	17, // 28: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
+	8,  // 29: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
+	5,  // 30: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
+	24, // 31: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
+	26, // 32: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
+	25, // [25:33] is the sub-list for method output_type
+	17, // [17:25] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_v1_plugin_proto_init() }
@@ -1682,7 +1889,7 @@ func file_v1_plugin_proto_init() {
 	if File_v1_plugin_proto != nil {
 		return
 	}
-	file_v1_plugin_proto_msgTypes[14].OneofWrappers = []any{
+	file_v1_plugin_proto_msgTypes[17].OneofWrappers = []any{
 		(*Event_Stdout)(nil),
 		(*Event_Stderr)(nil),
 		(*Event_Progress)(nil),
@@ -1696,7 +1903,7 @@ func file_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_plugin_proto_rawDesc), len(file_v1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -35,6 +35,7 @@ const (
 	Kind_Check_FullMethodName     = "/toolhost.plugin.v1.Kind/Check"
 	Kind_Invoke_FullMethodName    = "/toolhost.plugin.v1.Kind/Invoke"
 	Kind_Metrics_FullMethodName   = "/toolhost.plugin.v1.Kind/Metrics"
+	Kind_Doctor_FullMethodName    = "/toolhost.plugin.v1.Kind/Doctor"
 )
 
 // KindClient is the client API for Kind service.
@@ -62,6 +63,13 @@ type KindClient interface {
 	// sandboxes, say), which the host serves on /metrics. Optional: a kind
 	// with none answers with an empty list.
 	Metrics(ctx context.Context, in *MetricsRequest, opts ...grpc.CallOption) (*MetricsResponse, error)
+	// Doctor checks, line by line, that this machine can run the kind's
+	// tools with the given config table, and says how to fix each failing
+	// line (`toolhost doctor`). It must not need Configure to have passed:
+	// it is most useful when it did not. Optional: a kind with nothing to
+	// check answers with an empty list; a plugin built before the call
+	// existed answers UNIMPLEMENTED, which the host reads as the same.
+	Doctor(ctx context.Context, in *DoctorRequest, opts ...grpc.CallOption) (*DoctorResponse, error)
 }
 
 type kindClient struct {
@@ -131,6 +139,16 @@ func (c *kindClient) Metrics(ctx context.Context, in *MetricsRequest, opts ...gr
 	return out, nil
 }
 
+func (c *kindClient) Doctor(ctx context.Context, in *DoctorRequest, opts ...grpc.CallOption) (*DoctorResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DoctorResponse)
+	err := c.cc.Invoke(ctx, Kind_Doctor_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KindServer is the server API for Kind service.
 // All implementations must embed UnimplementedKindServer
 // for forward compatibility.
@@ -156,6 +174,13 @@ type KindServer interface {
 	// sandboxes, say), which the host serves on /metrics. Optional: a kind
 	// with none answers with an empty list.
 	Metrics(context.Context, *MetricsRequest) (*MetricsResponse, error)
+	// Doctor checks, line by line, that this machine can run the kind's
+	// tools with the given config table, and says how to fix each failing
+	// line (`toolhost doctor`). It must not need Configure to have passed:
+	// it is most useful when it did not. Optional: a kind with nothing to
+	// check answers with an empty list; a plugin built before the call
+	// existed answers UNIMPLEMENTED, which the host reads as the same.
+	Doctor(context.Context, *DoctorRequest) (*DoctorResponse, error)
 	mustEmbedUnimplementedKindServer()
 }
 
@@ -180,6 +205,9 @@ func (UnimplementedKindServer) Invoke(*InvokeRequest, grpc.ServerStreamingServer
 }
 func (UnimplementedKindServer) Metrics(context.Context, *MetricsRequest) (*MetricsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Metrics not implemented")
+}
+func (UnimplementedKindServer) Doctor(context.Context, *DoctorRequest) (*DoctorResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Doctor not implemented")
 }
 func (UnimplementedKindServer) mustEmbedUnimplementedKindServer() {}
 func (UnimplementedKindServer) testEmbeddedByValue()              {}
@@ -285,6 +313,24 @@ func _Kind_Metrics_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Kind_Doctor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DoctorRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KindServer).Doctor(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Kind_Doctor_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KindServer).Doctor(ctx, req.(*DoctorRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Kind_ServiceDesc is the grpc.ServiceDesc for Kind service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -307,6 +353,10 @@ var Kind_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Metrics",
 			Handler:    _Kind_Metrics_Handler,
+		},
+		{
+			MethodName: "Doctor",
+			Handler:    _Kind_Doctor_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
