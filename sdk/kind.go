@@ -11,7 +11,6 @@ package sdk
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 )
 
@@ -98,20 +97,6 @@ type ToolResult struct {
 	Result  json.RawMessage
 	Printed string
 	Error   *Error
-}
-
-// Error is a run's failure as the user reads it: a short code and a
-// sentence.
-type Error struct {
-	Code    string
-	Message string
-}
-
-func (e *Error) Error() string { return e.Message }
-
-// Errorf makes an *Error with a code and a formatted message.
-func Errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // FieldError is one problem with a tool or a config table, at a field.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/sdk/errcode"
 	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
 )
 
@@ -123,14 +124,7 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 	result, err := s.impl.Invoke(ctx, call, emit)
 	var final *pluginv1.Event
 	if err != nil {
-		var ue *Error
-		if !errors.As(err, &ue) {
-			ue = &Error{Code: "failed", Message: err.Error()}
-		}
-		if ctx.Err() != nil && ue.Code == "failed" {
-			ue = &Error{Code: "cancelled", Message: "the run was cancelled"}
-		}
-		final = &pluginv1.Event{Kind: &pluginv1.Event_Error{Error: errorToProto(ue)}}
+		final = &pluginv1.Event{Kind: &pluginv1.Event_Error{Error: errorToProto(errcode.FromRun(ctx, err))}}
 	} else {
 		if len(result) == 0 {
 			result = json.RawMessage("null")

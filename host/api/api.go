@@ -24,6 +24,7 @@ import (
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // ProtocolVersion is the version of the websocket protocol in
@@ -321,7 +322,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 		Session: r.Header.Get("Toolhost-Session"), IdempotencyKey: r.Header.Get("Idempotency-Key"),
 	})
 	if err != nil {
-		var ce *runs.CallError
+		var ce *errcode.Error
 		if errors.As(err, &ce) {
 			writeError(w, callErrorStatus(ce.Code), ce.Code, ce.Message)
 			return

@@ -6,6 +6,7 @@ import (
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // handle acts on one frame; it returns false when the connection must
@@ -91,7 +92,7 @@ func (c *wsConn) call(m client.Message) {
 	run, err := c.s.opts.Dispatcher.Start(runs.Request{Tool: m.Tool, Args: m.Args, Principal: who.Name, Session: m.Session, IdempotencyKey: m.IdempotencyKey})
 	if err != nil {
 		code := "failed"
-		var ce *runs.CallError
+		var ce *errcode.Error
 		if errors.As(err, &ce) {
 			code = ce.Code
 		}

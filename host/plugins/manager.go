@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // BinaryPrefix starts the file name of every plugin binary.
@@ -472,7 +473,7 @@ func (p *Plugin) current(ctx context.Context) (*sdk.KindClient, *plugin.Client, 
 		p.mu.Lock()
 		if p.stopping {
 			p.mu.Unlock()
-			return nil, nil, &sdk.Error{Code: "plugin_unavailable", Message: fmt.Sprintf("the %s plugin was stopped: toolhost is shutting down", p.kind)}
+			return nil, nil, &sdk.Error{Code: errcode.PluginUnavailable, Message: fmt.Sprintf("the %s plugin was stopped: toolhost is shutting down", p.kind)}
 		}
 		if p.kc != nil && p.client.Exited() {
 			// Its process ended and watch has not seen it yet.
@@ -494,7 +495,7 @@ func (p *Plugin) current(ctx context.Context) (*sdk.KindClient, *plugin.Client, 
 			if downErr == nil {
 				downErr = fmt.Errorf("the %s plugin is not running", p.kind)
 			}
-			return nil, nil, &sdk.Error{Code: "plugin_unavailable", Message: downErr.Error()}
+			return nil, nil, &sdk.Error{Code: errcode.PluginUnavailable, Message: downErr.Error()}
 		}
 	}
 }
@@ -522,7 +523,7 @@ func (p *Plugin) Invoke(ctx context.Context, inv sdk.Invocation, onEvent func(sd
 			time.Sleep(25 * time.Millisecond)
 		}
 		p.m.opts.Logger.Error("plugin stream broke during a run", "kind", p.kind, "run", inv.RunID, "error", err, "exited", client.Exited())
-		return nil, &sdk.Error{Code: "plugin_crashed", Message: fmt.Sprintf("the %s plugin stopped during the run (it is being restarted); the run did not finish", p.kind)}
+		return nil, &sdk.Error{Code: errcode.PluginCrashed, Message: fmt.Sprintf("the %s plugin stopped during the run (it is being restarted); the run did not finish", p.kind)}
 	}
 	return res, err
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // Invoker runs a tool in its kind's plugin.
@@ -108,14 +109,6 @@ func (d *Dispatcher) SpillTo(dir *SpillDir, memoryBytes int) {
 	d.spill = spillConfig{dir: dir, memoryBytes: memoryBytes}
 }
 
-// CallError is a call refused before it ran.
-type CallError struct {
-	Code    string
-	Message string
-}
-
-func (e *CallError) Error() string { return e.Message }
-
 // Request is a call to start.
 type Request struct {
 	Tool      string
@@ -131,7 +124,7 @@ type Request struct {
 
 // Start checks a call and starts its run. The run goes on until it ends or
 // is cancelled, whoever is reading it. A call refused before it ran returns
-// a *CallError. A call past its principal's limit is refused at once.
+// an *sdk.Error. A call past its principal's limit is refused at once.
 func (d *Dispatcher) Start(req Request) (*Run, error) {
 	return d.start(context.Background(), req, false)
 }
@@ -141,18 +134,18 @@ func (d *Dispatcher) Start(req Request) (*Run, error) {
 func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, error) {
 	tool, ok := d.registry.Get(req.Tool)
 	if !ok {
-		return nil, &CallError{Code: "unknown_tool", Message: fmt.Sprintf("there is no tool named %q", req.Tool)}
+		return nil, &sdk.Error{Code: errcode.UnknownTool, Message: fmt.Sprintf("there is no tool named %q", req.Tool)}
 	}
 	args, err := tools.CheckArgs(tool, req.Args)
 	if err != nil {
-		return nil, &CallError{Code: "bad_args", Message: err.Error()}
+		return nil, &sdk.Error{Code: errcode.BadArgs, Message: err.Error()}
 	}
 	if req.Parent != "" && d.depth(req.Parent) >= MaxNesting {
-		return nil, &CallError{Code: "too_deep", Message: fmt.Sprintf("tools called tools more than %d deep; the call to %s was refused", MaxNesting, req.Tool)}
+		return nil, &sdk.Error{Code: errcode.TooDeep, Message: fmt.Sprintf("tools called tools more than %d deep; the call to %s was refused", MaxNesting, req.Tool)}
 	}
 	inv, ok := d.plugins(tool.Kind)
 	if !ok {
-		return nil, &CallError{Code: "plugin_unavailable", Message: fmt.Sprintf("the %s kind is not running", tool.Kind)}
+		return nil, &sdk.Error{Code: errcode.PluginUnavailable, Message: fmt.Sprintf("the %s kind is not running", tool.Kind)}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	req.Tool = tool.Name
@@ -176,7 +169,7 @@ func (d *Dispatcher) admit(ctx context.Context, run *Run, req Request, wait bool
 			c = d.callers(req.Principal)
 		}
 		if c.Refused != "" {
-			return &CallError{Code: "forbidden", Message: c.Refused}
+			return &sdk.Error{Code: errcode.Forbidden, Message: c.Refused}
 		}
 		parent := d.runs[req.Parent]
 		switch {
@@ -185,7 +178,7 @@ func (d *Dispatcher) admit(ctx context.Context, run *Run, req Request, wait bool
 		case c.MaxRunning <= 0 || d.places[req.Principal] < c.MaxRunning:
 			d.places[req.Principal]++
 		case !wait:
-			return &CallError{Code: "too_many_runs", Message: fmt.Sprintf("%s already has %d runs going (%s); wait for one to finish or cancel one", c.Who, d.places[req.Principal], c.Setting)}
+			return &sdk.Error{Code: errcode.TooManyRuns, Message: fmt.Sprintf("%s already has %d runs going (%s); wait for one to finish or cancel one", c.Who, d.places[req.Principal], c.Setting)}
 		default:
 			ch := d.placeFreed
 			d.mu.Unlock()
@@ -299,17 +292,9 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 		run.append(Event{Type: "stderr", Data: s})
 	}
 	mu.Unlock()
-	var ue *sdk.Error
-	var end Event
-	switch {
-	case err == nil:
-		end = Event{Type: "result", Result: result}
-	case errors.As(err, &ue):
+	end := Event{Type: "result", Result: result}
+	if ue := errcode.FromRun(ctx, err); ue != nil {
 		end = Event{Type: "error", Error: &ErrorBody{Code: ue.Code, Message: ue.Message}}
-	case errors.Is(err, context.Canceled):
-		end = Event{Type: "error", Error: &ErrorBody{Code: "cancelled", Message: "the run was cancelled"}}
-	default:
-		end = Event{Type: "error", Error: &ErrorBody{Code: "failed", Message: err.Error()}}
 	}
 	// The place comes free before the end is told: whoever sees the end
 	// may start another run at once.
@@ -393,13 +378,13 @@ func (d *Dispatcher) CallTool(ctx context.Context, parentRunID, tool string, arg
 	if p, ok := d.Get(parentRunID); ok {
 		principal, session = p.Principal, p.Session
 	} else {
-		return sdk.ToolResult{Error: &sdk.Error{Code: "unknown_run", Message: "a nested call must name the run that makes it"}}, nil
+		return sdk.ToolResult{Error: &sdk.Error{Code: errcode.UnknownRun, Message: "a nested call must name the run that makes it"}}, nil
 	}
 	run, err := d.start(ctx, Request{Tool: tool, Args: args, Principal: principal, Session: session, Parent: parentRunID}, true)
 	if err != nil {
-		var ce *CallError
+		var ce *sdk.Error
 		if errors.As(err, &ce) {
-			return sdk.ToolResult{Error: &sdk.Error{Code: ce.Code, Message: ce.Message}}, nil
+			return sdk.ToolResult{Error: ce}, nil
 		}
 		return sdk.ToolResult{}, err
 	}
@@ -417,7 +402,7 @@ func (d *Dispatcher) CallTool(ctx context.Context, parentRunID, tool string, arg
 
 // AskModel is not served by this host yet.
 func (d *Dispatcher) AskModel(context.Context, string, string, string) (string, error) {
-	return "", &sdk.Error{Code: "unsupported", Message: "this host has no model configured"}
+	return "", &sdk.Error{Code: errcode.Unsupported, Message: "this host has no model configured"}
 }
 
 var _ sdk.Host = (*Dispatcher)(nil)

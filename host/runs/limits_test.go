@@ -130,7 +130,7 @@ func TestATopLevelCallPastTheLimitIsRefusedUntilARunEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = d.Start(Request{Tool: "block", Principal: "ed"})
-	var ce *CallError
+	var ce *sdk.Error
 	if !errors.As(err, &ce) || ce.Code != "too_many_runs" ||
 		ce.Message != `the token "ed" already has 2 runs going (its max_running); wait for one to finish or cancel one` {
 		t.Fatalf("a third run: %v; want too_many_runs", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // Tool is a tool as served: its definition and its run table as the kind's
@@ -102,8 +103,7 @@ func (r *Registry) Add(t *Tool) bool {
 // checking it again later may pass.
 func Unchecked(err error) bool {
 	var cu *sdk.CheckUnavailableError
-	var ue *sdk.Error
-	return errors.As(err, &cu) || errors.As(err, &ue) && ue.Code == "plugin_unavailable"
+	return errors.As(err, &cu) || errors.Is(err, &sdk.Error{Code: errcode.PluginUnavailable})
 }
 
 // CheckAll checks each tool with its kind's plugin. It returns the tools

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // Conn is a host-side connection to a kind served in-process.
@@ -73,10 +74,7 @@ func (r *Run) Stderr() string {
 
 // ErrorCode is the code of the *sdk.Error the run ended with, or "".
 func (r *Run) ErrorCode() string {
-	if e, ok := r.Err.(*sdk.Error); ok {
-		return e.Code
-	}
-	return ""
+	return errcode.Code(r.Err)
 }
 
 // Invoke runs tool with args (marshalled to JSON) and collects everything.
@@ -111,9 +109,9 @@ func Tool(t testing.TB, name string, run map[string]any, params ...sdk.Param) sd
 type refusingHost struct{}
 
 func (refusingHost) CallTool(context.Context, string, string, json.RawMessage) (sdk.ToolResult, error) {
-	return sdk.ToolResult{}, &sdk.Error{Code: "no_host", Message: "this test serves no tools to call"}
+	return sdk.ToolResult{}, &sdk.Error{Code: errcode.NoHost, Message: "this test serves no tools to call"}
 }
 
 func (refusingHost) AskModel(context.Context, string, string, string) (string, error) {
-	return "", &sdk.Error{Code: "no_host", Message: "this test serves no model"}
+	return "", &sdk.Error{Code: errcode.NoHost, Message: "this test serves no model"}
 }

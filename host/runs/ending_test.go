@@ -1,0 +1,84 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+// endKind ends each run with the error its tool names, once the run is
+// cancelled ("after_cancel") or at once.
+type endKind struct{ errs map[string]error }
+
+func (k endKind) Invoke(ctx context.Context, inv sdk.Invocation, _ func(sdk.Event)) (json.RawMessage, error) {
+	if strings.HasPrefix(inv.Tool.Name, "after_cancel") {
+		<-ctx.Done()
+	}
+	return nil, k.errs[inv.Tool.Name]
+}
+
+// TestARunEndsWithOneCodeWhateverItsKindReturned: the host decides a run
+// was cancelled in one place (errcode.FromRun), the same way the SDK does
+// in the plugin: a run cancelled by its caller ends "cancelled" whether
+// its plugin answered with ctx's error, a broken connection or a plain
+// "failed"; a more precise code (a timeout) and an *sdk.Error wrapped in
+// another error are kept; anything else is "failed" with its text.
+func TestARunEndsWithOneCodeWhateverItsKindReturned(t *testing.T) {
+	errs := map[string]error{
+		"after_cancel_reset":   errors.New("read unix @->/tmp/plugin: connection reset by peer"),
+		"after_cancel_failed":  &sdk.Error{Code: errcode.Failed, Message: "the plugin failed"},
+		"after_cancel_timeout": &sdk.Error{Code: errcode.Timeout, Message: "it took too long"},
+		"wrapped":              fmt.Errorf("calling: %w", &sdk.Error{Code: "http_status", Message: "the server answered 404"}),
+		"plain":                errors.New("something broke"),
+		"canceled_error":       fmt.Errorf("stream: %w", context.Canceled),
+	}
+	want := map[string]errcode.Error{
+		"after_cancel_reset":   {Code: errcode.Cancelled, Message: "the run was cancelled"},
+		"after_cancel_failed":  {Code: errcode.Cancelled, Message: "the run was cancelled"},
+		"after_cancel_timeout": {Code: errcode.Timeout, Message: "it took too long"},
+		"wrapped":              {Code: "http_status", Message: "the server answered 404"},
+		"plain":                {Code: errcode.Failed, Message: "something broke"},
+		"canceled_error":       {Code: errcode.Cancelled, Message: "the run was cancelled"},
+	}
+	reg := tools.NewRegistry()
+	var list []*tools.Tool
+	for name := range errs {
+		list = append(list, &tools.Tool{Tool: config.Tool{Name: name, Description: "A test tool.", Effect: "read"},
+			Kind: "end", Run: json.RawMessage(`{"type":"end"}`)})
+	}
+	reg.Replace(list)
+	d := NewDispatcher(reg, func(string) (Invoker, bool) { return endKind{errs}, true }, nil, time.Hour)
+	t.Cleanup(func() { d.CancelAll(); d.Close() })
+	for name, w := range want {
+		run, err := d.Start(Request{Tool: name, Principal: "ed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(name, "after_cancel") {
+			run.Cancel()
+		}
+		last := wait(t, run)
+		if last.Type != "error" || last.Error == nil || last.Error.Code != w.Code || last.Error.Message != w.Message {
+			t.Errorf("%s ended with %+v; want error %q: %q", name, last.Error, w.Code, w.Message)
+		}
+	}
+}
+
+// TestARefusedCallIsAnSDKError: a call refused before it ran is the one
+// error type, matched by code with errors.Is.
+func TestARefusedCallIsAnSDKError(t *testing.T) {
+	d, _ := nestDispatcher(t, 1)
+	_, err := d.Start(Request{Tool: "nope", Principal: "ed"})
+	if !errors.Is(err, &sdk.Error{Code: errcode.UnknownTool}) || errcode.Code(err) != errcode.UnknownTool {
+		t.Fatalf("calling a tool that isn't there: %#v; want an *sdk.Error of code unknown_tool", err)
+	}
+}
