@@ -1,0 +1,74 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
+)
+
+// DoctorCheck is one line of `toolhost doctor`: what was checked, whether
+// it holds, what was found, and how to fix it when it doesn't.
+type DoctorCheck struct {
+	Name   string
+	OK     bool
+	Detail string
+	Fix    string
+}
+
+// DoctorReport is what a kind's Doctor found.
+type DoctorReport struct {
+	Checks []DoctorCheck
+	// Summary says what passing checks mean ("this machine can run python
+	// tools in gVisor sandboxes"); the host has its own when empty.
+	Summary string
+}
+
+// Doctor is implemented by a kind that can check the machine it runs on
+// (`toolhost doctor`). It is optional: a kind without it has nothing to
+// check. config is the kind's table as Configure would get it; Doctor must
+// work whether or not Configure passed.
+type Doctor interface {
+	Doctor(ctx context.Context, config json.RawMessage) (DoctorReport, error)
+}
+
+func (s *kindServer) Doctor(ctx context.Context, req *pluginv1.DoctorRequest) (*pluginv1.DoctorResponse, error) {
+	d, ok := s.impl.(Doctor)
+	if !ok {
+		return &pluginv1.DoctorResponse{}, nil
+	}
+	cfg := json.RawMessage(req.GetConfigJson())
+	if len(cfg) == 0 {
+		cfg = json.RawMessage("{}")
+	}
+	rep, err := d.Doctor(ctx, cfg)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "checking the machine failed: %v", err)
+	}
+	out := &pluginv1.DoctorResponse{Summary: rep.Summary}
+	for _, c := range rep.Checks {
+		out.Checks = append(out.Checks, &pluginv1.DoctorCheck{Name: c.Name, Ok: c.OK, Detail: c.Detail, Fix: c.Fix})
+	}
+	return out, nil
+}
+
+// Doctor asks the plugin to check this machine with the given config
+// table. A plugin built before the call existed has nothing to check.
+func (c *KindClient) Doctor(ctx context.Context, config json.RawMessage) (DoctorReport, error) {
+	resp, err := c.client.Doctor(ctx, &pluginv1.DoctorRequest{ConfigJson: string(config)})
+	if status.Code(err) == codes.Unimplemented {
+		return DoctorReport{}, nil
+	}
+	if err != nil {
+		return DoctorReport{}, fmt.Errorf("the plugin didn't check the machine: %s", status.Convert(err).Message())
+	}
+	rep := DoctorReport{Summary: resp.GetSummary()}
+	for _, pc := range resp.GetChecks() {
+		rep.Checks = append(rep.Checks, DoctorCheck{Name: pc.GetName(), OK: pc.GetOk(), Detail: pc.GetDetail(), Fix: pc.GetFix()})
+	}
+	return rep, nil
+}
