@@ -25,8 +25,11 @@ func (c *KindClient) Describe(ctx context.Context) (Info, []uint32, error) {
 	if err != nil {
 		return Info{}, nil, fmt.Errorf("the plugin didn't describe itself: %w", err)
 	}
-	return Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema())},
-		resp.GetProtocolVersions(), nil
+	info := Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema())}
+	if s := resp.GetConfigSchema(); s != "" {
+		info.ConfigSchema = json.RawMessage(s)
+	}
+	return info, resp.GetProtocolVersions(), nil
 }
 
 // Configure hands the plugin its config table. A bad table comes back as

@@ -43,6 +43,12 @@ type Info struct {
 	Version string
 	// RunSchema is the JSON Schema of the run table.
 	RunSchema json.RawMessage
+	// ConfigSchema is the JSON Schema of the kind's config table ([http],
+	// [python], [kinds.NAME]); nil when it takes no settings. Mark a string
+	// setting that is a file path with "format": "path": the host resolves
+	// it against the config file's folder. Configure stays the validator;
+	// see docs/plugins.md.
+	ConfigSchema json.RawMessage
 }
 
 // Tool is a tool as the host loaded it.

@@ -37,6 +37,7 @@ func (s *kindServer) Describe(ctx context.Context, _ *pluginv1.DescribeRequest) 
 	}
 	return &pluginv1.DescribeResponse{
 		Kind: info.Kind, Version: info.Version, RunSchema: schema,
+		ConfigSchema:     string(info.ConfigSchema),
 		ProtocolVersions: []uint32{ProtocolVersion},
 	}, nil
 }
