@@ -68,6 +68,7 @@ tools:
 		GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && \
 		touch $(TOOLS_BIN)/.staticcheck-$(STATICCHECK_VERSION); }
 
+# The protocol's Go code goes to sdk/internal/pluginv1 (see sdk/proto/buf.gen.yaml).
 proto: tools
 	cd sdk/proto && PATH=$(TOOLS_BIN):$$PATH buf generate
 
@@ -77,6 +78,7 @@ lint: tools
 		test -z "$$big" || { echo "build outputs or large files are committed: $$big"; exit 1; }
 	$(GO) vet ./...
 	$(TOOLS_BIN)/staticcheck ./...
+	$(TOOLS_BIN)/buf breaking sdk/proto --against sdk/proto/v1.released.binpb
 
 # Every test: unit tests beside the code, end-to-end tests in integration/
 # (real plugins, real runsc, real sockets). Needs root for the sandboxes.

@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc/status"
 
-	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
+	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
 // KindClient is the host's handle on a kind plugin. It is what

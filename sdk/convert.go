@@ -3,7 +3,7 @@ package sdk
 import (
 	"encoding/json"
 
-	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
+	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
 // The conversions between the public types and the generated ones live

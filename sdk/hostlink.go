@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
+	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
 // How the plugin reaches the host's HostService, and why this way.

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
+	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
 // Metric is one gauge or counter a kind reports; the host serves it on

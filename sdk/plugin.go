@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	pluginv1 "github.com/toolhost/toolhost/sdk/proto/v1"
+	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
 // ProtocolVersion is the plugin protocol this SDK speaks: the version of

@@ -40,24 +40,26 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 			t.Fatalf("%s is not built: run `make tools` (make test does): %v", tool, err)
 		}
 	}
-	out := t.TempDir()
-	cmd := exec.Command(filepath.Join(bin, "buf"), "generate", "-o", out)
+	// buf.gen.yaml writes to ../internal/pluginv1 from sdk/proto: from
+	// tmp/proto, that is tmp/internal/pluginv1.
+	tmp := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "buf"), "generate", "-o", filepath.Join(tmp, "proto"))
 	cmd.Dir = "proto"
 	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("buf generate: %v\n%s", err, b)
 	}
-	for _, f := range []string{"v1/plugin.pb.go", "v1/plugin_grpc.pb.go"} {
-		want, err := os.ReadFile(filepath.Join(out, f))
+	for _, f := range []string{"internal/pluginv1/plugin.pb.go", "internal/pluginv1/plugin_grpc.pb.go"} {
+		want, err := os.ReadFile(filepath.Join(tmp, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		have, err := os.ReadFile(filepath.Join("proto", f))
+		have, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(want, have) {
-			t.Errorf("sdk/proto/%s is stale: run `make proto`", f)
+			t.Errorf("sdk/%s is stale: run `make proto`", f)
 		}
 	}
 }

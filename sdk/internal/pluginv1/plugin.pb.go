@@ -1798,7 +1798,7 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\x06Doctor\x12!.toolhost.plugin.v1.DoctorRequest\x1a\".toolhost.plugin.v1.DoctorResponse2\xbb\x01\n" +
 	"\vHostService\x12U\n" +
 	"\bCallTool\x12#.toolhost.plugin.v1.CallToolRequest\x1a$.toolhost.plugin.v1.CallToolResponse\x12U\n" +
-	"\bAskModel\x12#.toolhost.plugin.v1.AskModelRequest\x1a$.toolhost.plugin.v1.AskModelResponseB4Z2github.com/toolhost/toolhost/sdk/proto/v1;pluginv1b\x06proto3"
+	"\bAskModel\x12#.toolhost.plugin.v1.AskModelRequest\x1a$.toolhost.plugin.v1.AskModelResponseB=Z;github.com/toolhost/toolhost/sdk/internal/pluginv1;pluginv1b\x06proto3"
 
 var (
 	file_v1_plugin_proto_rawDescOnce sync.Once
