@@ -27,7 +27,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/toolhost/toolhost/client"
 )
 
 // runner is the predecessor's design: python3 -I -S -B sets its own
@@ -137,17 +137,17 @@ func run(o options) error {
 		h.pooled = pool > 0
 		cold0 := h.metric("pool_cold_starts_total")
 		rows = append(rows, row{name: "toolhost HTTP call, " + label, d: h.repeat(o.n, h.callHTTP)})
-		ws, _, err := websocket.DefaultDialer.Dial("ws://"+h.addr+"/api/v1/ws", nil)
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		conn, err := client.Dial(dctx, h.addr, client.Options{Client: "bench"})
+		dcancel()
 		if err != nil {
 			h.stop()
 			return err
 		}
-		i := 0
 		rows = append(rows, row{name: "toolhost websocket call, " + label, d: h.repeat(o.n, func() (time.Duration, error) {
-			i++
-			return callWS(ws, fmt.Sprint("b", i))
+			return callWS(conn)
 		})})
-		ws.Close()
+		_ = conn.Close()
 		if pool > 0 {
 			notes = append(notes, fmt.Sprintf("latency rows with the pool on: %.0f of %d calls started a sandbox cold", h.metric("pool_cold_starts_total")-cold0, 2*o.n))
 		}
@@ -358,34 +358,18 @@ func (h *host) callHTTP() (time.Duration, error) {
 	return el, nil
 }
 
-func callWS(ws *websocket.Conn, id string) (time.Duration, error) {
+func callWS(conn *client.Conn) (time.Duration, error) {
 	t0 := time.Now()
-	if err := ws.WriteJSON(map[string]any{"type": "call", "id": id, "tool": "one", "args": map[string]any{}}); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := conn.Call(ctx, "one", map[string]any{}, nil)
+	if err != nil {
 		return 0, err
 	}
-	for {
-		var f struct {
-			Type   string          `json:"type"`
-			ID     string          `json:"id"`
-			Result json.RawMessage `json:"result"`
-			Error  json.RawMessage `json:"error"`
-		}
-		if err := ws.ReadJSON(&f); err != nil {
-			return 0, err
-		}
-		if f.ID != id {
-			continue
-		}
-		switch f.Type {
-		case "result":
-			if string(f.Result) != "1" {
-				return 0, fmt.Errorf("result %s", f.Result)
-			}
-			return time.Since(t0), nil
-		case "error":
-			return 0, fmt.Errorf("error %s", f.Error)
-		}
+	if string(res) != "1" {
+		return 0, fmt.Errorf("result %s", res)
 	}
+	return time.Since(t0), nil
 }
 
 func (h *host) throughput(label string, c int, d time.Duration) throughput {

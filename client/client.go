@@ -481,6 +481,9 @@ func (c *Conn) Cancel(ctx context.Context, run string) error {
 
 // CallOptions are call's optional fields.
 type CallOptions struct {
+	// ID is the call's id on the wire, which its events carry; "" picks
+	// one. Ids of calls going on at once on one Conn must differ.
+	ID string
 	// Session is the conversation the call belongs to; recorded on the run.
 	Session string
 	// IdempotencyKey names the call so a retry can be recognised;
@@ -510,7 +513,10 @@ func (c *Conn) CallWith(ctx context.Context, tool string, args any, opts CallOpt
 	if err != nil {
 		return nil, err
 	}
-	id := c.newID("c")
+	id := opts.ID
+	if id == "" {
+		id = c.newID("c")
+	}
 	return c.follow(ctx, Message{Type: "call", ID: id, Tool: tool, Args: raw, Session: opts.Session, IdempotencyKey: opts.IdempotencyKey}, onEvent)
 }
 

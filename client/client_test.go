@@ -24,13 +24,14 @@ import (
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // kind is an in-process kind: "lines" prints n lines of size bytes, with
 // delay_ms before each; "block" waits to be cancelled; "fail" fails.
 type kind struct{}
 
-func (kind) Invoke(ctx context.Context, inv sdk.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
+func (kind) Invoke(ctx context.Context, inv hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
 	var a struct {
 		N       int `json:"n"`
 		Size    int `json:"size"`
