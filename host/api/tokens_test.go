@@ -67,7 +67,7 @@ func TestSetTokensClosesTheWebsocketsOfRevokedTokens(t *testing.T) {
 	ed2 := h.dial(t, bearer("ed2"))
 	bro := h.dial(t, nil)
 	bro.send(map[string]any{"type": "hello", "id": "h", "token": "bro-token"})
-	if f := bro.read(5 * time.Second); f.Principal != "bro" {
+	if f := bro.read(5 * time.Second); f.hello.Principal != "bro" {
 		t.Fatalf("bro's hello: %+v", f)
 	}
 	vic := h.dial(t, bearer("vic"))
@@ -85,7 +85,7 @@ func TestSetTokensClosesTheWebsocketsOfRevokedTokens(t *testing.T) {
 		t.Fatalf("vic's call after its role was raised: %+v", frames)
 	}
 	later.send(map[string]any{"type": "hello", "id": "h", "token": "later-token"})
-	if f := later.read(5 * time.Second); f.Principal != "later" || f.Role != "editor" {
+	if f := later.read(5 * time.Second); f.hello.Principal != "later" || f.hello.Role != "editor" {
 		t.Fatalf("a sign-in after the change: %+v", f)
 	}
 

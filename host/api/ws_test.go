@@ -22,6 +22,7 @@ import (
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // fakeKind is an in-process kind: "lines" prints n lines of size bytes
@@ -30,7 +31,7 @@ import (
 // starts with the time it was printed, in nanoseconds, for latency.
 type fakeKind struct{}
 
-func (fakeKind) Invoke(ctx context.Context, inv sdk.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
+func (fakeKind) Invoke(ctx context.Context, inv hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
 	var a struct {
 		N       int  `json:"n"`
 		Size    int  `json:"size"`
@@ -156,22 +157,16 @@ func (c *wsClient) send(v any) {
 	}
 }
 
+// frame is any frame of the host, read through the protocol's types: a
+// run's event (Seq set), an error that ends no run, behind, or a reply.
 type frame struct {
-	Type    string          `json:"type"`
-	ID      string          `json:"id"`
-	Run     string          `json:"run"`
-	Seq     *int64          `json:"seq"`
-	LastSeq int64           `json:"last_seq"`
-	Data    string          `json:"data"`
-	Result  json.RawMessage `json:"result"`
-	Error   *client.Error   `json:"error"`
-	// hello
-	Protocol     int    `json:"protocol"`
-	AuthRequired bool   `json:"auth_required"`
-	Principal    string `json:"principal"`
-	Role         string `json:"role"`
-	Tools        []any  `json:"tools"`
-	at           time.Time
+	client.Event
+	// Seq is nil on frames that are not a run's event.
+	Seq     *int64        `json:"seq"`
+	LastSeq int64         `json:"last_seq"` // behind
+	Tools   []client.Tool `json:"tools"`
+	hello   client.HelloReply
+	at      time.Time
 }
 
 func (c *wsClient) read(timeout time.Duration) frame {
@@ -192,6 +187,9 @@ func (c *wsClient) tryRead(timeout time.Duration) (frame, error) {
 	var f frame
 	if err := json.Unmarshal(data, &f); err != nil {
 		return frame{}, fmt.Errorf("a frame isn't JSON: %v: %s", err, data)
+	}
+	if f.Type == "hello" {
+		_ = json.Unmarshal(data, &f.hello)
 	}
 	f.at = time.Now()
 	return f, nil
@@ -233,7 +231,7 @@ func TestEveryEventTypeReachesTheClientInOrder(t *testing.T) {
 	h := newTestHost(t, Options{})
 	c := h.dial(t, nil)
 	c.send(map[string]any{"type": "hello", "id": "h", "protocol": 1, "client": "test"})
-	if f := c.read(5 * time.Second); f.Type != "hello" || f.Protocol != ProtocolVersion || f.AuthRequired || f.Principal != "local" || f.Role != "admin" {
+	if f := c.read(5 * time.Second); f.Type != "hello" || f.hello.Protocol != ProtocolVersion || f.hello.AuthRequired || f.hello.Principal != "local" || f.hello.Role != "admin" {
 		t.Fatalf("hello reply = %+v", f)
 	}
 	c.send(map[string]any{"type": "call", "id": "c", "tool": "lines", "args": map[string]any{"n": 4, "stderr": true}})
@@ -391,7 +389,7 @@ func TestTokensOverTheWebsocket(t *testing.T) {
 	// Without a token, only hello is taken; it says a token is needed.
 	c := h.dial(t, nil)
 	c.send(map[string]any{"type": "hello", "id": "h"})
-	if f := c.read(5 * time.Second); f.Type != "hello" || !f.AuthRequired || f.Principal != "" {
+	if f := c.read(5 * time.Second); f.Type != "hello" || !f.hello.AuthRequired || f.hello.Principal != "" {
 		t.Fatalf("hello without token = %+v", f)
 	}
 	c.send(map[string]any{"type": "list_tools", "id": "t"})
@@ -415,7 +413,7 @@ func TestTokensOverTheWebsocket(t *testing.T) {
 	// A viewer lists tools but may not call.
 	v := h.dial(t, nil)
 	v.send(map[string]any{"type": "hello", "id": "h", "token": "vic-token"})
-	if f := v.read(5 * time.Second); f.Principal != "vic" || f.Role != "viewer" {
+	if f := v.read(5 * time.Second); f.hello.Principal != "vic" || f.hello.Role != "viewer" {
 		t.Fatalf("viewer hello = %+v", f)
 	}
 	v.send(map[string]any{"type": "list_tools", "id": "t"})
