@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/client"
 )
 
 // jsonServer answers /items/{id} with a JSON document, and /slow after a
@@ -177,13 +179,7 @@ func TestToolListIsFunctionSpecs(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var list struct {
-		Tools []struct {
-			Type     string `json:"type"`
-			Function struct {
-				Name       string         `json:"name"`
-				Parameters map[string]any `json:"parameters"`
-			} `json:"function"`
-		} `json:"tools"`
+		Tools []client.Tool `json:"tools"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		t.Fatal(err)
