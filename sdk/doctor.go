@@ -3,7 +3,6 @@ package sdk
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,21 +53,4 @@ func (s *kindServer) Doctor(ctx context.Context, req *pluginv1.DoctorRequest) (*
 		out.Checks = append(out.Checks, &pluginv1.DoctorCheck{Name: c.Name, Ok: c.OK, Detail: c.Detail, Fix: c.Fix})
 	}
 	return out, nil
-}
-
-// Doctor asks the plugin to check this machine with the given config
-// table. A plugin built before the call existed has nothing to check.
-func (c *KindClient) Doctor(ctx context.Context, config json.RawMessage) (DoctorReport, error) {
-	resp, err := c.client.Doctor(ctx, &pluginv1.DoctorRequest{ConfigJson: string(config)})
-	if status.Code(err) == codes.Unimplemented {
-		return DoctorReport{}, nil
-	}
-	if err != nil {
-		return DoctorReport{}, fmt.Errorf("the plugin didn't check the machine: %s", status.Convert(err).Message())
-	}
-	rep := DoctorReport{Summary: resp.GetSummary()}
-	for _, pc := range resp.GetChecks() {
-		rep.Checks = append(rep.Checks, DoctorCheck{Name: pc.GetName(), OK: pc.GetOk(), Detail: pc.GetDetail(), Fix: pc.GetFix()})
-	}
-	return rep, nil
 }

@@ -1,4 +1,4 @@
-package sdk
+package sdk_test
 
 import (
 	"context"
@@ -11,22 +11,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 
+	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/hostside"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
+	"github.com/toolhost/toolhost/sdk/sdktest"
 )
 
 // callingKind calls the tool "inner" through the host on every run.
 type callingKind struct{}
 
-func (callingKind) Describe(context.Context) (Info, error)           { return Info{Kind: "calling"}, nil }
+func (callingKind) Describe(context.Context) (sdk.Info, error)       { return sdk.Info{Kind: "calling"}, nil }
 func (callingKind) Configure(context.Context, json.RawMessage) error { return nil }
-func (callingKind) Check(_ context.Context, tool Tool) (json.RawMessage, error) {
+func (callingKind) Check(_ context.Context, tool sdk.Tool) (json.RawMessage, error) {
 	return tool.Run, nil
 }
-func (callingKind) Invoke(ctx context.Context, call Call, _ Emit) (json.RawMessage, error) {
+func (callingKind) Invoke(ctx context.Context, call sdk.Call, _ sdk.Emit) (json.RawMessage, error) {
 	res, err := call.Host.CallTool(ctx, call.RunID, "inner", json.RawMessage(`{}`))
 	if err != nil {
 		return nil, err
@@ -36,8 +38,8 @@ func (callingKind) Invoke(ctx context.Context, call Call, _ Emit) (json.RawMessa
 
 type answeringHost struct{}
 
-func (answeringHost) CallTool(context.Context, string, string, json.RawMessage) (ToolResult, error) {
-	return ToolResult{Result: json.RawMessage(`"inner answered"`)}, nil
+func (answeringHost) CallTool(context.Context, string, string, json.RawMessage) (sdk.ToolResult, error) {
+	return sdk.ToolResult{Result: json.RawMessage(`"inner answered"`)}, nil
 }
 func (answeringHost) AskModel(context.Context, string, string, string) (string, error) {
 	return "", errors.New("no model")
@@ -46,15 +48,9 @@ func (answeringHost) AskModel(context.Context, string, string, string) (string, 
 // start serves p in-process over go-plugin's test connection (real unix
 // sockets, the real broker), with or without broker multiplexing, and
 // returns the host's client.
-func start(t *testing.T, multiplex bool, p *KindPlugin) *KindClient {
+func start(t *testing.T, multiplex bool, p *sdk.KindPlugin, host sdk.Host) *sdktest.Conn {
 	t.Helper()
-	client, _ := plugin.TestPluginGRPCConn(t, multiplex, map[string]plugin.Plugin{PluginName: p})
-	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(PluginName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw.(*KindClient)
+	return sdktest.StartPlugin(t, p, host, multiplex)
 }
 
 // connCounter counts the connections the plugin opens to the host.
@@ -72,9 +68,9 @@ func (c *connCounter) HandleConn(_ context.Context, s stats.ConnStats) {
 	}
 }
 
-func invokeCalling(t *testing.T, kc *KindClient, what string) {
+func invokeCalling(t *testing.T, kc *sdktest.Conn, what string) {
 	t.Helper()
-	res, err := kc.Invoke(context.Background(), Invocation{Tool: Tool{Name: "c"}, RunID: "r1"}, nil)
+	res, err := kc.KindClient.Invoke(context.Background(), hostside.Invocation{Tool: sdk.Tool{Name: "c"}, RunID: "r1"}, nil)
 	if err != nil || string(res) != `"inner answered"` {
 		t.Errorf("%s: nested call = %s, %v", what, res, err)
 	}
@@ -91,8 +87,7 @@ func TestTheHostIsDialledOnceAtConfigure(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			conns := &connCounter{}
-			kc := start(t, multiplex, &KindPlugin{Impl: callingKind{}, Host: answeringHost{},
-				hostDialOpts: []grpc.DialOption{grpc.WithStatsHandler(conns)}})
+			kc := start(t, multiplex, sdk.WithHostDialOpts(&sdk.KindPlugin{Impl: callingKind{}}, grpc.WithStatsHandler(conns)), answeringHost{})
 			if err := kc.Configure(context.Background(), json.RawMessage(`{}`)); err != nil {
 				t.Fatal(err)
 			}
@@ -127,8 +122,7 @@ func TestTheHostConnectionComesBackAfterGoingIdle(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			conns := &connCounter{}
-			kc := start(t, multiplex, &KindPlugin{Impl: callingKind{}, Host: answeringHost{},
-				hostDialOpts: []grpc.DialOption{grpc.WithStatsHandler(conns), grpc.WithIdleTimeout(200 * time.Millisecond)}})
+			kc := start(t, multiplex, sdk.WithHostDialOpts(&sdk.KindPlugin{Impl: callingKind{}}, grpc.WithStatsHandler(conns), grpc.WithIdleTimeout(200*time.Millisecond)), answeringHost{})
 			if err := kc.Configure(context.Background(), json.RawMessage(`{}`)); err != nil {
 				t.Fatal(err)
 			}
@@ -146,11 +140,11 @@ func TestTheHostConnectionComesBackAfterGoingIdle(t *testing.T) {
 }
 
 func TestNoHostSaysWhatIsWrong(t *testing.T) {
-	kc := start(t, false, &KindPlugin{Impl: callingKind{}})
+	kc := start(t, false, &sdk.KindPlugin{Impl: callingKind{}}, nil)
 	if err := kc.Configure(context.Background(), json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := kc.Invoke(context.Background(), Invocation{Tool: Tool{Name: "c"}, RunID: "r1"}, nil)
+	_, err := kc.KindClient.Invoke(context.Background(), hostside.Invocation{Tool: sdk.Tool{Name: "c"}, RunID: "r1"}, nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "this plugin was started without a connection to the host") {
 		t.Fatalf("err = %v", err)
 	}
@@ -162,15 +156,15 @@ func TestNoHostSaysWhatIsWrong(t *testing.T) {
 // fails with a sentence saying why, and does not wait for the broker again.
 func TestAHostThatNamesItOnlyPerCall(t *testing.T) {
 	t.Parallel()
-	oldConfigure := func(t *testing.T, kc *KindClient) {
+	oldConfigure := func(t *testing.T, kc *sdktest.Conn) {
 		t.Helper()
-		if _, err := kc.client.Configure(context.Background(), &pluginv1.ConfigureRequest{ConfigJson: "{}"}); err != nil {
+		if _, err := pluginv1.NewKindClient(kc.ClientConn()).Configure(context.Background(), &pluginv1.ConfigureRequest{ConfigJson: "{}"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Run("at once", func(t *testing.T) {
 		t.Parallel()
-		kc := start(t, false, &KindPlugin{Impl: callingKind{}, Host: answeringHost{}})
+		kc := start(t, false, &sdk.KindPlugin{Impl: callingKind{}}, answeringHost{})
 		oldConfigure(t, kc)
 		invokeCalling(t, kc, "first call")
 		time.Sleep(6 * time.Second)
@@ -178,12 +172,12 @@ func TestAHostThatNamesItOnlyPerCall(t *testing.T) {
 	})
 	t.Run("first used after the broker forgot", func(t *testing.T) {
 		t.Parallel()
-		kc := start(t, false, &KindPlugin{Impl: callingKind{}, Host: answeringHost{}})
+		kc := start(t, false, &sdk.KindPlugin{Impl: callingKind{}}, answeringHost{})
 		oldConfigure(t, kc)
 		time.Sleep(6 * time.Second)
 		for i := range 2 {
 			began := time.Now()
-			_, err := kc.Invoke(context.Background(), Invocation{Tool: Tool{Name: "c"}, RunID: "r1"}, nil)
+			_, err := kc.KindClient.Invoke(context.Background(), hostside.Invocation{Tool: sdk.Tool{Name: "c"}, RunID: "r1"}, nil)
 			t.Logf("call %d took %s: %v", i, time.Since(began), err)
 			if err == nil || !strings.HasPrefix(err.Error(), "this plugin could not connect back to the host") {
 				t.Fatalf("call %d: err = %v", i, err)

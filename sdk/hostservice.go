@@ -3,42 +3,10 @@ package sdk
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
-
-// hostServer serves the host's Host to a plugin over the broker.
-type hostServer struct {
-	pluginv1.UnimplementedHostServiceServer
-	host Host
-}
-
-var _ pluginv1.HostServiceServer = (*hostServer)(nil)
-
-func (s *hostServer) CallTool(ctx context.Context, req *pluginv1.CallToolRequest) (*pluginv1.CallToolResponse, error) {
-	res, err := s.host.CallTool(ctx, req.GetParentRunId(), req.GetTool(), json.RawMessage(req.GetArgsJson()))
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return &pluginv1.CallToolResponse{ResultJson: string(res.Result), Printed: res.Printed, Error: errorToProto(res.Error)}, nil
-}
-
-func (s *hostServer) AskModel(ctx context.Context, req *pluginv1.AskModelRequest) (*pluginv1.AskModelResponse, error) {
-	text, err := s.host.AskModel(ctx, req.GetParentRunId(), req.GetSystem(), req.GetPrompt())
-	if err != nil {
-		var ue *Error
-		if errors.As(err, &ue) {
-			return &pluginv1.AskModelResponse{Error: errorToProto(ue)}, nil
-		}
-		return nil, status.Error(codes.Unimplemented, err.Error())
-	}
-	return &pluginv1.AskModelResponse{Text: text}, nil
-}
 
 // hostClient is the plugin's side of HostService.
 type hostClient struct {
@@ -52,7 +20,7 @@ func (c *hostClient) CallTool(ctx context.Context, parentRunID, tool string, arg
 	if err != nil {
 		return ToolResult{}, fmt.Errorf("the host didn't call %s: %w", tool, err)
 	}
-	res := ToolResult{Printed: resp.GetPrinted(), Error: errorFromProto(resp.GetError())}
+	res := ToolResult{Printed: resp.GetPrinted(), Error: resp.GetError().ToError()}
 	if resp.GetResultJson() != "" {
 		res.Result = json.RawMessage(resp.GetResultJson())
 	}
@@ -65,7 +33,7 @@ func (c *hostClient) AskModel(ctx context.Context, parentRunID, system, prompt s
 		return "", fmt.Errorf("the host didn't ask the model: %w", err)
 	}
 	if resp.GetError() != nil {
-		return "", errorFromProto(resp.GetError())
+		return "", resp.GetError().ToError()
 	}
 	return resp.GetText(), nil
 }

@@ -1,11 +1,12 @@
 // Package sdk is what a tool-kind plugin imports: the Kind interface a kind
-// implements, the event types it emits, Serve to run it as a plugin process,
-// and the host-side client the toolhost host uses to talk to it.
+// implements (and the optional MetricsSource, Doctor and Closer), the event
+// types it emits, its errors (package errcode's), and Serve to run it as a
+// plugin process. sdktest tests a kind without building a binary.
 //
 // A kind is a separate process speaking plugin protocol v1 (sdk/proto/v1)
 // over hashicorp/go-plugin's gRPC transport. The Go types here are the public
-// surface; the generated protocol code stays behind them, so a kind never
-// imports it.
+// surface; the generated protocol code is internal (sdk/internal/pluginv1),
+// and the host's half of the protocol is package sdk/hostside.
 package sdk
 
 import (

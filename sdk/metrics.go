@@ -2,10 +2,6 @@ package sdk
 
 import (
 	"context"
-	"fmt"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
@@ -39,21 +35,4 @@ func (s *kindServer) Metrics(ctx context.Context, _ *pluginv1.MetricsRequest) (*
 		out[i] = &pluginv1.Metric{Name: m.Name, Help: m.Help, Type: m.Type, Value: m.Value, Labels: m.Labels}
 	}
 	return &pluginv1.MetricsResponse{Metrics: out}, nil
-}
-
-// Metrics asks the plugin for its metrics. A plugin built before the
-// call existed reports none.
-func (c *KindClient) Metrics(ctx context.Context) ([]Metric, error) {
-	resp, err := c.client.Metrics(ctx, &pluginv1.MetricsRequest{})
-	if status.Code(err) == codes.Unimplemented {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("the plugin didn't report its metrics: %w", err)
-	}
-	out := make([]Metric, len(resp.GetMetrics()))
-	for i, m := range resp.GetMetrics() {
-		out[i] = Metric{Name: m.GetName(), Help: m.GetHelp(), Type: m.GetType(), Value: m.GetValue(), Labels: m.GetLabels()}
-	}
-	return out, nil
 }

@@ -23,8 +23,8 @@ func TestProtocolVersionMatchesProto(t *testing.T) {
 	if n != ProtocolVersion {
 		t.Fatalf("plugin.proto says protocol_version = %d, sdk.ProtocolVersion is %d", n, ProtocolVersion)
 	}
-	if _, ok := PluginSets(nil, nil)[ProtocolVersion]; !ok {
-		t.Fatalf("PluginSets serves no set for protocol version %d", ProtocolVersion)
+	if _, ok := pluginSets(nil, nil)[ProtocolVersion]; !ok {
+		t.Fatalf("pluginSets serves no set for protocol version %d", ProtocolVersion)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/hostside"
 	"github.com/toolhost/toolhost/sdk/sdktest"
 )
 
@@ -202,7 +203,7 @@ func TestMetricsAreReportedWhenTheKindHasThem(t *testing.T) {
 func TestACheckTheKindCouldNotMakeIsNotAFieldError(t *testing.T) {
 	c := sdktest.Start(t, &echoKind{}, nil)
 	_, err := c.Check(context.Background(), sdktest.Tool(t, "e", map[string]any{"type": "echo", "mode": "busy"}))
-	var cu *sdk.CheckUnavailableError
+	var cu *hostside.CheckUnavailableError
 	var fe sdk.FieldErrors
 	if !errors.As(err, &cu) || errors.As(err, &fe) || err.Error() != "the tool could not be checked just now: no sandbox could be started" {
 		t.Fatalf("err = %#v", err)

@@ -125,7 +125,7 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 	result, err := s.impl.Invoke(ctx, call, emit)
 	var final *pluginv1.Event
 	if err != nil {
-		final = &pluginv1.Event{Kind: &pluginv1.Event_Error{Error: errorToProto(errcode.FromRun(ctx, err))}}
+		final = &pluginv1.Event{Kind: &pluginv1.Event_Error{Error: pluginv1.FromError(errcode.FromRun(ctx, err))}}
 	} else {
 		if len(result) == 0 {
 			result = json.RawMessage("null")

@@ -31,6 +31,7 @@ import (
 
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // BinaryPrefix starts the file name of every plugin binary.
@@ -47,8 +48,12 @@ type Options struct {
 	Pins map[string]string
 	// StartTimeout bounds a plugin's handshake.
 	StartTimeout time.Duration
-	// KindConfig gives the config table handed to a kind's Configure.
-	KindConfig func(kind string) json.RawMessage
+	// KindConfig gives the config table handed to a kind's Configure,
+	// given what the kind said of itself (its config schema).
+	KindConfig func(kind string, info sdk.Info) json.RawMessage
+	// NoConfigure starts plugins without configuring them, only to ask
+	// them questions that need no config (toolhost doctor).
+	NoConfigure bool
 	// Host is served to plugins for nested calls; may be nil.
 	Host sdk.Host
 	// Logger receives the manager's and the plugins' logs.
@@ -192,7 +197,7 @@ type Plugin struct {
 
 	mu       sync.Mutex
 	client   *plugin.Client
-	kc       *sdk.KindClient
+	kc       *hostside.KindClient
 	cmd      *exec.Cmd
 	info     sdk.Info
 	stopping bool
@@ -295,7 +300,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	logger := p.m.opts.Logger.Named(p.kind)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdk.PluginSets(nil, p.m.opts.Host),
+		VersionedPlugins: hostside.PluginSets(p.m.opts.Host),
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		// No SecureConfig: load hashed the very bytes the process runs,
@@ -333,7 +338,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		kill()
 		return fmt.Errorf("the %s plugin serves no tool kind: %w", p.kind, err)
 	}
-	kc := raw.(*sdk.KindClient)
+	kc := raw.(*hostside.KindClient)
 	info, _, err := kc.Describe(ctx)
 	if err != nil {
 		kill()
@@ -345,9 +350,11 @@ func (p *Plugin) start(ctx context.Context) error {
 	}
 	cfg := json.RawMessage("{}")
 	if p.m.opts.KindConfig != nil {
-		cfg = p.m.opts.KindConfig(p.kind)
+		cfg = p.m.opts.KindConfig(p.kind, info)
 	}
-	if err := kc.Configure(ctx, cfg); err != nil {
+	if p.m.opts.NoConfigure {
+		// Asked questions only: nothing to configure.
+	} else if err := kc.Configure(ctx, cfg); err != nil {
 		kill()
 		var fe sdk.FieldErrors
 		if errors.As(err, &fe) {
@@ -466,7 +473,7 @@ func (p *Plugin) fail(err error) {
 
 // current waits briefly for a running plugin and returns its client. A
 // caller waiting through a restart is woken when up is closed.
-func (p *Plugin) current(ctx context.Context) (*sdk.KindClient, *plugin.Client, error) {
+func (p *Plugin) current(ctx context.Context) (*hostside.KindClient, *plugin.Client, error) {
 	deadline := time.NewTimer(p.m.opts.StartTimeout)
 	defer deadline.Stop()
 	for {
@@ -511,13 +518,13 @@ func (p *Plugin) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, err
 
 // Invoke runs a tool in the plugin. When the plugin dies during the run,
 // the error is an *sdk.Error with code "plugin_crashed".
-func (p *Plugin) Invoke(ctx context.Context, inv sdk.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
+func (p *Plugin) Invoke(ctx context.Context, inv hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
 	kc, client, err := p.current(ctx)
 	if err != nil {
 		return nil, err
 	}
 	res, err := kc.Invoke(ctx, inv, onEvent)
-	if errors.Is(err, sdk.ErrStreamBroken) {
+	if errors.Is(err, hostside.ErrStreamBroken) {
 		// Give the process a moment to be seen as exited.
 		for i := 0; i < 20 && !client.Exited(); i++ {
 			time.Sleep(25 * time.Millisecond)
@@ -560,6 +567,15 @@ func (p *Plugin) Metrics(ctx context.Context) ([]sdk.Metric, error) {
 		return nil, fmt.Errorf("the %s plugin is not running", p.kind)
 	}
 	return kc.Metrics(ctx)
+}
+
+// Doctor asks the plugin to check this machine with the config table cfg.
+func (p *Plugin) Doctor(ctx context.Context, cfg json.RawMessage) (sdk.DoctorReport, error) {
+	kc, _, err := p.current(ctx)
+	if err != nil {
+		return sdk.DoctorReport{}, err
+	}
+	return kc.Doctor(ctx, cfg)
 }
 
 // Up says whether the plugin's process is running now.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // The plugins the tests run, built once per test binary: the example echo
@@ -155,7 +156,7 @@ func TestADeadPluginIsRestartedAndItsRunFailsAsCrashed(t *testing.T) {
 	tool := sdk.Tool{Name: "t", Run: json.RawMessage(`{"type":"echo","delay_ms":5000}`)}
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Invoke(context.Background(), sdk.Invocation{Tool: tool, Args: json.RawMessage(`{"a":1}`), RunID: "r1"}, nil)
+		_, err := p.Invoke(context.Background(), hostside.Invocation{Tool: tool, Args: json.RawMessage(`{"a":1}`), RunID: "r1"}, nil)
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
@@ -170,7 +171,7 @@ func TestADeadPluginIsRestartedAndItsRunFailsAsCrashed(t *testing.T) {
 		t.Fatalf("the run ended with %v, want plugin_crashed", err)
 	}
 	tool.Run = json.RawMessage(`{"type":"echo"}`)
-	res, err := p.Invoke(context.Background(), sdk.Invocation{Tool: tool, Args: json.RawMessage(`{"a":1}`), RunID: "r2"}, nil)
+	res, err := p.Invoke(context.Background(), hostside.Invocation{Tool: tool, Args: json.RawMessage(`{"a":1}`), RunID: "r2"}, nil)
 	if err != nil || string(res) != `{"echoed":{"a":1}}` {
 		t.Fatalf("after the restart: %s, %v", res, err)
 	}

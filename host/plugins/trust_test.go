@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // replace puts the file src at path the way someone who can write the
@@ -84,7 +85,7 @@ func TestABinarySwappedAfterItsCheckIsNotWhatRuns(t *testing.T) {
 	if v := p.Info().Version; v != "pinned" {
 		t.Fatalf("the plugin that runs says it is the %q build: the swapped binary ran instead of the pinned one", v)
 	}
-	res, err := p.Invoke(context.Background(), sdk.Invocation{Tool: sdk.Tool{Name: "v", Run: json.RawMessage(`{"type":"version"}`)}, Args: json.RawMessage(`{}`), RunID: "r1"}, nil)
+	res, err := p.Invoke(context.Background(), hostside.Invocation{Tool: sdk.Tool{Name: "v", Run: json.RawMessage(`{"type":"version"}`)}, Args: json.RawMessage(`{}`), RunID: "r1"}, nil)
 	if err != nil || string(res) != `{"version":"pinned"}` {
 		t.Fatalf("a run answered %s, %v; want the pinned build", res, err)
 	}
@@ -111,7 +112,7 @@ func TestARestartAfterTheBinaryWasReplacedIsRefused(t *testing.T) {
 		defer p.mu.Unlock()
 		return p.downErr != nil && strings.Contains(p.downErr.Error(), "does not match its pin")
 	})
-	_, err := p.Invoke(context.Background(), sdk.Invocation{Tool: sdk.Tool{Name: "v", Run: json.RawMessage(`{"type":"version"}`)}, Args: json.RawMessage(`{}`), RunID: "r1"}, nil)
+	_, err := p.Invoke(context.Background(), hostside.Invocation{Tool: sdk.Tool{Name: "v", Run: json.RawMessage(`{"type":"version"}`)}, Args: json.RawMessage(`{}`), RunID: "r1"}, nil)
 	var ue *sdk.Error
 	if !errors.As(err, &ue) || ue.Code != "plugin_unavailable" || !strings.Contains(ue.Message, "the version plugin "+path+" does not match its pin") {
 		t.Fatalf("a run after the refused restart: %v", err)

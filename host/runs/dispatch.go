@@ -15,11 +15,12 @@ import (
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // Invoker runs a tool in its kind's plugin.
 type Invoker interface {
-	Invoke(ctx context.Context, inv sdk.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error)
+	Invoke(ctx context.Context, inv hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error)
 }
 
 // Plugins finds the invoker of a kind.
@@ -263,7 +264,7 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 	started := time.Now()
 	var out, errs textStream
 	var mu sync.Mutex // onEvent may be called while the result is being appended
-	result, err := inv.Invoke(ctx, sdk.Invocation{
+	result, err := inv.Invoke(ctx, hostside.Invocation{
 		Tool: tool.SDK(), Args: args, RunID: run.ID, Principal: run.Principal, Session: run.Session,
 	}, func(e sdk.Event) {
 		mu.Lock()

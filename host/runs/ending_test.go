@@ -13,13 +13,14 @@ import (
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // endKind ends each run with the error its tool names, once the run is
 // cancelled ("after_cancel") or at once.
 type endKind struct{ errs map[string]error }
 
-func (k endKind) Invoke(ctx context.Context, inv sdk.Invocation, _ func(sdk.Event)) (json.RawMessage, error) {
+func (k endKind) Invoke(ctx context.Context, inv hostside.Invocation, _ func(sdk.Event)) (json.RawMessage, error) {
 	if strings.HasPrefix(inv.Tool.Name, "after_cancel") {
 		<-ctx.Done()
 	}

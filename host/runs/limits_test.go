@@ -13,6 +13,7 @@ import (
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // nestKind is an in-process kind whose tools call tools back through the
@@ -27,7 +28,7 @@ type nestKind struct {
 	leaves, maxLeaf int
 }
 
-func (k *nestKind) Invoke(ctx context.Context, inv sdk.Invocation, _ func(sdk.Event)) (json.RawMessage, error) {
+func (k *nestKind) Invoke(ctx context.Context, inv hostside.Invocation, _ func(sdk.Event)) (json.RawMessage, error) {
 	switch inv.Tool.Name {
 	case "block":
 		<-ctx.Done()

@@ -15,6 +15,7 @@ import (
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // Tool is a tool as served: its definition and its run table as the kind's
@@ -102,7 +103,7 @@ func (r *Registry) Add(t *Tool) bool {
 // checked just now (its plugin could not do it), not because it is wrong:
 // checking it again later may pass.
 func Unchecked(err error) bool {
-	var cu *sdk.CheckUnavailableError
+	var cu *hostside.CheckUnavailableError
 	return errors.As(err, &cu) || errors.Is(err, &sdk.Error{Code: errcode.PluginUnavailable})
 }
 

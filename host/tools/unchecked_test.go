@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // TestUncheckedIsByTypeAndCodeNotByText: a tool is checked again later when
@@ -15,7 +16,7 @@ import (
 // the tool's own fault.
 func TestUncheckedIsByTypeAndCodeNotByText(t *testing.T) {
 	for _, err := range []error{
-		&sdk.CheckUnavailableError{Reason: "the sandbox did not start"},
+		&hostside.CheckUnavailableError{Reason: "the sandbox did not start"},
 		fmt.Errorf("checking t: %w", &sdk.Error{Code: errcode.PluginUnavailable, Message: "the python plugin is not running"}),
 	} {
 		if !Unchecked(err) {

@@ -7,11 +7,7 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -20,24 +16,14 @@ import (
 // tools (toolhost check): the kind then keeps no sandbox ready.
 const checkOnlyEnv = "TOOLHOST_CHECK_ONLY"
 
+// Serve closes the kind when the plugin stops.
+var _ sdk.Closer = (*kind)(nil)
+
 func main() {
 	k := newKind(kindOptions{Logger: sdk.Logger("python"), CheckOnly: os.Getenv(checkOnlyEnv) == "1"})
 	// Stopped by a signal (systemctl stop sends SIGTERM to every process of the unit) or by the
-	// host (Serve returns): either way no sandbox may outlive the plugin. Sandboxes are not in
-	// the unit's cgroups; after a SIGKILL each ends by itself (its runner sees the control
-	// socket close), and a later start sweeps what they leave on the host.
-	stop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = k.Close(ctx)
-	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		stop()
-		os.Exit(0)
-	}()
+	// host, Serve closes the kind (kind.Close, an sdk.Closer): no sandbox may outlive the plugin.
+	// Sandboxes are not in the unit's cgroups; after a SIGKILL each ends by itself (its runner
+	// sees the control socket close), and a later start sweeps what they leave on the host.
 	sdk.Serve(k)
-	stop()
 }

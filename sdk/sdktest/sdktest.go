@@ -11,15 +11,18 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
 // Conn is a host-side connection to a kind served in-process.
 type Conn struct {
-	*sdk.KindClient
-	t testing.TB
+	*hostside.KindClient
+	t    testing.TB
+	conn *grpc.ClientConn
 }
 
 // Start serves kind over an in-process gRPC connection and returns the
@@ -35,15 +38,42 @@ func Start(t testing.TB, kind sdk.Kind, host sdk.Host) *Conn {
 	if host == nil {
 		host = refusingHost{}
 	}
-	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
-		sdk.PluginName: &sdk.KindPlugin{Impl: kind, Host: host},
+	return StartPlugin(t, &sdk.KindPlugin{Impl: kind}, host, false)
+}
+
+// StartPlugin is Start for tests of the SDK itself: it serves the plugin's
+// half as given, with host as it is (nil: the host serves no HostService
+// at all), over go-plugin's test connection with or without broker
+// multiplexing.
+func StartPlugin(t testing.TB, p *sdk.KindPlugin, host sdk.Host, multiplex bool) *Conn {
+	t.Helper()
+	client, _ := plugin.TestPluginGRPCConn(t, multiplex, map[string]plugin.Plugin{
+		sdk.PluginName: pair{kind: p, host: &hostside.KindPlugin{Host: host}},
 	})
 	t.Cleanup(func() { _ = client.Close() })
 	raw, err := client.Dispense(sdk.PluginName)
 	if err != nil {
 		t.Fatalf("dispensing the kind: %v", err)
 	}
-	return &Conn{KindClient: raw.(*sdk.KindClient), t: t}
+	return &Conn{KindClient: raw.(*hostside.KindClient), t: t, conn: client.Conn}
+}
+
+// ClientConn is the gRPC connection under c, for tests that speak the
+// protocol raw.
+func (c *Conn) ClientConn() *grpc.ClientConn { return c.conn }
+
+// pair is a kind's two halves in one process: the plugin's serves, the
+// host's dispenses.
+type pair struct {
+	plugin.NetRPCUnsupportedPlugin
+	kind *sdk.KindPlugin
+	host *hostside.KindPlugin
+}
+
+func (p pair) GRPCServer(b *plugin.GRPCBroker, s *grpc.Server) error { return p.kind.GRPCServer(b, s) }
+
+func (p pair) GRPCClient(ctx context.Context, b *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return p.host.GRPCClient(ctx, b, c)
 }
 
 // Run is what one Invoke produced: the events in order, and the result or
@@ -88,7 +118,7 @@ func (c *Conn) Invoke(ctx context.Context, tool sdk.Tool, args any) *Run {
 		mu  sync.Mutex
 		run Run
 	)
-	run.Result, run.Err = c.KindClient.Invoke(ctx, sdk.Invocation{Tool: tool, Args: raw, RunID: "rtest"}, func(e sdk.Event) {
+	run.Result, run.Err = c.KindClient.Invoke(ctx, hostside.Invocation{Tool: tool, Args: raw, RunID: "rtest"}, func(e sdk.Event) {
 		mu.Lock()
 		run.Events = append(run.Events, e)
 		mu.Unlock()

@@ -1,8 +1,11 @@
 // Plugin protocol v1: how the toolhost host talks to a tool-kind plugin.
 //
-// This file is frozen for protocol version 1. A change that breaks an older
-// peer is a new file under sdk/proto/v2 and a new protocol version, served
-// side by side through go-plugin's versioned plugin sets.
+// This file is protocol version 1. Adding fields and calls keeps it
+// version 1; a change that breaks an older peer is a new file under
+// sdk/proto/v2 and a new protocol version, served side by side through
+// go-plugin's versioned plugin sets. `make lint` runs `buf breaking`
+// against sdk/proto/v1.released.binpb, the image of v1 as released, and
+// fails on such a change.
 //
 // protocol_version = 1
 //

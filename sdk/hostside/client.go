@@ -1,4 +1,9 @@
-package sdk
+// Package hostside is the host's half of the plugin protocol: the client
+// of a kind plugin (KindClient, what go-plugin's Dispense returns from
+// PluginSets) and the HostService the host serves to its plugins for
+// nested calls. The toolhost host and sdktest import it; a plugin author
+// never does (they import package sdk, whose Serve is the other half).
+package hostside
 
 import (
 	"context"
@@ -9,23 +14,24 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/sdk"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
 // KindClient is the host's handle on a kind plugin. It is what
-// go-plugin's Dispense returns for PluginName.
+// go-plugin's Dispense returns for sdk.PluginName.
 type KindClient struct {
 	client        pluginv1.KindClient
 	hostServiceID uint32
 }
 
 // Describe asks the plugin what it is.
-func (c *KindClient) Describe(ctx context.Context) (Info, []uint32, error) {
+func (c *KindClient) Describe(ctx context.Context) (sdk.Info, []uint32, error) {
 	resp, err := c.client.Describe(ctx, &pluginv1.DescribeRequest{})
 	if err != nil {
-		return Info{}, nil, fmt.Errorf("the plugin didn't describe itself: %w", err)
+		return sdk.Info{}, nil, fmt.Errorf("the plugin didn't describe itself: %w", err)
 	}
-	info := Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema())}
+	info := sdk.Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema())}
 	if s := resp.GetConfigSchema(); s != "" {
 		info.ConfigSchema = json.RawMessage(s)
 	}
@@ -51,7 +57,7 @@ func (c *KindClient) Configure(ctx context.Context, config json.RawMessage) erro
 
 // Check asks the plugin to check a tool. A bad tool comes back as
 // FieldErrors; any other error means the plugin could not be asked.
-func (c *KindClient) Check(ctx context.Context, tool Tool) (json.RawMessage, error) {
+func (c *KindClient) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error) {
 	resp, err := c.client.Check(ctx, &pluginv1.CheckRequest{Tool: toolToProto(tool)})
 	if err != nil {
 		return nil, &CheckUnavailableError{Reason: status.Convert(err).Message()}
@@ -73,7 +79,7 @@ func (e *CheckUnavailableError) Error() string {
 
 // Invocation is one run as the host asks for it.
 type Invocation struct {
-	Tool      Tool
+	Tool      sdk.Tool
 	Args      json.RawMessage
 	RunID     string
 	Principal string
@@ -85,10 +91,10 @@ type Invocation struct {
 var ErrStreamBroken = errors.New("the plugin stopped before the run ended")
 
 // Invoke runs a tool in the plugin, calling onEvent for each event in
-// order, and returns the result, or an *Error the run ended with. Any other
+// order, and returns the result, or an *sdk.Error the run ended with. Any other
 // error is the transport's: wrapped ErrStreamBroken when the plugin died,
 // or ctx's error when the caller cancelled.
-func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(Event)) (json.RawMessage, error) {
+func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
 	stream, err := c.client.Invoke(ctx, &pluginv1.InvokeRequest{
 		Tool:     toolToProto(inv.Tool),
 		ArgsJson: string(inv.Args),
@@ -112,7 +118,7 @@ func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(Ev
 		case *pluginv1.Event_Result:
 			return json.RawMessage(k.Result.GetJson()), nil
 		case *pluginv1.Event_Error:
-			return nil, errorFromProto(k.Error)
+			return nil, k.Error.ToError()
 		default:
 			if ev, ok := eventFromProto(pe); ok && onEvent != nil {
 				onEvent(ev)

@@ -1,0 +1,45 @@
+package hostside
+
+import (
+	"github.com/toolhost/toolhost/sdk"
+	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
+)
+
+// The host's conversions between the SDK's types and the generated ones;
+// the plugin's are in sdk/convert.go.
+
+func toolToProto(t sdk.Tool) *pluginv1.Tool {
+	params := make([]*pluginv1.Param, len(t.Params))
+	for i, p := range t.Params {
+		params[i] = &pluginv1.Param{Name: p.Name, Kind: p.Kind, Required: p.Required, Options: p.Options, Description: p.Description}
+	}
+	return &pluginv1.Tool{
+		Name: t.Name, Description: t.Description, Effect: t.Effect,
+		Params: params, RunJson: string(t.Run), Source: t.Source,
+	}
+}
+
+func fieldErrorsFromProto(pe []*pluginv1.FieldError) sdk.FieldErrors {
+	if len(pe) == 0 {
+		return nil
+	}
+	out := make(sdk.FieldErrors, len(pe))
+	for i, e := range pe {
+		out[i] = sdk.FieldError{Path: e.GetPath(), Message: e.GetMessage()}
+	}
+	return out
+}
+
+func eventFromProto(pe *pluginv1.Event) (sdk.Event, bool) {
+	switch k := pe.GetKind().(type) {
+	case *pluginv1.Event_Stdout:
+		return sdk.Event{Stdout: k.Stdout.GetData()}, true
+	case *pluginv1.Event_Stderr:
+		return sdk.Event{Stderr: k.Stderr.GetData()}, true
+	case *pluginv1.Event_Progress:
+		return sdk.Event{Progress: &sdk.Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage()}}, true
+	case *pluginv1.Event_Log:
+		return sdk.Event{Log: &sdk.Log{Level: k.Log.GetLevel(), Message: k.Log.GetMessage()}}, true
+	}
+	return sdk.Event{}, false
+}
