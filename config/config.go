@@ -1,14 +1,20 @@
 // Package config reads toolhost's configuration: the main toolhost.toml and
 // the tool files, strictly (an unknown key, a wrong type or a bad value is an
 // error at its file and line), with defaults filled in and paths resolved.
+//
+// It knows the host's own tables only. Every other table ([http], [python],
+// [kinds.NAME]) belongs to a kind and is kept as written: the kind's plugin
+// says what it takes (its config schema) and checks it (its Configure), and
+// KindTable and KindError turn the one into the plugin's input and the other
+// into file:line messages.
 package config
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,18 +31,24 @@ type Config struct {
 	Server   ServerConfig
 	Plugins  PluginsConfig
 	ToolsDir string // absolute; "" when there is no tools folder
-	HTTP     HTTPConfig
-	Python   PythonConfig
 	Runs     RunsConfig
 	Tokens   []Token
 	Log      LogConfig
-	// Kinds holds the [kinds.<name>] tables, given as-is to the plugin of
-	// that kind. Values are as decoded: string, int64, float64, bool, time
-	// values, []any, map[string]any.
+	// Kinds holds every kind's table as written, by kind: a top-level table
+	// that is not the host's own ([http], [python]) or a [kinds.<name>]
+	// table. Values are as decoded: string, int64, float64, bool, time
+	// values, []any, map[string]any. See KindTable.
 	Kinds map[string]map[string]any
 	// Tools are the [[tool]] tables of the main config, checked like tool
 	// files.
 	Tools []Tool
+
+	// kindAt is where each kind's table is in the file: "python" for
+	// [python], "kinds.weather" for [kinds.weather].
+	kindAt map[string]string
+	// doc is the file as parsed, for the lines of a kind's errors; nil for
+	// Default().
+	doc *document
 }
 
 // ServerConfig is [server].
@@ -62,40 +74,6 @@ type PluginsConfig struct {
 	// different hashes is an error.
 	SHA256File          string
 	StartTimeoutSeconds int // default 10, 1..300
-}
-
-// HTTPConfig is [http], the http kind's settings.
-type HTTPConfig struct {
-	AllowPrivate   bool  // default false
-	TimeoutSeconds int   // default 30, 1..600
-	MaxBytes       int64 // default 10 MiB, 1..1 GiB
-}
-
-// PythonConfig is [python], the python kind's settings.
-type PythonConfig struct {
-	Runsc    string // absolute; default "/usr/local/bin/runsc"
-	Rootfs   string // absolute; default "/var/lib/toolhost/rootfs"
-	StateDir string // absolute; default "/run/toolhost" (runsc state and sandbox folders below it)
-	Platform string // systrap (default), ptrace or kvm
-	// SandboxPrefix starts the name of every sandbox, so leftovers can be
-	// found and cleaned up; default "toolhost-".
-	SandboxPrefix     string
-	Packages          []string // Debian packages added to the rootfs; default none
-	MaxMemoryMB       int      // default 1024, 16..65536
-	MaxOutputBytes    int64    // default 1 MiB, 1 KiB..1 GiB
-	ExtraAllowedCIDRs []string // test-only: extra destinations (any range, any port); loopback, link-local, multicast and the host's own addresses stay blocked; default none
-	Pids              int      // default 64, 8..4096
-	TmpMB             int      // default 64, 1..65536
-	WorkMB            int      // default 256, 1..1048576
-	Pool              PoolConfig
-}
-
-// PoolConfig is [python.pool]: sandboxes started ahead of need.
-type PoolConfig struct {
-	Size           int      // ready sandboxes kept per shape in use (network off, on); default 2, 0..Max; 0 turns the pool off
-	Max            int      // sandboxes running at once, and the most kept ready when demand grows; default 16, 1..1024
-	MaxIdleMinutes int      // how long demand is remembered: ready sandboxes above Size go after this long unneeded; default 10, 1..1440
-	Preload        []string // Python modules every ready sandbox imports before its run; default none
 }
 
 // RunsConfig is [runs].
@@ -132,34 +110,15 @@ type LogConfig struct {
 	Format string // text (default) or json
 }
 
-const (
-	kib = 1 << 10
-	mib = 1 << 20
-	gib = 1 << 30
-)
-
 // Default returns the configuration used when a file sets nothing.
 func Default() *Config {
 	return &Config{
 		Server:  ServerConfig{Listen: "127.0.0.1:8080", StateDir: "/var/lib/toolhost"},
 		Plugins: PluginsConfig{Dir: "/usr/lib/toolhost/plugins", SHA256: map[string]string{}, StartTimeoutSeconds: 10},
-		HTTP:    HTTPConfig{TimeoutSeconds: 30, MaxBytes: 10 * mib},
-		Python: PythonConfig{
-			Runsc:          "/usr/local/bin/runsc",
-			Rootfs:         "/var/lib/toolhost/rootfs",
-			StateDir:       "/run/toolhost",
-			Platform:       "systrap",
-			SandboxPrefix:  "toolhost-",
-			MaxMemoryMB:    1024,
-			MaxOutputBytes: 1 * mib,
-			Pids:           64,
-			TmpMB:          64,
-			WorkMB:         256,
-			Pool:           PoolConfig{Size: 2, Max: 16, MaxIdleMinutes: 10},
-		},
-		Runs:  RunsConfig{KeepMinutes: 60, MaxRunningPerToken: 8},
-		Log:   LogConfig{Level: "info", Format: "text"},
-		Kinds: map[string]map[string]any{},
+		Runs:    RunsConfig{KeepMinutes: 60, MaxRunningPerToken: 8},
+		Log:     LogConfig{Level: "info", Format: "text"},
+		Kinds:   map[string]map[string]any{},
+		kindAt:  map[string]string{},
 	}
 }
 
@@ -200,6 +159,7 @@ func parse(file, abs string, data []byte) (*Config, error) {
 	d := &decoder{doc: doc}
 	c := Default()
 	c.File = abs
+	c.doc = doc
 	dir := filepath.Dir(abs)
 	d.decodeConfig(c, dir)
 	if c.Plugins.SHA256File != "" && !d.hasErrorAt("plugins.sha256_file") {
@@ -250,18 +210,6 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 
 	d.path(top, "tools_dir", dir, &c.ToolsDir, true)
 
-	if v, ok := top.get("http"); ok {
-		t := d.table("http", v)
-		t.boolean("allow_private", &c.HTTP.AllowPrivate)
-		t.int("timeout_seconds", &c.HTTP.TimeoutSeconds, 1, 600)
-		t.integer("max_bytes", &c.HTTP.MaxBytes, 1, gib)
-		t.done()
-	}
-
-	if v, ok := top.get("python"); ok {
-		d.decodePython(d.table("python", v), &c.Python, dir)
-	}
-
 	if v, ok := top.get("runs"); ok {
 		t := d.table("runs", v)
 		t.int("keep_minutes", &c.Runs.KeepMinutes, 1, 10080)
@@ -284,6 +232,30 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 		t.done()
 	}
 
+	// Every other table belongs to a kind: [http], [python], or a
+	// third-party kind's [NAME]. A value that is not a table is an unknown
+	// key of the host's, reported by done below with a suggestion.
+	for _, k := range slices.Sorted(maps.Keys(top.m)) {
+		v := top.m[k]
+		if slices.Contains(hostKeys, k) {
+			continue
+		}
+		if _, ok := v.(map[string]any); !ok {
+			continue
+		}
+		top.skip(k)
+		if !nameRE.MatchString(k) {
+			msg := fmt.Sprintf("[%s] is neither one of the host's tables nor a kind's: a kind name %s", k, nameRule)
+			if s := suggest(k, hostKeys); s != "" {
+				msg += fmt.Sprintf(" (did you mean [%s]?)", s)
+			}
+			d.addf(joinKey("", k), "%s", msg)
+			continue
+		}
+		c.Kinds[k] = v.(map[string]any)
+		c.kindAt[k] = k
+	}
+
 	if v, ok := top.get("kinds"); ok {
 		t := d.table("kinds", v)
 		names := make([]string, 0, len(t.m))
@@ -295,8 +267,8 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 			kv, _ := t.get(k)
 			p := t.at(k)
 			switch {
-			case k == "http" || k == "python":
-				d.addf(p, "the %s kind's settings go in [%s], not [kinds.%s]", k, k, k)
+			case c.kindAt[k] != "":
+				d.addf(p, "the %s kind's settings are given twice, in [%s] and in [kinds.%s]: keep one", k, k, k)
 			case !nameRE.MatchString(k):
 				d.addf(p, "%q is not a kind name: it %s", k, nameRule)
 			default:
@@ -306,6 +278,7 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 					continue
 				}
 				c.Kinds[k] = m
+				c.kindAt[k] = p
 			}
 		}
 	}
@@ -329,59 +302,6 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 	}
 
 	top.done()
-}
-
-func (d *decoder) decodePython(t *table, py *PythonConfig, dir string) {
-	d.path(t, "runsc", dir, &py.Runsc, false)
-	d.path(t, "rootfs", dir, &py.Rootfs, false)
-	d.path(t, "state_dir", dir, &py.StateDir, false)
-	if t.str("platform", &py.Platform) {
-		d.oneOf("python.platform", py.Platform, "systrap", "ptrace", "kvm")
-	}
-	if t.str("sandbox_prefix", &py.SandboxPrefix) && !sandboxPrefixRE.MatchString(py.SandboxPrefix) {
-		d.addf("python.sandbox_prefix", "%q is not a good prefix: use 1 to 18 lowercase letters, digits, '-' or '_', starting with a letter", py.SandboxPrefix)
-	}
-	if t.strings("packages", &py.Packages) {
-		for i, p := range py.Packages {
-			if !debPackageRE.MatchString(p) {
-				d.addf(indexPath("python.packages", i), "%q is not a Debian package name (like \"python3-numpy\")", p)
-			}
-		}
-	}
-	t.int("max_memory_mb", &py.MaxMemoryMB, 16, 65536)
-	t.integer("max_output_bytes", &py.MaxOutputBytes, kib, gib)
-	if t.strings("extra_allowed_cidrs", &py.ExtraAllowedCIDRs) {
-		for i, s := range py.ExtraAllowedCIDRs {
-			if msg := checkCIDR(s); msg != "" {
-				d.addf(indexPath("python.extra_allowed_cidrs", i), "%s", msg)
-			}
-		}
-	}
-	t.int("pids", &py.Pids, 8, 4096)
-	t.int("tmp_mb", &py.TmpMB, 1, 65536)
-	t.int("work_mb", &py.WorkMB, 1, 1048576)
-	if v, ok := t.get("pool"); ok {
-		pt := d.table("python.pool", v)
-		maxSet := pt.int("max", &py.Pool.Max, 1, 1024)
-		sizeSet := pt.int("size", &py.Pool.Size, 0, 1024)
-		pt.int("max_idle_minutes", &py.Pool.MaxIdleMinutes, 1, 1440)
-		if pt.strings("preload", &py.Pool.Preload) {
-			for i, m := range py.Pool.Preload {
-				if !pyModuleRE.MatchString(m) {
-					d.addf(indexPath("python.pool.preload", i), "%q is not a Python module name (like \"numpy\" or \"xml.etree\")", m)
-				}
-			}
-		}
-		pt.done()
-		switch {
-		case py.Pool.Size <= py.Pool.Max:
-		case sizeSet:
-			d.addf("python.pool.size", "must be at most python.pool.max (%d), not %d", py.Pool.Max, py.Pool.Size)
-		case maxSet:
-			d.addf("python.pool.max", "must be at least python.pool.size (%d, the default), not %d", py.Pool.Size, py.Pool.Max)
-		}
-	}
-	t.done()
 }
 
 func (d *decoder) decodeTokens(l []any, c *Config) {
@@ -515,11 +435,12 @@ func loadPins(main *document, c *Config) Errors {
 }
 
 var (
-	hexRE           = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	sandboxPrefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,17}$`)
-	pyModuleRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
-	debPackageRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+	hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
+
+// hostKeys are the host's own top-level keys, in the order of the example
+// config; any other top-level table is a kind's.
+var hostKeys = []string{"server", "plugins", "tools_dir", "runs", "tokens", "log", "kinds", "tool"}
 
 func checkHex(s string) string {
 	switch {
@@ -555,63 +476,4 @@ func checkOrigin(s string) string {
 		return fmt.Sprintf("must be an origin like \"https://chat.example.com\" (scheme, host and port only), not %q", s)
 	}
 	return ""
-}
-
-func checkCIDR(s string) string {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return fmt.Sprintf("%q is not an address range like \"203.0.113.0/24\"", s)
-	}
-	if p.Masked() != p {
-		return fmt.Sprintf("%q has bits set past its prefix length; write %q", s, p.Masked().String())
-	}
-	return ""
-}
-
-// KindConfig returns the settings table a kind's plugin is given: for "http"
-// and "python" their tables with every key (snake_case, as in the file) and
-// defaults filled in; for any other kind its [kinds.<kind>] table as written,
-// or nil. Numbers are int64 and lists []any, as if decoded from TOML. The
-// maps returned for http and python are new; the others are the config's own
-// and must not be changed.
-func (c *Config) KindConfig(kind string) map[string]any {
-	switch kind {
-	case "http":
-		return map[string]any{
-			"allow_private":   c.HTTP.AllowPrivate,
-			"timeout_seconds": int64(c.HTTP.TimeoutSeconds),
-			"max_bytes":       c.HTTP.MaxBytes,
-		}
-	case "python":
-		py := c.Python
-		return map[string]any{
-			"runsc":               py.Runsc,
-			"rootfs":              py.Rootfs,
-			"state_dir":           py.StateDir,
-			"platform":            py.Platform,
-			"sandbox_prefix":      py.SandboxPrefix,
-			"packages":            anyList(py.Packages),
-			"max_memory_mb":       int64(py.MaxMemoryMB),
-			"max_output_bytes":    py.MaxOutputBytes,
-			"extra_allowed_cidrs": anyList(py.ExtraAllowedCIDRs),
-			"pids":                int64(py.Pids),
-			"tmp_mb":              int64(py.TmpMB),
-			"work_mb":             int64(py.WorkMB),
-			"pool": map[string]any{
-				"size":             int64(py.Pool.Size),
-				"max":              int64(py.Pool.Max),
-				"max_idle_minutes": int64(py.Pool.MaxIdleMinutes),
-				"preload":          anyList(py.Pool.Preload),
-			},
-		}
-	}
-	return c.Kinds[kind]
-}
-
-func anyList(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -21,16 +22,12 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"syntax", "[server]\nlisten = \n", `toolhost.toml:2: this is not valid TOML: unexpected character U+000A at start of value`},
 		{"key twice", "[http]\ntimeout_seconds = 1\ntimeout_seconds = 2\n", `toolhost.toml:3: this is not valid TOML: key timeout_seconds is already defined`},
-		{"unknown top key", "\nlisten = \"x\"\n", `toolhost.toml:2: unknown key "listen"; the keys allowed here are "server", "plugins", "tools_dir", "http", "python", "runs", "tokens", "log", "kinds", "tool"`},
-		{"unknown key suggested", "[http]\n\ntimeout = 3\n", `toolhost.toml:3: http: unknown key "timeout" (did you mean "timeout_seconds"?)`},
+		{"unknown top key", "\nlisten = \"x\"\n", `toolhost.toml:2: unknown key "listen"; the keys allowed here are "server", "plugins", "tools_dir", "runs", "tokens", "log", "kinds", "tool"`},
+		{"unknown top key suggested", "\nlogs = \"x\"\n", `toolhost.toml:2: unknown key "logs" (did you mean "log"?)`},
+		{"kind table bad name", "[Sever]\nx = 1\n", `toolhost.toml:1: Sever: [Sever] is neither one of the host's tables nor a kind's: a kind name must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores (did you mean [server]?)`},
+		{"kinds twice", "[weather]\nx = 1\n[kinds.weather]\nx = 2\n", `toolhost.toml:3: kinds.weather: the weather kind's settings are given twice, in [weather] and in [kinds.weather]: keep one`},
 		{"misspelt key", "[server]\nlisen = \"a:1\"\n", `toolhost.toml:2: server: unknown key "lisen" (did you mean "listen"?)`},
-		{"unknown in dotted key", "http.alow_private = true\n", `toolhost.toml:1: http: unknown key "alow_private" (did you mean "allow_private"?)`},
-		{"wrong type int", "[http]\ntimeout_seconds = \"30\"\n", `toolhost.toml:2: http.timeout_seconds: must be a whole number, not a string`},
-		{"float for int", "[http]\ntimeout_seconds = 30.0\n", `toolhost.toml:2: http.timeout_seconds: must be a whole number, not a decimal number (write 30, without the ".0")`},
-		{"fraction for int", "[http]\ntimeout_seconds = 2.5\n", `toolhost.toml:2: http.timeout_seconds: must be a whole number, not a decimal number`},
-		{"range", "[http]\ntimeout_seconds = 0\n", `toolhost.toml:2: http.timeout_seconds: must be from 1 to 600, not 0`},
-		{"range max_bytes", "[http]\nmax_bytes = 2147483648\n", `toolhost.toml:2: http.max_bytes: must be from 1 to 1073741824, not 2147483648`},
-		{"wrong type bool", "[http]\nallow_private = \"yes\"\n", `toolhost.toml:2: http.allow_private: must be true or false, not a string`},
+		{"unknown in dotted key", "log.levl = \"info\"\n", `toolhost.toml:1: log: unknown key "levl" (did you mean "level"?)`},
 		{"wrong type string", "[server]\nlisten = 8080\n", `toolhost.toml:2: server.listen: must be a string, not a whole number`},
 		{"date", "[server]\nlisten = 1979-05-27\n", `toolhost.toml:2: server.listen: must be a string, not a date or time`},
 		{"table not value", "server = \"x\"\n", `toolhost.toml:1: server: must be a table, not a string`},
@@ -48,21 +45,6 @@ func TestParseErrors(t *testing.T) {
 		{"pin kind", "[plugins.sha256]\n\"Http\" = \"" + hexA + "\"\n", `toolhost.toml:2: plugins.sha256.Http: "Http" is not a kind name: it must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores`},
 		{"pin type", "[plugins]\nsha256 = { http = 1 }\n", `toolhost.toml:2: plugins.sha256.http: must be a string, not a whole number`},
 		{"start timeout", "[plugins]\nstart_timeout_seconds = 0\n", `toolhost.toml:2: plugins.start_timeout_seconds: must be from 1 to 300, not 0`},
-		{"python platform", "[python]\nplatform = \"kvm2\"\n", `toolhost.toml:2: python.platform: must be one of "systrap", "ptrace", "kvm", not "kvm2"`},
-		{"python prefix", "[python]\nsandbox_prefix = \"Tool host\"\n", `toolhost.toml:2: python.sandbox_prefix: "Tool host" is not a good prefix: use 1 to 18 lowercase letters, digits, '-' or '_', starting with a letter`},
-		{"pool preload", "[python.pool]\npreload = [\"numpy\", \"not-a-module\"]\n", `toolhost.toml:2: python.pool.preload[1]: "not-a-module" is not a Python module name (like "numpy" or "xml.etree")`},
-		{"python package", "[python]\npackages = [\"numpy\", \"Py Thing\"]\n", `toolhost.toml:2: python.packages[1]: "Py Thing" is not a Debian package name (like "python3-numpy")`},
-		{"python cidr", "[python]\nextra_allowed_cidrs = [\"10.0.0.0/8\", \"nope\"]\n", `toolhost.toml:2: python.extra_allowed_cidrs[1]: "nope" is not an address range like "203.0.113.0/24"`},
-		{"python cidr host bits", "[python]\nextra_allowed_cidrs = [\"203.0.113.7/24\"]\n", `toolhost.toml:2: python.extra_allowed_cidrs[0]: "203.0.113.7/24" has bits set past its prefix length; write "203.0.113.0/24"`},
-		{"python memory", "[python]\nmax_memory_mb = 8\n", `toolhost.toml:2: python.max_memory_mb: must be from 16 to 65536, not 8`},
-		{"python output", "[python]\nmax_output_bytes = 10\n", `toolhost.toml:2: python.max_output_bytes: must be from 1024 to 1073741824, not 10`},
-		{"python pids", "[python]\npids = 1\n", `toolhost.toml:2: python.pids: must be from 8 to 4096, not 1`},
-		{"python tmp", "[python]\ntmp_mb = 0\n", `toolhost.toml:2: python.tmp_mb: must be from 1 to 65536, not 0`},
-		{"python work", "[python]\nwork_mb = 0\n", `toolhost.toml:2: python.work_mb: must be from 1 to 1048576, not 0`},
-		{"pool size over max", "[python.pool]\nmax = 2\nsize = 3\n", `toolhost.toml:3: python.pool.size: must be at most python.pool.max (2), not 3`},
-		{"pool max under default size", "[python.pool]\nmax = 1\n", `toolhost.toml:2: python.pool.max: must be at least python.pool.size (2, the default), not 1`},
-		{"pool idle", "[python.pool]\nmax_idle_minutes = 0\n", `toolhost.toml:2: python.pool.max_idle_minutes: must be from 1 to 1440, not 0`},
-		{"pool unknown", "[python.pool]\nmin = 1\n", `toolhost.toml:2: python.pool: unknown key "min" (did you mean "max"?)`},
 		{"runs", "[runs]\nkeep_minutes = 0\n", `toolhost.toml:2: runs.keep_minutes: must be from 1 to 10080, not 0`},
 		{"runs per token", "[runs]\nmax_running_per_token = 0\n", `toolhost.toml:2: runs.max_running_per_token: must be from 1 to 1024, not 0`},
 		{"state dir empty", "[server]\nstate_dir = \"\"\n", `toolhost.toml:2: server.state_dir: must not be empty: leave state_dir out to use the default, "/var/lib/toolhost"`},
@@ -81,7 +63,6 @@ func TestParseErrors(t *testing.T) {
 			"toolhost.toml:6: tokens[1].name: \"a\" is already the name of tokens[0]\n" +
 				"toolhost.toml:7: tokens[1].sha256: the same token is already given to tokens[0]"},
 		{"token unknown", "[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"admin\"\ntoken = \"s3cret\"\n", `toolhost.toml:5: tokens[0]: unknown key "token"; the keys allowed here are "name", "sha256", "role", "max_running"`},
-		{"kinds reserved", "[kinds.http]\nx = 1\n", `toolhost.toml:1: kinds.http: the http kind's settings go in [http], not [kinds.http]`},
 		{"kinds bad name", "[kinds.Weather]\nx = 1\n", `toolhost.toml:1: kinds.Weather: "Weather" is not a kind name: it must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores`},
 		{"kinds not table", "[kinds]\nweather = 1\n", `toolhost.toml:2: kinds.weather: must be a table, not a whole number`},
 		{"tool dup", "[[tool]]\nname = \"a\"\ndescription = \"A.\"\n[tool.run]\ntype = \"http\"\n\n[[tool]]\nname = \"a\"\ndescription = \"B.\"\nrun = { type = \"http\" }\n",
@@ -98,13 +79,11 @@ func TestParseErrors(t *testing.T) {
 		{"param element", "[[tool]]\nname = \"a\"\ndescription = \"x\"\nrun = {type = \"http\"}\nparams = [true]\n", `toolhost.toml:5: tool[0].params[0]: must be a table, not true or false`},
 		{"quoted key", "[kinds.\"my kind\"]\nx = 1\n", `toolhost.toml:1: kinds."my kind": "my kind" is not a kind name: it must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores`},
 		{"list for string", "[log]\nlevel = [\"info\"]\n", `toolhost.toml:2: log.level: must be a string, not a list`},
-		{"table for bool", "[http]\nallow_private = { x = 1 }\n", `toolhost.toml:2: http.allow_private: must be true or false, not a table`},
 		{"decimal for string", "[log]\nlevel = 1.5\n", `toolhost.toml:2: log.level: must be a string, not a decimal number`},
-		{"empty path", "[python]\nrunsc = \"\"\n", `toolhost.toml:2: python.runsc: must not be empty: leave runsc out to use the default, "/usr/local/bin/runsc"`},
-		{"many at once", "[server]\nlisten = 1\n[http]\ntimeout_seconds = -1\nmax_byte = 3\n",
+		{"many at once", "[server]\nlisten = 1\n[runs]\nkeep_minutes = -1\nkeep_minute = 3\n",
 			"toolhost.toml:2: server.listen: must be a string, not a whole number\n" +
-				"toolhost.toml:4: http.timeout_seconds: must be from 1 to 600, not -1\n" +
-				"toolhost.toml:5: http: unknown key \"max_byte\" (did you mean \"max_bytes\"?)"},
+				"toolhost.toml:4: runs.keep_minutes: must be from 1 to 10080, not -1\n" +
+				"toolhost.toml:5: runs: unknown key \"keep_minute\" (did you mean \"keep_minutes\"?)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +100,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Default()
 	want.File = "/etc/toolhost/toolhost.toml"
+	want.doc = c.doc
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
 	}
@@ -135,17 +115,6 @@ func TestDefaults(t *testing.T) {
 		{"plugins dir", d.Plugins.Dir, "/usr/lib/toolhost/plugins"},
 		{"start timeout", d.Plugins.StartTimeoutSeconds, 10},
 		{"tools dir", d.ToolsDir, ""},
-		{"allow private", d.HTTP.AllowPrivate, false},
-		{"http timeout", d.HTTP.TimeoutSeconds, 30},
-		{"max bytes", d.HTTP.MaxBytes, int64(10 << 20)},
-		{"platform", d.Python.Platform, "systrap"},
-		{"prefix", d.Python.SandboxPrefix, "toolhost-"},
-		{"memory", d.Python.MaxMemoryMB, 1024},
-		{"output", d.Python.MaxOutputBytes, int64(1 << 20)},
-		{"pids", d.Python.Pids, 64},
-		{"tmp", d.Python.TmpMB, 64},
-		{"work", d.Python.WorkMB, 256},
-		{"pool", d.Python.Pool, PoolConfig{Size: 2, Max: 16, MaxIdleMinutes: 10}},
 		{"keep", d.Runs.KeepMinutes, 60},
 		{"level", d.Log.Level, "info"},
 		{"format", d.Log.Format, "text"},
@@ -214,46 +183,30 @@ retries = 3
 		Server:   ServerConfig{Listen: ":9000", AllowedOrigins: []string{"https://chat.example.com", "http://localhost:3000"}, StateDir: "/srv/th/conf/state"},
 		Plugins:  PluginsConfig{Dir: "/opt/plugins", SHA256: map[string]string{"http": hexA}, StartTimeoutSeconds: 5},
 		ToolsDir: "/srv/th/conf/tools",
-		HTTP:     HTTPConfig{AllowPrivate: true, TimeoutSeconds: 5, MaxBytes: 1024},
-		Python: PythonConfig{
-			Runsc: "/srv/th/conf/bin/runsc", Rootfs: "/srv/th/rootfs", StateDir: "/var/run/x",
-			Platform: "ptrace", SandboxPrefix: "th-", Packages: []string{"python3-numpy"},
-			MaxMemoryMB: 512, MaxOutputBytes: 2048, ExtraAllowedCIDRs: []string{"203.0.113.0/24", "2001:db8::/32"},
-			Pids: 32, TmpMB: 8, WorkMB: 16, Pool: PoolConfig{Size: 0, Max: 4, MaxIdleMinutes: 3, Preload: []string{"numpy", "xml.etree"}},
-		},
-		Runs: RunsConfig{KeepMinutes: 5, MaxRunningPerToken: 3},
+		Runs:     RunsConfig{KeepMinutes: 5, MaxRunningPerToken: 3},
 		Tokens: []Token{
 			{Name: "alice", SHA256: hexB, Role: "admin", MaxRunning: 20, Line: 32},
 			{Name: "bob", SHA256: hexA, Role: "editor", Line: 37},
 		},
-		Log:   LogConfig{Level: "debug", Format: "json"},
-		Kinds: map[string]map[string]any{"weather": {"api_url": "https://api.example.com", "retries": int64(3)}},
+		Log: LogConfig{Level: "debug", Format: "json"},
+		Kinds: map[string]map[string]any{
+			"weather": {"api_url": "https://api.example.com", "retries": int64(3)},
+			"http":    {"allow_private": true, "timeout_seconds": int64(5), "max_bytes": int64(1024)},
+			"python": {"runsc": "bin/runsc", "rootfs": "../rootfs", "state_dir": "/var/run/x", "platform": "ptrace",
+				"sandbox_prefix": "th-", "packages": []any{"python3-numpy"}, "max_memory_mb": int64(512),
+				"max_output_bytes": int64(2048), "extra_allowed_cidrs": []any{"203.0.113.0/24", "2001:db8::/32"},
+				"pids": int64(32), "tmp_mb": int64(8), "work_mb": int64(16),
+				"pool": map[string]any{"size": int64(0), "max": int64(4), "max_idle_minutes": int64(3), "preload": []any{"numpy", "xml.etree"}}},
+		},
+		kindAt: map[string]string{"weather": "kinds.weather", "http": "http", "python": "python"},
+		doc:    c.doc,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
 	}
 
-	wantHTTP := map[string]any{"allow_private": true, "timeout_seconds": int64(5), "max_bytes": int64(1024)}
-	if got := c.KindConfig("http"); !reflect.DeepEqual(got, wantHTTP) {
-		t.Errorf("KindConfig(http) = %v, want %v", got, wantHTTP)
-	}
-	py := c.KindConfig("python")
-	if py["runsc"] != "/srv/th/conf/bin/runsc" || py["max_memory_mb"] != int64(512) ||
-		!reflect.DeepEqual(py["packages"], []any{"python3-numpy"}) ||
-		!reflect.DeepEqual(py["pool"], map[string]any{"size": int64(0), "max": int64(4), "max_idle_minutes": int64(3), "preload": []any{"numpy", "xml.etree"}}) {
-		t.Errorf("KindConfig(python) = %v", py)
-	}
-	if len(py) != 13 {
-		t.Errorf("KindConfig(python) has %d keys, want 13 (one for each key of [python])", len(py))
-	}
 	if a, b := c.MaxRunningOf(c.Tokens[0]), c.MaxRunningOf(c.Tokens[1]); a != 20 || b != 3 {
 		t.Errorf("max running of alice and bob = %d, %d; want 20 (her own) and 3 ([runs] max_running_per_token)", a, b)
-	}
-	if got := c.KindConfig("weather"); !reflect.DeepEqual(got, want.Kinds["weather"]) {
-		t.Errorf("KindConfig(weather) = %v", got)
-	}
-	if got := c.KindConfig("prompt"); got != nil {
-		t.Errorf("KindConfig(prompt) = %v, want nil", got)
 	}
 }
 
@@ -277,8 +230,6 @@ func TestRelativePathsFollowTheConfigFile(t *testing.T) {
 		{"File", c.File, file},
 		{"ToolsDir", c.ToolsDir, filepath.Join(sub, "tools")},
 		{"Plugins.Dir", c.Plugins.Dir, filepath.Join(dir, "bin", "plugins")},
-		{"Python.Rootfs", c.Python.Rootfs, "/abs/rootfs"},
-		{"Python.Runsc (default)", c.Python.Runsc, "/usr/local/bin/runsc"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
@@ -424,6 +375,72 @@ func assertErrors(t *testing.T, err error, want string) {
 		t.Fatalf("error is %T, not Errors: %v", err, err)
 	}
 	if got := err.Error(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestKindTablesAreKeptAsWritten(t *testing.T) {
+	src := "[http]\ntimeout_seconds = 5\n[python]\nrunsc = \"bin/runsc\"\nrootfs = \"/abs/rootfs/\"\npackages = [\"a\"]\n[python.pool]\nsize = 1\n[kinds.weather]\ndirs = [\"x\", \"/y\"]\n"
+	c, err := Parse("/srv/th/conf/toolhost.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := json.RawMessage(`{"type":"object","properties":{"runsc":{"type":"string","format":"path"},
+		"rootfs":{"type":"string","format":"path"},"packages":{"type":"array","items":{"type":"string"}},
+		"pool":{"type":"object","properties":{"size":{"type":"integer"}}}}}`)
+	got, err := c.KindTable("python", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"packages":["a"],"pool":{"size":1},"rootfs":"/abs/rootfs","runsc":"/srv/th/conf/bin/runsc"}`
+	if string(got) != want {
+		t.Errorf("KindTable(python) = %s, want %s", got, want)
+	}
+	// A kind without a schema gets its table as written.
+	if got, _ := c.KindTable("python", nil); !strings.Contains(string(got), `"runsc":"bin/runsc"`) {
+		t.Errorf("KindTable(python, no schema) = %s", got)
+	}
+	got, _ = c.KindTable("weather", json.RawMessage(`{"properties":{"dirs":{"type":"array","items":{"type":"string","format":"path"}}}}`))
+	if string(got) != `{"dirs":["/srv/th/conf/x","/y"]}` {
+		t.Errorf("KindTable(weather) = %s", got)
+	}
+	if got, _ := c.KindTable("prompt", nil); string(got) != "{}" {
+		t.Errorf("KindTable(prompt) = %s, want {}", got)
+	}
+}
+
+func TestKindErrorsAreAtTheirLine(t *testing.T) {
+	src := "[http]\ntimeout_seconds = 5\n\n[python]\nmax_memory_mb = 8\n[python.pool]\npreload = [\n  \"a\",\n  \"b c\",\n]\n[kinds.weather]\nretries = -1\n"
+	c, err := Parse("toolhost.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ kind, path, want string }{
+		{"python", "python.max_memory_mb", "toolhost.toml:5: python.max_memory_mb: bad"},
+		{"python", "max_memory_mb", "toolhost.toml:5: python.max_memory_mb: bad"},
+		{"python", "python.pool.preload[1]", "toolhost.toml:9: python.pool.preload[1]: bad"},
+		{"python", "python.pids", "toolhost.toml:4: python.pids: bad"}, // not set: at its table
+		{"http", "http.timeout_seconds", "toolhost.toml:2: http.timeout_seconds: bad"},
+		{"weather", "weather.retries", "toolhost.toml:12: kinds.weather.retries: bad"},
+		{"weather", "retries", "toolhost.toml:12: kinds.weather.retries: bad"},
+		{"prompt", "prompt.model", "toolhost.toml: prompt.model: bad"},
+	} {
+		if got := c.KindError(tc.kind, tc.path, "bad").Error(); got != tc.want {
+			t.Errorf("KindError(%s, %s) = %q, want %q", tc.kind, tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestStrayKindTables(t *testing.T) {
+	src := "[plugins]\ndir = \"/p\"\n[http]\nx = 1\n[pyhton]\nx = 1\n[python]\nx = 1\n[kinds.weather]\nx = 1\n"
+	c, err := Parse("toolhost.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.StrayKindTables([]string{"http"}, []string{"python"}).Error()
+	want := "toolhost.toml:5: pyhton: [pyhton] names no kind of this host: the kinds are http, python (did you mean [python]?)\n" +
+		"toolhost.toml:9: kinds.weather: [kinds.weather] names no kind of this host: the kinds are http, python; remove the table, or add the kind's plugin to /p"
+	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }

@@ -25,10 +25,11 @@ func (d *decoder) addf(path, format string, args ...any) {
 // table reads the keys of one TOML table. Every key read is marked; done
 // reports the keys nobody asked for.
 type table struct {
-	d    *decoder
-	path string
-	m    map[string]any
-	read []string
+	d       *decoder
+	path    string
+	m       map[string]any
+	read    []string
+	skipped []string
 }
 
 // table returns a reader of the table at path. A value that is not a table is
@@ -56,12 +57,16 @@ func (t *table) get(key string) (any, bool) {
 	return v, ok
 }
 
+// skip marks key as known without offering it as a suggestion: a kind's
+// table, which is not the host's to list.
+func (t *table) skip(key string) { t.skipped = append(t.skipped, key) }
+
 // done reports every key that was not read, with the nearest known key as a
 // suggestion.
 func (t *table) done() {
 	var unknown []string
 	for k := range t.m {
-		if !slices.Contains(t.read, k) {
+		if !slices.Contains(t.read, k) && !slices.Contains(t.skipped, k) {
 			unknown = append(unknown, k)
 		}
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -54,12 +55,23 @@ func TestExampleConfigLoads(t *testing.T) {
 		{"state dir", c.Server.StateDir, filepath.Join(root, "build/state")},
 		{"pin from pins file", c.Plugins.SHA256["http"], hexA},
 		{"tools dir", c.ToolsDir, filepath.Join(root, "examples/tools")},
-		{"runsc", c.Python.Runsc, filepath.Join(root, "build/bin/runsc")},
-		{"rootfs", c.Python.Rootfs, filepath.Join(root, "build/rootfs")},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
 		}
+	}
+	// The python kind's paths, as its plugin gets them: resolved by its
+	// schema against the example's folder.
+	raw, err := c.KindTable("python", kindSchemas(t)["python"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var py struct{ Runsc, Rootfs string }
+	if err := json.Unmarshal(raw, &py); err != nil {
+		t.Fatal(err)
+	}
+	if py.Runsc != filepath.Join(root, "build/bin/runsc") || py.Rootfs != filepath.Join(root, "build/rootfs") {
+		t.Errorf("[python] as its kind gets it: runsc %q, rootfs %q", py.Runsc, py.Rootfs)
 	}
 	if _, errs := LoadTools(c.ToolsDir); errs != nil {
 		t.Errorf("examples/tools:\n%v", errs)
@@ -92,12 +104,18 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		"server":         {"listen", "allowed_origins", "state_dir"},
 		"plugins":        {"dir", "sha256_file", "start_timeout_seconds"},
 		"plugins.sha256": nil,
-		"http":           {"allow_private", "timeout_seconds", "max_bytes"},
-		"python": {"runsc", "rootfs", "state_dir", "platform", "sandbox_prefix", "packages", "max_memory_mb",
-			"max_output_bytes", "extra_allowed_cidrs", "pids", "tmp_mb", "work_mb"},
-		"python.pool": {"size", "max", "max_idle_minutes"},
-		"runs":        {"keep_minutes", "max_running_per_token"},
-		"log":         {"level", "format"},
+		"runs":           {"keep_minutes", "max_running_per_token"},
+		"log":            {"level", "format"},
+	}
+	// The built-in kinds' settings, as their schemas list them.
+	schemas := kindSchemas(t)
+	for _, kind := range []string{"http", "python"} {
+		if schemas[kind] == nil {
+			t.Fatalf("the %s kind has no config.schema.json", kind)
+		}
+	}
+	for kind, schema := range schemas {
+		schemaKeys(t, kind, schema, keys)
 	}
 	for table, ks := range keys {
 		if table != "" && !strings.Contains(text, "\n["+table+"]\n") {
@@ -128,5 +146,52 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		if !strings.Contains(comment, "Default: ") {
 			t.Errorf("examples/toolhost.toml:%d: %q has no comment giving its default", i+1, l)
 		}
+	}
+}
+
+// kindSchemas reads the config schema of every built-in kind, by kind: the
+// file plugins/KIND/config.schema.json its plugin serves through Describe.
+func kindSchemas(t *testing.T) map[string]json.RawMessage {
+	t.Helper()
+	files, err := filepath.Glob("../plugins/*/config.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]json.RawMessage{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !json.Valid(data) {
+			t.Fatalf("%s is not JSON", f)
+		}
+		out[filepath.Base(filepath.Dir(f))] = data
+	}
+	return out
+}
+
+// schemaKeys adds the settings of schema to keys: its properties at table,
+// and a property that is an object with properties as a table of its own.
+func schemaKeys(t *testing.T, table string, schema json.RawMessage, keys map[string][]string) {
+	t.Helper()
+	var s struct {
+		Type       string                     `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(schema, &s); err != nil {
+		t.Fatalf("the schema of [%s]: %v", table, err)
+	}
+	keys[table] = append(keys[table], []string{}...)
+	for k, sub := range s.Properties {
+		var p struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		_ = json.Unmarshal(sub, &p)
+		if len(p.Properties) > 0 {
+			schemaKeys(t, table+"."+k, sub, keys)
+			continue
+		}
+		keys[table] = append(keys[table], k)
 	}
 }

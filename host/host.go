@@ -26,6 +26,7 @@ import (
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/host/ui"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // Version is the host's version, set at build time.
@@ -133,12 +134,44 @@ func pinsHint(cfg *config.Config) string {
 	return "[plugins.sha256] in " + cfg.File
 }
 
-func (h *Host) kindConfig(kind string) json.RawMessage {
-	raw, err := json.Marshal(h.config().KindConfig(kind))
-	if err != nil || string(raw) == "null" {
-		return json.RawMessage("{}")
+// kindConfig is the table handed to a kind's Configure: its table of the
+// config in force, with the paths its schema marks resolved.
+func (h *Host) kindConfig(kind string, info sdk.Info) json.RawMessage {
+	return kindTable(h.config(), kind, info, h.log)
+}
+
+func kindTable(cfg *config.Config, kind string, info sdk.Info, log hclog.Logger) json.RawMessage {
+	raw, err := cfg.KindTable(kind, info.ConfigSchema)
+	if err != nil {
+		// The plugin's schema is broken: its paths stay as written, and
+		// its Configure says what it makes of them.
+		log.Error("the kind's config schema can't be read", "kind", kind, "error", err)
+		raw, _ = cfg.KindTable(kind, nil)
 	}
 	return raw
+}
+
+// configErrors splits a kind's refusal of its table: the problems with a
+// value, placed at their file and line, and the rest (the machine can't run
+// the kind), which stays the plugin's problem.
+func configErrors(cfg *config.Config, err error) (config.Errors, error) {
+	var ce *plugins.ConfigError
+	if !errors.As(err, &ce) {
+		return nil, err
+	}
+	var placed config.Errors
+	var rest sdk.FieldErrors
+	for _, fe := range ce.Errors {
+		if fe.Path == "" {
+			rest = append(rest, fe)
+			continue
+		}
+		placed = append(placed, cfg.KindError(ce.Kind, fe.Path, fe.Message))
+	}
+	if len(rest) == 0 {
+		return placed, nil
+	}
+	return placed, &plugins.ConfigError{Kind: ce.Kind, Errors: rest}
 }
 
 func (h *Host) invoker(kind string) (runs.Invoker, bool) {
@@ -156,25 +189,49 @@ func (h *Host) kinds(kind string) (tools.Checker, bool, string) {
 	return nil, false, h.unavailable[kind]
 }
 
-// Problems is what Start found wrong: plugins not started and tools not
-// served. The host serves everything else.
+// Problems is what Start found wrong: values of the config a kind refused
+// or no kind takes, plugins not started and tools not served. The host
+// serves everything else.
 type Problems struct {
+	// Config are problems with the config file, at their file and line:
+	// a value a kind refused, a table that names no kind.
+	Config  config.Errors
 	Plugins []plugins.Problem
 	Tools   config.Errors
 }
 
 // Empty says whether nothing is wrong.
-func (p Problems) Empty() bool { return len(p.Plugins) == 0 && len(p.Tools) == 0 }
+func (p Problems) Empty() bool {
+	return len(p.Config) == 0 && len(p.Plugins) == 0 && len(p.Tools) == 0
+}
+
+// Count is how many problems there are.
+func (p Problems) Count() int { return len(p.Config) + len(p.Plugins) + len(p.Tools) }
 
 // Start starts the plugins and loads the tools. What can't be used is
 // reported in Problems and left out; the rest is served.
 func (h *Host) Start(ctx context.Context) Problems {
 	var pr Problems
-	pr.Plugins = h.plugins.Start(ctx)
-	for _, p := range pr.Plugins {
-		h.unavailable[p.Kind] = p.Error()
-		h.log.Error("plugin not started", "kind", p.Kind, "why", p.Error())
+	cfg := h.config()
+	var failed []string
+	for _, p := range h.plugins.Start(ctx) {
+		placed, rest := configErrors(cfg, p.Err)
+		pr.Config = append(pr.Config, placed...)
+		why := ""
+		if rest != nil {
+			p.Err = rest
+			pr.Plugins = append(pr.Plugins, p)
+			why = p.Error()
+		} else {
+			why = fmt.Sprintf("the %s kind can't work with its config: %s", p.Kind, placed.Error())
+		}
+		if p.Kind != "" {
+			h.unavailable[p.Kind] = why
+			failed = append(failed, p.Kind)
+		}
+		h.log.Error("plugin not started", "kind", p.Kind, "why", why)
 	}
+	pr.Config = append(pr.Config, cfg.StrayKindTables(h.plugins.Kinds(), failed)...)
 	pr.Tools = h.loadTools(ctx)
 	return pr
 }
@@ -248,6 +305,38 @@ func (h *Host) recheck(gen int64, defs []config.Tool) {
 // origins, state_dir, the plugin folder and pins) waits for the next
 // start.
 func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
+	// The kinds take their new tables first: a value one refuses refuses
+	// the whole config, and the kinds that took theirs get the old back.
+	var pr Problems
+	old := h.config()
+	var took []*plugins.Plugin
+	for _, kind := range h.plugins.Kinds() {
+		p, ok := h.plugins.Kind(kind)
+		if !ok {
+			continue
+		}
+		err := p.Reconfigure(ctx, kindTable(cfg, kind, p.Info(), h.log))
+		if err == nil {
+			took = append(took, p)
+			continue
+		}
+		placed, rest := configErrors(cfg, err)
+		pr.Config = append(pr.Config, placed...)
+		if rest != nil {
+			h.log.Error("kind refused its new config", "kind", kind, "why", rest)
+			pr.Plugins = append(pr.Plugins, plugins.Problem{Kind: kind, Err: rest})
+		}
+	}
+	pr.Config = append(pr.Config, cfg.StrayKindTables(h.plugins.Kinds(), h.failedKinds())...)
+	if len(pr.Config) > 0 {
+		for _, p := range took {
+			if err := p.Reconfigure(ctx, kindTable(old, p.Info().Kind, p.Info(), h.log)); err != nil {
+				h.log.Error("kind refused its config of before the reload", "kind", p.Info().Kind, "why", err)
+			}
+		}
+		h.log.Error("the new config has problems; still serving the one before", "problems", pr.Config.Error())
+		return pr
+	}
 	h.cfgMu.Lock()
 	h.cfg = cfg
 	h.cfgMu.Unlock()
@@ -256,19 +345,17 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
 	if len(cfg.Tokens) == 0 {
 		h.log.Warn("NO TOKENS ARE CONFIGURED after the reload: every caller on this machine is an admin, and nobody else is served")
 	}
-	var pr Problems
-	for _, kind := range h.plugins.Kinds() {
-		p, ok := h.plugins.Kind(kind)
-		if !ok {
-			continue
-		}
-		if err := p.Reconfigure(ctx, h.kindConfig(kind)); err != nil {
-			h.log.Error("kind refused its new config", "kind", kind, "why", err)
-			pr.Plugins = append(pr.Plugins, plugins.Problem{Kind: kind, Err: err})
-		}
-	}
 	pr.Tools = h.loadTools(ctx)
 	return pr
+}
+
+// failedKinds are the kinds whose plugins did not start.
+func (h *Host) failedKinds() []string {
+	out := make([]string, 0, len(h.unavailable))
+	for k := range h.unavailable {
+		out = append(out, k)
+	}
+	return out
 }
 
 // CheckTool checks one tool definition with its kind's plugin.
@@ -324,4 +411,46 @@ func (h *Host) sweepRuns(ctx context.Context) {
 			h.runs.Sweep(now)
 		}
 	}
+}
+
+// KindReport is what one kind's checks of this machine found.
+type KindReport struct {
+	Kind string
+	sdk.DoctorReport
+}
+
+// Doctor starts every plugin of cfg, without configuring any, and asks each
+// kind to check this machine with its table of cfg (toolhost doctor). The
+// plugins are stopped before it returns. Plugins that could not be started
+// or asked are returned as problems.
+func Doctor(ctx context.Context, cfg *config.Config, log hclog.Logger) ([]KindReport, []plugins.Problem) {
+	m := plugins.NewManager(plugins.Options{
+		Dir:          cfg.Plugins.Dir,
+		Pins:         cfg.Plugins.SHA256,
+		PinsFile:     cfg.Plugins.SHA256File,
+		StartTimeout: time.Duration(cfg.Plugins.StartTimeoutSeconds) * time.Second,
+		NoConfigure:  true,
+		Logger:       log.Named("plugin"),
+		PinsHint:     pinsHint(cfg),
+	})
+	problems := m.Start(ctx)
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		m.Stop(stopCtx)
+	}()
+	var out []KindReport
+	for _, kind := range m.Kinds() {
+		p, ok := m.Kind(kind)
+		if !ok {
+			continue
+		}
+		rep, err := p.Doctor(ctx, kindTable(cfg, kind, p.Info(), log))
+		if err != nil {
+			problems = append(problems, plugins.Problem{Kind: kind, Err: fmt.Errorf("the %s kind: %w", kind, err)})
+			continue
+		}
+		out = append(out, KindReport{Kind: kind, DoctorReport: rep})
+	}
+	return out, problems
 }

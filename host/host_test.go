@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,13 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if dir, err := httpPlugin(); err == nil {
 		os.RemoveAll(dir)
+	}
+	if head, err := builtinPlugins(); err == nil {
+		if _, rest, ok := strings.Cut(head, "dir = "); ok {
+			if dir, err := strconv.Unquote(strings.SplitN(rest, "\n", 2)[0]); err == nil {
+				os.RemoveAll(dir)
+			}
+		}
 	}
 	os.Exit(code)
 }

@@ -2,22 +2,33 @@ package main
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/toolhost/toolhost/sdk"
 )
 
-// config is the [http] table of the host config.
+// config is the [http] table of the host config. Its settings are
+// described by configSchema, which the host reads (see docs/plugins.md);
+// parseConfig checks them.
 type config struct {
 	AllowPrivate   bool  `json:"allow_private"`
 	TimeoutSeconds int   `json:"timeout_seconds"`
 	MaxBytes       int64 `json:"max_bytes"`
 }
 
-// Limits of the settings, the same as the host's config checks.
+// configSchema is the JSON Schema of the [http] table: every setting, its
+// default and its range. A test checks it against parseConfig; the host's
+// example test checks examples/toolhost.toml documents every setting.
+//
+//go:embed config.schema.json
+var configSchema string
+
+// Limits of the settings.
 const (
 	defaultTimeoutSeconds = 30
 	maxTimeoutSeconds     = 600
@@ -35,7 +46,7 @@ func parseConfig(raw json.RawMessage) (config, error) {
 	cfg := defaultConfig()
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return cfg, sdk.FieldErrors{{Path: "http", Message: "must be a table of settings (allow_private, timeout_seconds, max_bytes)"}}
+		return cfg, sdk.FieldErrors{{Path: "http", Message: "must be a table of settings (" + strings.Join(settingNames(), ", ") + ")"}}
 	}
 	var fe sdk.FieldErrors
 	for _, k := range sortedKeys(m) {
@@ -61,13 +72,22 @@ func parseConfig(raw json.RawMessage) (config, error) {
 			}
 			cfg.MaxBytes = n
 		default:
-			addf(&fe, path, "is not a setting of [http]: the settings are allow_private, timeout_seconds and max_bytes")
+			addf(&fe, path, "is not a setting of [http]: the settings are %s", strings.Join(settingNames(), ", "))
 		}
 	}
 	if fe != nil {
 		return cfg, fe
 	}
 	return cfg, nil
+}
+
+// settingNames are the settings of [http], from configSchema.
+func settingNames() []string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal([]byte(configSchema), &s) // a test checks it is JSON
+	return sortedKeys(s.Properties)
 }
 
 // wholeNumber reads a JSON integer from lo to hi, or says what it must be.

@@ -49,7 +49,7 @@ func (st *state) client(p *plan) *http.Client {
 var _ sdk.Kind = (*kind)(nil)
 
 func (k *kind) Describe(context.Context) (sdk.Info, error) {
-	return sdk.Info{Kind: "http", Version: version, RunSchema: json.RawMessage(runSchema)}, nil
+	return sdk.Info{Kind: "http", Version: version, RunSchema: json.RawMessage(runSchema), ConfigSchema: json.RawMessage(configSchema)}, nil
 }
 
 func (k *kind) Configure(_ context.Context, raw json.RawMessage) error {

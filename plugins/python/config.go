@@ -1,15 +1,26 @@
 package main
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/sdk"
 )
+
+// configSchema is the JSON Schema of the [python] table, served through Describe: every setting,
+// its default and range, and which are paths (the host resolves those against the config file's
+// folder). A test checks it against parseConfig; config/example_test.go checks that
+// examples/toolhost.toml documents every setting.
+//
+//go:embed config.schema.json
+var configSchema string
 
 // Config is the kind's [python] table as the host sends it (JSON, snake_case keys).
 type Config struct {
@@ -68,6 +79,9 @@ func defaultConfig() Config {
 // parseConfig decodes the table over the defaults and checks every value.
 func parseConfig(raw json.RawMessage) (Config, error) {
 	cfg := defaultConfig()
+	if fe := unknownSettings(raw); fe != nil {
+		return cfg, fe
+	}
 	if len(raw) > 0 && string(raw) != "null" {
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
 		dec.DisallowUnknownFields()
@@ -138,4 +152,34 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 		return cfg, fe
 	}
 	return cfg, nil
+}
+
+// unknownSettings reports the keys of the table, and of its pool table, that configSchema does
+// not list, naming the settings there are.
+func unknownSettings(raw json.RawMessage) sdk.FieldErrors {
+	var schema struct {
+		Properties map[string]struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"properties"`
+	}
+	_ = json.Unmarshal([]byte(configSchema), &schema) // a test checks it is JSON
+	var table map[string]json.RawMessage
+	if json.Unmarshal(raw, &table) != nil {
+		return nil // the decoder says what is wrong
+	}
+	var fe sdk.FieldErrors
+	check := func(path string, m map[string]json.RawMessage, known []string) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if !slices.Contains(known, k) {
+				fe = append(fe, sdk.FieldError{Path: path + "." + k,
+					Message: fmt.Sprintf("is not a setting of [%s]: the settings are %s", path, strings.Join(known, ", "))})
+			}
+		}
+	}
+	check("python", table, slices.Sorted(maps.Keys(schema.Properties)))
+	var pool map[string]json.RawMessage
+	if json.Unmarshal(table["pool"], &pool) == nil {
+		check("python.pool", pool, slices.Sorted(maps.Keys(schema.Properties["pool"].Properties)))
+	}
+	return fe
 }

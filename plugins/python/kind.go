@@ -61,6 +61,7 @@ type kind struct {
 var (
 	_ sdk.Kind          = (*kind)(nil)
 	_ sdk.MetricsSource = (*kind)(nil)
+	_ sdk.Doctor        = (*kind)(nil)
 )
 
 func newKind(o kindOptions) *kind {
@@ -78,7 +79,25 @@ func (k *kind) Describe(context.Context) (sdk.Info, error) {
 	if maxMem == 0 {
 		maxMem = defaultConfig().MaxMemoryMB
 	}
-	return sdk.Info{Kind: "python", Version: version, RunSchema: runSchema(maxMem)}, nil
+	return sdk.Info{Kind: "python", Version: version, RunSchema: runSchema(maxMem), ConfigSchema: json.RawMessage(configSchema)}, nil
+}
+
+// Doctor checks, line by line, that this machine can run the kind's sandboxes with the [python]
+// table raw (toolhost doctor): root, runsc, the rootfs, cgroups, network namespaces and a
+// platform that starts. It needs no Configure: it is most use when Configure failed.
+func (k *kind) Doctor(ctx context.Context, raw json.RawMessage) (sdk.DoctorReport, error) {
+	cfg, err := parseConfig(raw)
+	if err != nil {
+		return sdk.DoctorReport{Checks: []sdk.DoctorCheck{{Name: "settings", Detail: err.Error(),
+			Fix: "correct [python] in the config file"}}}, nil
+	}
+	var rep sdk.DoctorReport
+	for _, c := range runsc.Doctor(ctx, runsc.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs,
+		StateDir: cfg.StateDir, Platform: cfg.Platform, Prefix: cfg.SandboxPrefix}) {
+		rep.Checks = append(rep.Checks, sdk.DoctorCheck{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix})
+	}
+	rep.Summary = "this machine can run python tools in gVisor sandboxes"
+	return rep, nil
 }
 
 // Configure takes the [python] table, checks that this machine can run sandboxes (the same checks

@@ -10,17 +10,20 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/toolhost/toolhost/config"
-	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/host"
 )
 
-// runDoctor is `toolhost doctor [--config FILE]`: it checks, line by line, that this machine can
-// run the python kind's sandboxes with the settings of FILE (the defaults without one), and
-// says how to fix each failing line. It exits 1 when any line fails.
+// runDoctor is `toolhost doctor [--config FILE]`: it starts the kinds' plugins of FILE (the
+// defaults without one) and asks each, over the plugin protocol, to check line by line that this
+// machine can run its tools with its settings of FILE; each failing line says how to fix it. It
+// exits 1 when any line fails or a plugin could not be asked. The host knows no kind's checks.
 func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "the toolhost.toml whose [python] settings are checked")
+	path := fs.String("config", "", "the toolhost.toml whose plugins and kinds' settings are checked")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -41,28 +44,42 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	py := cfg.Python
-	checks := runsc.Doctor(ctx, runsc.DoctorOptions{
-		Runsc: py.Runsc, Rootfs: py.Rootfs, StateDir: py.StateDir, Platform: py.Platform, Prefix: py.SandboxPrefix,
-	})
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	failed := 0
-	for _, c := range checks {
-		mark := "ok"
-		if !c.OK {
-			mark = "FAIL"
-			failed++
+	reports, problems := host.Doctor(ctx, cfg, hclog.NewNullLogger())
+	bad := len(problems) > 0
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "toolhost doctor: %v\n", p.Err)
+	}
+	for _, r := range reports {
+		if len(r.Checks) == 0 {
+			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", mark, c.Name, c.Detail)
-		if !c.OK && c.Fix != "" {
-			fmt.Fprintf(tw, "\t\tfix: %s\n", c.Fix)
+		fmt.Fprintf(stdout, "[%s]\n", r.Kind)
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		failed := 0
+		for _, c := range r.Checks {
+			mark := "ok"
+			if !c.OK {
+				mark = "FAIL"
+				failed++
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", mark, c.Name, c.Detail)
+			if !c.OK && c.Fix != "" {
+				fmt.Fprintf(tw, "\t\tfix: %s\n", c.Fix)
+			}
+		}
+		_ = tw.Flush()
+		switch {
+		case failed > 0:
+			bad = true
+			fmt.Fprintf(stdout, "%d of %d checks failed: %s tools can't run on this machine until they pass\n", failed, len(r.Checks), r.Kind)
+		case r.Summary != "":
+			fmt.Fprintln(stdout, r.Summary)
+		default:
+			fmt.Fprintf(stdout, "this machine can run %s tools\n", r.Kind)
 		}
 	}
-	_ = tw.Flush()
-	if failed > 0 {
-		fmt.Fprintf(stdout, "%d of %d checks failed: python tools can't run on this machine until they pass\n", failed, len(checks))
+	if bad {
 		return 1
 	}
-	fmt.Fprintln(stdout, "this machine can run python tools in gVisor sandboxes")
 	return 0
 }

@@ -86,6 +86,17 @@ func runServe(args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	problems := h.Start(ctx)
+	if len(problems.Config) > 0 {
+		// Values of the file its kinds refused: as when the host's own
+		// tables have problems, nothing is served.
+		h.Stop()
+		ln.Close()
+		for _, e := range problems.Config {
+			fmt.Fprintln(stderr, e.Error())
+		}
+		fmt.Fprintf(stderr, "toolhost: %s has %d problem(s); nothing was started\n", cfg.File, len(problems.Config))
+		return 2
+	}
 	for _, p := range problems.Plugins {
 		fmt.Fprintf(stderr, "toolhost: %v\n", p.Err)
 	}
@@ -128,10 +139,18 @@ func reloadOnHangup(ctx context.Context, h *host.Host, path string, log hclog.Lo
 			continue
 		}
 		problems := h.Reload(ctx, cfg)
+		if len(problems.Config) > 0 {
+			for _, e := range problems.Config {
+				fmt.Fprintln(stderr, e.Error())
+			}
+			log.Error("the new config has problems; still serving the one before", "file", path, "problems", len(problems.Config))
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+			continue
+		}
 		for _, e := range problems.Tools {
 			fmt.Fprintf(stderr, "toolhost: %s (not served)\n", e.Error())
 		}
-		log.Info("config reloaded", "file", path, "problems", len(problems.Plugins)+len(problems.Tools))
+		log.Info("config reloaded", "file", path, "problems", problems.Count())
 		_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
 	}
 }
@@ -152,6 +171,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	h := host.New(cfg, log)
 	problems := h.Start(context.Background())
 	defer h.Stop()
+	for _, e := range problems.Config {
+		fmt.Fprintln(stderr, e.Error())
+	}
 	for _, p := range problems.Plugins {
 		fmt.Fprintln(stderr, p.Err)
 	}
@@ -159,7 +181,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, e.Error())
 	}
 	if !problems.Empty() {
-		fmt.Fprintf(stderr, "toolhost check: %d problem(s)\n", len(problems.Plugins)+len(problems.Tools))
+		fmt.Fprintf(stderr, "toolhost check: %d problem(s)\n", problems.Count())
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", cfg.File)
