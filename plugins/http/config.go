@@ -19,6 +19,7 @@ type config struct {
 	AllowPrivate   bool  `json:"allow_private"`
 	TimeoutSeconds int   `json:"timeout_seconds"`
 	MaxBytes       int64 `json:"max_bytes"`
+	MaxRunning     int   `json:"max_running"`
 }
 
 // configSchema is the JSON Schema of the [http] table: every setting, its
@@ -37,7 +38,7 @@ const (
 )
 
 func defaultConfig() config {
-	return config{TimeoutSeconds: defaultTimeoutSeconds, MaxBytes: defaultMaxBytes}
+	return config{TimeoutSeconds: defaultTimeoutSeconds, MaxBytes: defaultMaxBytes, MaxRunning: 32}
 }
 
 // parseConfig reads the [http] table, given as a JSON object. Keys left
@@ -71,6 +72,13 @@ func parseConfig(raw json.RawMessage) (config, error) {
 				continue
 			}
 			cfg.MaxBytes = n
+		case "max_running":
+			n, msg := wholeNumber(v, "runs", 1, 1024)
+			if msg != "" {
+				addf(&fe, path, "%s", msg)
+				continue
+			}
+			cfg.MaxRunning = int(n)
 		default:
 			addf(&fe, path, "is not a setting of [http]: the settings are %s", strings.Join(settingNames(), ", "))
 		}

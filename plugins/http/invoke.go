@@ -47,6 +47,11 @@ func (timedOut) Error() string { return "the time was up" }
 
 func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.RawMessage, error) {
 	st := k.state()
+	leave, err := st.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	p, err := compile(call.Tool, st.cfg)
 	if err != nil {
 		return nil, sdk.Errorf("bad_tool", "the tool %s is not right for this host: %v", call.Tool.Name, strings.ReplaceAll(err.Error(), "\n", "; "))

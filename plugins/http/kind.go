@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolhost/toolhost/sdk"
@@ -38,6 +40,35 @@ type state struct {
 	cfg       config
 	guard     *guard
 	transport *http.Transport
+	// places holds one token per run sending its request (max_running);
+	// waiting counts the runs waiting for one.
+	places  chan struct{}
+	waiting *atomic.Int64
+}
+
+// enter waits for a place among the runs going at once, as long as ctx
+// lasts; leave gives it back.
+func (st *state) enter(ctx context.Context) (leave func(), err error) {
+	select {
+	case st.places <- struct{}{}:
+		return func() { <-st.places }, nil
+	default:
+	}
+	st.waiting.Add(1)
+	defer st.waiting.Add(-1)
+	select {
+	case st.places <- struct{}{}:
+		return func() { <-st.places }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the run waited for one of the %d http runs going at once ([http] max_running) to end, and was stopped: %w",
+			cap(st.places), context.Cause(ctx))
+	}
+}
+
+// Metrics reports the runs waiting for a place.
+func (k *kind) Metrics(context.Context) []sdk.Metric {
+	return []sdk.Metric{{Name: "http_runs_waiting", Help: "http runs waiting for a place ([http] max_running).",
+		Type: "gauge", Value: float64(k.state().waiting.Load())}}
 }
 
 // client is the http.Client of one call of the tool p: the shared
@@ -108,7 +139,7 @@ func (k *kind) newState(cfg config) *state {
 	if k.roots != nil {
 		transport.TLSClientConfig = &tls.Config{RootCAs: k.roots, MinVersion: tls.VersionTLS12}
 	}
-	return &state{cfg: cfg, guard: g, transport: transport}
+	return &state{cfg: cfg, guard: g, transport: transport, places: make(chan struct{}, cfg.MaxRunning), waiting: &atomic.Int64{}}
 }
 
 // runSchema is the JSON Schema of the run table.

@@ -21,7 +21,7 @@ Usage:
                                        call a tool, streaming what it prints; exits 0 on a
                                        result, 1 when the run failed, 2 on a usage or
                                        connection error (token: --token or $TOOLHOST_TOKEN)
-  toolhost doctor [--config FILE]      check this machine can run Python sandboxes
+  toolhost doctor [--config FILE]      check this machine can run each kind's tools
   toolhost version                     print the version
 `
 
