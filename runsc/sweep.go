@@ -251,7 +251,9 @@ type SweepOptions struct {
 // Sweep removes every leftover sandbox of the prefix (with an Instance, of that instance and of
 // instances no longer open): runsc containers (killed and deleted), runsc processes whose state
 // is gone, cgroups, network namespaces, veth pairs, iptables rules and chains, mounts, sandbox
-// folders and the lock files of instances that are gone. Run it at start-up and at shutdown:
+// folders and the lock files of instances that are gone; then, when no network sandbox is left on
+// the machine, the host's IPv4 forwarding settings as they were (RestoreForwarding). Run it at
+// start-up and at shutdown:
 // after a crash it is what keeps sandboxes from outliving the host. It carries on past failures
 // and reports them all.
 func Sweep(ctx context.Context, opts SweepOptions) error {
@@ -317,6 +319,11 @@ func Sweep(ctx context.Context, opts SweepOptions) error {
 			}
 		}
 	} else {
+		errs = append(errs, err)
+	}
+	// With the swept sandboxes' rules gone, forwarding goes back to how it was if no network
+	// sandbox is left on the machine: a crash must not leave it on.
+	if err := RestoreForwarding(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if opts.StateDir != "" {

@@ -162,3 +162,48 @@ func TestSweepSparesLiveInstances(t *testing.T) {
 		t.Errorf("after closing the live instance: %v %v", left, err)
 	}
 }
+
+// TestSweepRestoresForwarding: a process that dies with a network sandbox up leaves forwarding on
+// and the guard chain in place; a sweep after it removes the sandbox's rules, link and namespace
+// and then puts the forwarding settings back, guard chain and all. It runs in a network namespace
+// of its own, so it sees and changes only its own settings.
+func TestSweepRestoresForwarding(t *testing.T) {
+	if runInOwnNetns(t) {
+		return
+	}
+	ctx := context.Background()
+	addLink(t, "thfwdwason") // forwarded before: stays so
+	setSysctl(t, filepath.Join(ipv4Conf, "all", "forwarding"), "1")
+	setSysctl(t, filepath.Join(ipv4Conf, "all", "forwarding"), "0")
+	setSysctl(t, filepath.Join(ipv4Conf, "default", "forwarding"), "0")
+	setSysctl(t, filepath.Join(ipv4Conf, "thfwdwason", "forwarding"), "1")
+	before := forwardingSettings(t)
+
+	suffix, _ := NewID("")
+	prefix := "thw" + suffix[:4] + "-"
+	id, err := NewID(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := setupNetwork(ctx, id, NetworkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.teardown(ctx) })
+	if len(rulesOf(t, forwardChain)) == 0 {
+		t.Fatal("no guard chain while a network exists on a machine that doesn't forward")
+	}
+	// The process dies here: nothing of the network is torn down.
+	if err := Sweep(ctx, SweepOptions{Prefix: prefix}); err != nil {
+		t.Fatal(err)
+	}
+	if left := rulesOf(t, forwardChain, forwardedBefore, notForwardedBefore, id); len(left) > 0 {
+		t.Errorf("rules left after the sweep:\n%s", strings.Join(left, "\n"))
+	}
+	after := forwardingSettings(t)
+	for k, v := range before {
+		if _, still := after[k]; still && after[k] != v {
+			t.Errorf("after a crash and a sweep: %s: forwarding %s before, %s after", k, v, after[k])
+		}
+	}
+}
