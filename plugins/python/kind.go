@@ -144,7 +144,7 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 		}()
 	}
 	mgr, err := runsc.NewManager(runsc.ManagerOptions{Runtime: rt, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
-		Prefix: cfg.SandboxPrefix, Network: runsc.NetworkOptions{ExtraAllowedCIDRs: cfg.extraCIDRs}, Instance: inst})
+		Prefix: cfg.SandboxPrefix, Network: networkOptions(cfg), Instance: inst})
 	if err != nil {
 		return fmt.Errorf("the python kind can't start: %w", err)
 	}

@@ -83,7 +83,7 @@ type outcome struct {
 	answered time.Time
 	stats    runsc.Stats
 	statsErr error
-	rejected uint64
+	net      runsc.NetCounters
 }
 
 // limits are the numbers a run's messages quote.
@@ -91,6 +91,8 @@ type limits struct {
 	seconds, memoryMB, workMB, tmpMB int
 	outputBytes                      int64
 	network                          bool
+	// connCap is how many connections a run with network may have open at once.
+	connCap int
 }
 
 // runInSandbox prepares a sandbox, hands it the request, streams its output through emit (nil
@@ -105,7 +107,7 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req r
 		return nil, sdk.Errorf(codeCancelled, "the run was cancelled before a sandbox was free")
 	}
 	lim := limits{seconds: t.Seconds, memoryMB: t.MemoryMB, workMB: c.cfg.WorkMB, tmpMB: c.cfg.TmpMB,
-		outputBytes: c.cfg.MaxOutputBytes, network: t.Network}
+		outputBytes: c.cfg.MaxOutputBytes, network: t.Network, connCap: networkOptions(c.cfg).ConnectionCap()}
 	sb, err := c.pool.Get(ctx, sandboxOptions(c.cfg, t))
 	if err != nil {
 		k.log.Error("starting a sandbox", "error", err)
@@ -120,6 +122,11 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req r
 	}
 	o := k.drive(ctx, sb, req, lim, emit)
 	return classify(o, lim)
+}
+
+// networkOptions are the network of the kind's sandboxes with network = true.
+func networkOptions(cfg Config) runsc.NetworkOptions {
+	return runsc.NetworkOptions{ExtraAllowedCIDRs: cfg.extraCIDRs}
 }
 
 // sandboxOptions are the sandbox of one run of t. Only the memory limit and the network differ
@@ -246,7 +253,7 @@ func (k *kind) drive(ctx context.Context, sb *runsc.Sandbox, req request, lim li
 	}
 	o.stats, o.statsErr = sb.Stats()
 	if lim.network {
-		o.rejected, _ = sb.NetworkRejected(context.WithoutCancel(ctx))
+		o.net, _ = sb.NetworkCounters(context.WithoutCancel(ctx))
 	}
 	return o
 }
@@ -423,7 +430,9 @@ func classify(o outcome, lim limits) (json.RawMessage, *sdk.Error) {
 			return nil, sdk.Errorf(codeDisk, "the code wrote more than its disk limit (%d MiB)", mb)
 		case a.Kind == "network" && !lim.network:
 			return nil, sdk.Errorf(codeNetwork, "this tool has no network: say it needs it (network = true)")
-		case lim.network && o.rejected > 0:
+		case lim.network && o.net.OverConnLimit > 0:
+			return nil, sdk.Errorf(codeNetwork, "the code had more than %d connections open at once (the limit of a python tool); close the ones it no longer needs", lim.connCap)
+		case lim.network && o.net.Refused > 0:
 			return nil, sdk.Errorf(codeNetwork, "the code tried to reach an address python tools may not reach (only public addresses, TCP ports 80 and 443): %s", a.Last)
 		}
 		return nil, sdk.Errorf(codeCodeError, "the code failed: %s", a.Last)
