@@ -274,7 +274,7 @@ func TestWebsocketSlowClientFallsBehindAndDoesNotDelayAFastOne(t *testing.T) {
 			runs += (hi - 4<<20) / 1e6
 		}
 	}
-	h := startHost(t, hostSpec{Tools: map[string]string{
+	h := startHost(t, hostSpec{Config: manyRuns, Tools: map[string]string{
 		"big.toml":   echoTool("big", params, 0),
 		"small.toml": echoTool("small", 3, 50),
 	}})
@@ -345,8 +345,12 @@ func TestWebsocketSlowClientFallsBehindAndDoesNotDelayAFastOne(t *testing.T) {
 	t.Logf("the slow client fell behind %d times and caught up", behinds)
 }
 
+// manyRuns lets the local caller have more runs going at once than the
+// default max_running_per_token (8): for tests of many runs, not of the limit.
+const manyRuns = "[runs]\nmax_running_per_token = 1024\n"
+
 func TestWebsocket200ConcurrentClientsEachGetTheirResult(t *testing.T) {
-	h := startHost(t, hostSpec{Tools: map[string]string{"say.toml": echoTool("say", 2, 0)}})
+	h := startHost(t, hostSpec{Config: manyRuns, Tools: map[string]string{"say.toml": echoTool("say", 2, 0)}})
 	const clients = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
