@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
 // pythonHost is a real toolhost serving python tools through the real python plugin, runsc and
@@ -168,14 +169,14 @@ func (h *pythonHost) stop(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := runsc.SweepOptions{Runtime: rt, Prefix: h.prefix, StateDir: h.stateDir}
-	left, err := runsc.Leftovers(ctx, opts)
+	opts := sandbox.SweepOptions{Runtime: rt, Prefix: h.prefix, StateDir: h.stateDir}
+	left, err := sandbox.Leftovers(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(left) > 0 {
 		t.Errorf("the stopped host left sandboxes behind: %v", left)
-		_ = runsc.Sweep(ctx, opts)
+		_ = sandbox.Sweep(ctx, opts)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
 // The soak test runs toolhost the way an operator does: the real binary with the example config,
@@ -115,8 +116,8 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweep := runsc.SweepOptions{Runtime: rt, Prefix: soakPrefix, StateDir: stateDir}
-	t.Cleanup(func() { _ = runsc.Sweep(context.Background(), sweep) })
+	sweep := sandbox.SweepOptions{Runtime: rt, Prefix: soakPrefix, StateDir: stateDir}
+	t.Cleanup(func() { _ = sandbox.Sweep(context.Background(), sweep) })
 
 	ws := dialSoak(t, h.url)
 	defer ws.close()
@@ -523,7 +524,7 @@ func (h *soakHost) assertPlugins(t *testing.T, phase string, kinds []string) {
 
 // assertSandboxesSettle checks that the runs' sandboxes are gone: once the pool has refilled, only
 // its ready sandboxes (the example config's size, 2) and those of runs still going are left.
-func assertSandboxesSettle(t *testing.T, phase string, rt *runsc.Runtime, opts runsc.SweepOptions, want int) {
+func assertSandboxesSettle(t *testing.T, phase string, rt *runsc.Runtime, opts sandbox.SweepOptions, want int) {
 	t.Helper()
 	var containers []string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
@@ -692,7 +693,7 @@ func (w *soakWS) call(t *testing.T, id, tool string, args map[string]any) []Fram
 
 // stopAndAssertClean stops the host with SIGTERM: it must exit within its grace time, leaving no
 // plugin process, sandbox, cgroup, network namespace, rule or mount.
-func (h *soakHost) stopAndAssertClean(t *testing.T, sweep runsc.SweepOptions) {
+func (h *soakHost) stopAndAssertClean(t *testing.T, sweep sandbox.SweepOptions) {
 	t.Helper()
 	plugins := h.children()
 	start := time.Now()
@@ -715,7 +716,7 @@ func (h *soakHost) stopAndAssertClean(t *testing.T, sweep runsc.SweepOptions) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	left, err := runsc.Leftovers(ctx, sweep)
+	left, err := sandbox.Leftovers(ctx, sweep)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,9 @@
-// Package runsc drives gVisor's runsc from Go so that untrusted code runs behind a kernel boundary:
-// it builds OCI bundles, runs the runtime's verbs (create, start, run, exec, kill, delete, state,
-// list), gives each sandbox its own cgroup, capped /work, network namespace and firewall chain,
-// prepares sandboxes ahead of time that then take exactly one run, keeps a pool of them ready
-// (Pool), sweeps away whatever a crashed host left behind, and says whether this machine can do
-// all of that (Doctor).
+// Package runsc drives gVisor's runsc from Go, in the style of go-runc: a Runtime runs runsc's
+// verbs (create, start, run, exec, kill, delete, state, list), one method each with an *Opts
+// struct, against a state folder of its own; every failure is an *Error carrying the command,
+// its exit status and runsc's own words. It also says which runsc toolhost is pinned to
+// (PinnedVersion) and which one a binary is (BinaryVersion).
 //
-// Everything it creates on the host carries a prefix of ours (Prefix, "toolhost-" by default), so
-// Sweep can remove leftovers without touching anything else.
+// It knows nothing of what runs in a container: the sandbox package builds the OCI bundles and
+// owns the sandboxes' lifecycle, pool, cgroups, networks, sweep and checks.
 package runsc

@@ -1,4 +1,4 @@
-package runsc
+package runsc_test
 
 import (
 	"context"
@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
-// The tests run against the real runsc and rootfs built by make runsc rootfs, as root. Their
-// sandboxes carry a prefix of their own, and TestMain asserts that none of them is left.
+// The tests run runsc's verbs against the real runsc and rootfs built by make runsc rootfs, as
+// root. Their containers carry a prefix of their own, and TestMain asserts that none is left.
 
 var testEnv struct {
 	runsc, rootfs, stateDir, prefix string
@@ -18,13 +21,13 @@ var testEnv struct {
 }
 
 func TestMain(m *testing.M) {
-	code := func() int {
+	os.Exit(func() int {
 		repo, _ := filepath.Abs("..")
 		testEnv.runsc = envOr("TOOLHOST_RUNSC", filepath.Join(repo, "build/bin/runsc"))
 		testEnv.rootfs = envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs"))
 		switch {
 		case os.Geteuid() != 0:
-			testEnv.skip = "the sandbox tests need root"
+			testEnv.skip = "the runtime tests need root"
 		case !exists(testEnv.runsc):
 			testEnv.skip = "no runsc at " + testEnv.runsc + ": make runsc"
 		case !exists(filepath.Join(testEnv.rootfs, "usr/bin/python3")):
@@ -33,37 +36,39 @@ func TestMain(m *testing.M) {
 		if testEnv.skip != "" {
 			return m.Run()
 		}
-		dir, err := os.MkdirTemp("", "runsc-test-")
+		dir, err := os.MkdirTemp("", "runsc-runtime-test-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		defer os.RemoveAll(dir)
 		testEnv.stateDir = dir
-		id, _ := NewID("")
-		testEnv.prefix = "tht" + id[:4] + "-"
+		id, _ := sandbox.NewID("")
+		testEnv.prefix = "thr" + id[:4] + "-"
 		code := m.Run()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		rt, err := NewRuntime(RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(dir, "runsc")})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		opts := SweepOptions{Runtime: rt, Prefix: testEnv.prefix, StateDir: dir}
-		left, err := Leftovers(ctx, opts)
+		opts := sandbox.SweepOptions{Runtime: newRuntime(), Prefix: testEnv.prefix, StateDir: dir}
+		left, err := sandbox.Leftovers(ctx, opts)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "listing leftovers:", err)
 			return 1
 		}
 		if len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "the tests left sandboxes behind:\n  %v\n", left)
-			_ = Sweep(ctx, opts)
+			fmt.Fprintf(os.Stderr, "the tests left containers behind:\n  %v\n", left)
+			_ = sandbox.Sweep(ctx, opts)
 			return 1
 		}
 		return code
-	}()
-	os.Exit(code)
+	}())
+}
+
+func newRuntime() *runsc.Runtime {
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
+	if err != nil {
+		panic(err)
+	}
+	return rt
 }
 
 func envOr(k, def string) string {
@@ -76,30 +81,4 @@ func envOr(k, def string) string {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// newTestManager returns a manager on the test state folder; its sandboxes are closed when the
-// test ends.
-func newTestManager(t *testing.T, netOpts NetworkOptions) *Manager {
-	t.Helper()
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
-	}
-	rt, err := NewRuntime(RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewManager(ManagerOptions{Runtime: rt, Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir,
-		Prefix: testEnv.prefix, Network: netOpts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("closing the manager: %v", err)
-		}
-	})
-	return m
 }

@@ -38,7 +38,7 @@ type RuntimeOptions struct {
 }
 
 // Runtime runs runsc's verbs, one method each, in the style of go-runc. Every method takes a
-// context; when it ends the runsc process is killed. Failures are *CommandError.
+// context; when it ends the runsc process is killed. Failures are *Error.
 type Runtime struct {
 	opts RuntimeOptions
 }
@@ -63,16 +63,17 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 // Options returns the options the runtime runs with (defaults filled in).
 func (r *Runtime) Options() RuntimeOptions { return r.opts }
 
-// CommandError is a runsc command that failed: its arguments, exit status and what it wrote to
-// stderr (or its log).
-type CommandError struct {
+// Error is a runsc command that failed: its arguments, exit status and what it wrote to stderr
+// (or its log). Every failure of a Runtime's verbs is one; read it with errors.As, or ask
+// IsNotExist.
+type Error struct {
 	Args     []string
 	ExitCode int // -1 when it did not exit by itself (killed, or not started)
 	Stderr   string
 	Err      error
 }
 
-func (e *CommandError) Error() string {
+func (e *Error) Error() string {
 	verb := "runsc"
 	for _, a := range e.Args {
 		if !strings.HasPrefix(a, "-") {
@@ -90,11 +91,11 @@ func (e *CommandError) Error() string {
 	return fmt.Sprintf("%s failed: %s", verb, msg)
 }
 
-func (e *CommandError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // IsNotExist reports whether err says that runsc has no container of that id.
 func IsNotExist(err error) bool {
-	var ce *CommandError
+	var ce *Error
 	if !errors.As(err, &ce) {
 		return false
 	}
@@ -115,7 +116,7 @@ type CreateOpts struct {
 	// create has no --pass-fd).
 	ExtraFiles []*os.File
 	// LogFile receives runsc's own error messages (--log), which otherwise go to the container's
-	// stderr. CommandError.Stderr then comes from this file.
+	// stderr. Error.Stderr then comes from this file.
 	LogFile string
 	// PidFile receives the sandbox's pid.
 	PidFile string
@@ -159,7 +160,7 @@ type RunOpts struct {
 }
 
 // Run creates and starts a container. With Detach it returns as soon as the container's first
-// process started; the ready-made sandboxes of this package are made that way.
+// process started (the sandbox package starts its sandboxes that way).
 func (r *Runtime) Run(ctx context.Context, id, bundleDir string, opts *RunOpts) error {
 	if opts == nil {
 		opts = &RunOpts{}
@@ -247,31 +248,38 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 
 // ExecOpts are the options of Exec.
 type ExecOpts struct {
-	// Args is the command and its arguments.
-	Args []string
-	// Env is the environment, KEY=VALUE.
+	// Env is the environment, KEY=VALUE; the container's when empty.
 	Env []string
-	// Cwd is the working folder inside the container.
+	// Cwd is the working folder inside the container; the container's when empty.
 	Cwd string
-	// Stdin, Stdout, Stderr as in CreateOpts.
+	// User is "uid" or "uid:gid" inside the container; the container's when empty.
+	User string
+	// Stdin, Stdout, Stderr as in CreateOpts; nil is /dev/null (stderr: kept for Error).
 	Stdin, Stdout, Stderr *os.File
 }
 
-// Exec runs a process in a running container and waits for it. It returns the process's exit
-// status; a non-zero status is not an error.
-func (r *Runtime) Exec(ctx context.Context, id string, opts ExecOpts) (int, error) {
-	if len(opts.Args) == 0 {
+// Exec runs the process args in a running container and waits for it to end. It returns the
+// process's exit status; a non-zero status is not an error.
+func (r *Runtime) Exec(ctx context.Context, id string, args []string, opts *ExecOpts) (int, error) {
+	if len(args) == 0 {
 		return -1, errors.New("exec needs a command")
 	}
-	args := []string{"exec"}
+	if opts == nil {
+		opts = &ExecOpts{}
+	}
+	process := args
+	args = []string{"exec"}
 	for _, e := range opts.Env {
 		args = append(args, "--env", e)
 	}
 	if opts.Cwd != "" {
 		args = append(args, "--cwd", opts.Cwd)
 	}
+	if opts.User != "" {
+		args = append(args, "--user", opts.User)
+	}
 	args = append(args, id)
-	args = append(args, opts.Args...)
+	args = append(args, process...)
 	cmd := r.command(ctx, args)
 	if opts.Stdin != nil {
 		cmd.Stdin = opts.Stdin
@@ -296,10 +304,16 @@ func (r *Runtime) Exec(ctx context.Context, id string, opts ExecOpts) (int, erro
 	return 0, nil
 }
 
-// Kill sends sig to the container's first process, or with all to every process in it.
-func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, all bool) error {
+// KillOpts are the options of Kill.
+type KillOpts struct {
+	// All sends the signal to every process in the container, not only its first.
+	All bool
+}
+
+// Kill sends sig to the container's first process (with All, to every process in it).
+func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, opts *KillOpts) error {
 	args := []string{"kill"}
-	if all {
+	if opts != nil && opts.All {
 		args = append(args, "--all")
 	}
 	args = append(args, id, strconv.Itoa(int(sig)))
@@ -389,5 +403,5 @@ func commandError(ctx context.Context, args []string, stderr string, err error) 
 	if ctx.Err() != nil {
 		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 	}
-	return &CommandError{Args: args, ExitCode: code, Stderr: stderr, Err: err}
+	return &Error{Args: args, ExitCode: code, Stderr: stderr, Err: err}
 }

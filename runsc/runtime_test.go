@@ -1,4 +1,4 @@
-package runsc
+package runsc_test
 
 import (
 	"context"
@@ -8,29 +8,35 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
 // TestRuntimeVerbs drives one container through runsc's verbs: create, state, start, exec, kill,
-// delete; and a failing verb returns a CommandError carrying runsc's stderr.
+// delete; and a failing verb returns an *Error carrying runsc's stderr.
 func TestRuntimeVerbs(t *testing.T) {
 	t.Parallel()
-	m := newTestManager(t, NetworkOptions{})
-	rt := m.opts.Runtime
+	if testEnv.skip != "" {
+		t.Skip(testEnv.skip)
+	}
+	rt := newRuntime()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	id, _ := NewID(testEnv.prefix)
-	spec, err := Spec(BundleOptions{Rootfs: testEnv.rootfs, Args: []string{"/bin/sleep", "60"}, UID: 65534, GID: 65534,
-		CgroupsPath: "/" + id, Limits: testLimits()})
+	id, _ := sandbox.NewID(testEnv.prefix)
+	spec, err := sandbox.Spec(sandbox.BundleOptions{Rootfs: testEnv.rootfs, Args: []string{"/bin/sleep", "60"}, UID: 65534, GID: 65534,
+		CgroupsPath: "/" + id, Limits: sandbox.Limits{MemoryBytes: 256 << 20, Pids: 256, CPUs: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bundle := filepath.Join(t.TempDir(), "bundle")
-	if err := WriteBundle(bundle, spec); err != nil {
+	if err := sandbox.WriteBundle(bundle, spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = rt.Delete(context.Background(), id, &DeleteOpts{Force: true})
-		_ = removeCgroup("/" + id)
+		// The cgroup runsc made goes with the sweep (TestMain asserts nothing is left).
+		_ = rt.Delete(context.Background(), id, &runsc.DeleteOpts{Force: true})
+		_ = sandbox.Sweep(context.Background(), sandbox.SweepOptions{Runtime: rt, Prefix: testEnv.prefix, StateDir: testEnv.stateDir})
 	})
 	if err := rt.Create(ctx, id, bundle, nil); err != nil {
 		t.Fatal(err)
@@ -55,13 +61,13 @@ func TestRuntimeVerbs(t *testing.T) {
 	if !found {
 		t.Errorf("runsc list doesn't show %s: %+v", id, list)
 	}
-	if code, err := rt.Exec(ctx, id, ExecOpts{Args: []string{"/bin/true"}}); err != nil || code != 0 {
+	if code, err := rt.Exec(ctx, id, []string{"/bin/true"}, nil); err != nil || code != 0 {
 		t.Errorf("exec true = %d, %v", code, err)
 	}
-	if code, err := rt.Exec(ctx, id, ExecOpts{Args: []string{"/bin/sh", "-c", "exit 3"}}); err != nil || code != 3 {
+	if code, err := rt.Exec(ctx, id, []string{"/bin/sh", "-c", "exit 3"}, &runsc.ExecOpts{User: "65534:65534"}); err != nil || code != 3 {
 		t.Errorf("exec exit 3 = %d, %v", code, err)
 	}
-	if err := rt.Kill(ctx, id, syscall.SIGKILL, true); err != nil {
+	if err := rt.Kill(ctx, id, syscall.SIGKILL, &runsc.KillOpts{All: true}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -75,12 +81,12 @@ func TestRuntimeVerbs(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := rt.Delete(ctx, id, &DeleteOpts{Force: true}); err != nil {
+	if err := rt.Delete(ctx, id, &runsc.DeleteOpts{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = rt.State(ctx, id)
-	var ce *CommandError
-	if !errors.As(err, &ce) || !IsNotExist(err) || ce.Stderr == "" || !strings.Contains(err.Error(), "runsc state failed") {
-		t.Errorf("state of a deleted container = %v; want a CommandError saying it doesn't exist", err)
+	var ce *runsc.Error
+	if !errors.As(err, &ce) || !runsc.IsNotExist(err) || ce.Stderr == "" || !strings.Contains(err.Error(), "runsc state failed") {
+		t.Errorf("state of a deleted container = %v; want an *Error saying it doesn't exist", err)
 	}
 }

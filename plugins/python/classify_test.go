@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -23,20 +23,20 @@ func TestClassify(t *testing.T) {
 		msg  string
 	}{
 		{"result", outcome{answer: &answer{OK: true, Result: json.RawMessage(`{"a":1}`)}}, lim, "", `{"a":1}`},
-		{"timeout beats the cgroup", outcome{timedOut: true, stats: runsc.Stats{OOMKills: 1}}, lim, "timeout", "the code ran longer than 3 seconds and was stopped"},
+		{"timeout beats the cgroup", outcome{timedOut: true, stats: sandbox.Stats{OOMKills: 1}}, lim, "timeout", "the code ran longer than 3 seconds and was stopped"},
 		{"output", outcome{outputCut: true}, lim, "output_cut", "the code printed more than its output limit (1 MiB) and was stopped; what it printed is cut there"},
-		{"oom kill, runner saw a SIGKILL", outcome{answer: &answer{Error: "signal", Signal: 9}, stats: runsc.Stats{OOMKills: 1}}, lim, "memory", "the code used more memory than its limit (64 MiB)"},
-		{"oom, sandbox gone", outcome{answerErr: errNoAnswer, stats: runsc.Stats{MemoryLimitHits: 3}}, lim, "memory", "the code used more memory than its limit (64 MiB)"},
+		{"oom kill, runner saw a SIGKILL", outcome{answer: &answer{Error: "signal", Signal: 9}, stats: sandbox.Stats{OOMKills: 1}}, lim, "memory", "the code used more memory than its limit (64 MiB)"},
+		{"oom, sandbox gone", outcome{answerErr: errNoAnswer, stats: sandbox.Stats{MemoryLimitHits: 3}}, lim, "memory", "the code used more memory than its limit (64 MiB)"},
 		{"MemoryError", outcome{answer: &answer{Error: "exception", Kind: "memory", Last: "MemoryError"}}, lim, "memory", "the code used more memory than its limit (64 MiB)"},
-		{"limit hits but the code finished", outcome{answer: &answer{OK: true, Result: json.RawMessage(`1`)}, stats: runsc.Stats{MemoryLimitHits: 3, PidsLimitHits: 1}}, lim, "", "1"},
-		{"pids", outcome{answerErr: errNoAnswer, stats: runsc.Stats{PidsLimitHits: 1}}, lim, "processes", "the code started more processes than its limit"},
+		{"limit hits but the code finished", outcome{answer: &answer{OK: true, Result: json.RawMessage(`1`)}, stats: sandbox.Stats{MemoryLimitHits: 3, PidsLimitHits: 1}}, lim, "", "1"},
+		{"pids", outcome{answerErr: errNoAnswer, stats: sandbox.Stats{PidsLimitHits: 1}}, lim, "processes", "the code started more processes than its limit"},
 		{"cpu", outcome{answer: &answer{Error: "cpu"}}, lim, "cpu", "the code used more CPU time than its limit"},
 		{"disk work", outcome{answer: &answer{Error: "exception", Kind: "disk", Full: "/work"}}, lim, "disk", "the code wrote more than its disk limit (100 MiB)"},
 		{"disk tmp", outcome{answer: &answer{Error: "exception", Kind: "disk", Full: "/tmp"}}, lim, "disk", "the code wrote more than its disk limit (8 MiB)"},
 		{"no network", outcome{answer: &answer{Error: "exception", Kind: "network", Last: "URLError: x"}}, lim, "network", "this tool has no network: say it needs it (network = true)"},
-		{"network refused by the chain", outcome{answer: &answer{Error: "exception", Kind: "network", Last: "ConnectionRefusedError: [Errno 111] Connection refused"}, net: runsc.NetCounters{Refused: 2}},
+		{"network refused by the chain", outcome{answer: &answer{Error: "exception", Kind: "network", Last: "ConnectionRefusedError: [Errno 111] Connection refused"}, net: sandbox.NetCounters{Refused: 2}},
 			limits{seconds: 3, network: true}, "network", "the code tried to reach an address python tools may not reach (only public addresses, TCP ports 80 and 443): ConnectionRefusedError: [Errno 111] Connection refused"},
-		{"over the connection cap", outcome{answer: &answer{Error: "exception", Kind: "network", Last: "ConnectionRefusedError: [Errno 111] Connection refused"}, net: runsc.NetCounters{OverConnLimit: 1, Refused: 1}},
+		{"over the connection cap", outcome{answer: &answer{Error: "exception", Kind: "network", Last: "ConnectionRefusedError: [Errno 111] Connection refused"}, net: sandbox.NetCounters{OverConnLimit: 1, Refused: 1}},
 			limits{seconds: 3, network: true, connCap: 64}, "network", "the code had more than 64 connections open at once (the limit of a python tool); close the ones it no longer needs"},
 		{"network on, refused elsewhere", outcome{answer: &answer{Error: "exception", Kind: "network", Last: "ConnectionRefusedError: x"}},
 			limits{seconds: 3, network: true}, "code_error", "the code failed: ConnectionRefusedError: x"},

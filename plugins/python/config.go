@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -67,7 +68,7 @@ func defaultConfig() Config {
 		Rootfs:         "/var/lib/toolhost/rootfs",
 		StateDir:       "/run/toolhost",
 		Platform:       runsc.PlatformSystrap,
-		SandboxPrefix:  runsc.DefaultPrefix,
+		SandboxPrefix:  sandbox.DefaultPrefix,
 		MaxMemoryMB:    1024,
 		MaxOutputBytes: 1 << 20,
 		Pids:           64,
@@ -101,7 +102,7 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	if cfg.Platform != runsc.PlatformSystrap && cfg.Platform != runsc.PlatformPtrace && cfg.Platform != "kvm" {
 		bad("platform", "must be \"systrap\", \"ptrace\" or \"kvm\", not %q", cfg.Platform)
 	}
-	if err := runsc.CheckPrefix(cfg.SandboxPrefix); err != nil {
+	if err := sandbox.CheckPrefix(cfg.SandboxPrefix); err != nil {
 		bad("sandbox_prefix", "%v", err)
 	}
 	if cfg.MaxMemoryMB < minMemoryMB || cfg.MaxMemoryMB > 65536 {

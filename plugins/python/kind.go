@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -48,10 +49,10 @@ type kind struct {
 	// inst is this process's share of the sandbox prefix: what it sweeps is its own and what
 	// processes that are gone left, never the sandboxes of another process on the same prefix
 	// (a host beside a toolhost check).
-	inst  *runsc.Instance
+	inst  *sandbox.Instance
 	cfg   Config
-	mgr   *runsc.Manager
-	pool  *runsc.Pool
+	mgr   *sandbox.Manager
+	pool  *sandbox.Pool
 	slots chan struct{} // one per sandbox allowed at once
 	// runs is held for reading by every run on mgr, so a replaced manager is closed only once
 	// its runs are done.
@@ -92,7 +93,7 @@ func (k *kind) Doctor(ctx context.Context, raw json.RawMessage) (sdk.DoctorRepor
 			Fix: "correct [python] in the config file"}}}, nil
 	}
 	var rep sdk.DoctorReport
-	for _, c := range runsc.Doctor(ctx, runsc.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs,
+	for _, c := range sandbox.Doctor(ctx, sandbox.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs,
 		StateDir: cfg.StateDir, Platform: cfg.Platform, Prefix: cfg.SandboxPrefix}) {
 		rep.Checks = append(rep.Checks, sdk.DoctorCheck{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix})
 	}
@@ -117,9 +118,9 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	}
 	// The checks of toolhost doctor; the platform is tried last, with the new manager, so its
 	// sandbox is removed in the background instead of holding up the start.
-	doctor := runsc.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
+	doctor := sandbox.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
 		Platform: cfg.Platform, Prefix: cfg.SandboxPrefix, SkipPlatform: true}
-	if err := runsc.Ready(runsc.Doctor(ctx, doctor)); err != nil {
+	if err := sandbox.Ready(sandbox.Doctor(ctx, doctor)); err != nil {
 		return fmt.Errorf("the python kind can't start: %w", err)
 	}
 	if k.opts.runtimeBinary != "" {
@@ -134,7 +135,7 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	k.mu.Unlock()
 	newInst := inst == nil || inst.Prefix() != cfg.SandboxPrefix || inst.StateDir() != cfg.StateDir
 	if newInst {
-		if inst, err = runsc.OpenInstance(cfg.StateDir, cfg.SandboxPrefix); err != nil {
+		if inst, err = sandbox.OpenInstance(cfg.StateDir, cfg.SandboxPrefix); err != nil {
 			return fmt.Errorf("the python kind can't start: %w", err)
 		}
 		defer func() {
@@ -143,7 +144,7 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 			}
 		}()
 	}
-	mgr, err := runsc.NewManager(runsc.ManagerOptions{Runtime: rt, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
+	mgr, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
 		Prefix: cfg.SandboxPrefix, Network: networkOptions(cfg), Instance: inst})
 	if err != nil {
 		return fmt.Errorf("the python kind can't start: %w", err)
@@ -156,14 +157,14 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	}
 	if err := mgr.CheckPlatform(ctx); err != nil {
 		_ = mgr.Close(context.WithoutCancel(ctx))
-		if why := runsc.Ready([]runsc.Check{runsc.PlatformAdvice(ctx, doctor, err)}); why != nil {
+		if why := sandbox.Ready([]sandbox.Check{sandbox.PlatformAdvice(ctx, doctor, err)}); why != nil {
 			err = why
 		}
 		return fmt.Errorf("the python kind can't start: %w", err)
 	}
 	if len(cfg.pool.Preload) > 0 {
 		// A module that can't be imported would fail every sandbox: say so now, in one sandbox.
-		sb, err := mgr.Prepare(ctx, sandboxOptions(cfg, runTable{MemoryMB: cfg.MaxMemoryMB}))
+		sb, err := mgr.Start(ctx, sandboxOptions(cfg, runTable{MemoryMB: cfg.MaxMemoryMB}))
 		if err != nil {
 			_ = mgr.Close(context.WithoutCancel(ctx))
 			return sdk.FieldErrors{{Path: "python.pool.preload", Message: fmt.Sprintf("a sandbox can't preload these modules: %v", err)}}
@@ -174,7 +175,7 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	if k.opts.CheckOnly {
 		size = 0 // a check keeps nothing ready: it ends as soon as its tools are checked
 	}
-	pool, err := runsc.NewPool(runsc.PoolOptions{
+	pool, err := sandbox.NewPool(sandbox.PoolOptions{
 		Manager: mgr, Size: size, Max: cfg.pool.Max,
 		MaxIdle:     time.Duration(cfg.pool.MaxIdleMinutes) * time.Minute,
 		MemoryBytes: int64(cfg.MaxMemoryMB+overheadMB) << 20,
@@ -228,8 +229,8 @@ const poolStarts = 2
 
 type configured struct {
 	cfg   Config
-	mgr   *runsc.Manager
-	pool  *runsc.Pool
+	mgr   *sandbox.Manager
+	pool  *sandbox.Pool
 	slots chan struct{}
 	runs  *sync.RWMutex
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -53,7 +54,7 @@ func assertNothingLeft(t *testing.T, prefix string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := runsc.Leftovers(ctx, runsc.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: env.stateDir})
+	left, err := sandbox.Leftovers(ctx, sandbox.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: env.stateDir})
 	if err != nil || len(left) > 0 {
 		t.Errorf("left of %s: %v %v", prefix, left, err)
 	}
@@ -218,7 +219,7 @@ func runHelper(spec string) int {
 
 // sandboxesOf lists the sandboxes of prefix that have processes (by their pids cgroups).
 func sandboxesOf(prefix string) []string {
-	dirs, _ := filepath.Glob(filepath.Join(runsc.CgroupRoot, "pids", prefix+"*"))
+	dirs, _ := filepath.Glob(filepath.Join(sandbox.CgroupRoot, "pids", prefix+"*"))
 	var ids []string
 	for _, d := range dirs {
 		if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && len(bytes.TrimSpace(b)) > 0 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/sdktest"
 )
@@ -130,7 +131,7 @@ func runSuite(ctx context.Context, m *testing.M, rt *runsc.Runtime, rootfs strin
 		}
 	}
 	for _, p := range prefixes {
-		left, err := runsc.Leftovers(ctx, runsc.SweepOptions{Runtime: rt, Prefix: p, StateDir: env.stateDir})
+		left, err := sandbox.Leftovers(ctx, sandbox.SweepOptions{Runtime: rt, Prefix: p, StateDir: env.stateDir})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "listing leftovers:", err)
 			return 1

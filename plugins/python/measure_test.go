@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
 // TestMeasure prints the cost of a sandbox: a trivial tool call through the kind (a cold sandbox
@@ -52,7 +52,7 @@ func TestMeasure(t *testing.T) {
 	cfg, _ := env.walled.current()
 	for range min(n, 15) {
 		t0 := time.Now()
-		sb, err := cfg.mgr.Prepare(ctx, sandboxOptions(cfg.cfg, runTable{Seconds: 10, MemoryMB: 512}))
+		sb, err := cfg.mgr.Start(ctx, sandboxOptions(cfg.cfg, runTable{Seconds: 10, MemoryMB: 512}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ print(json.dumps(scope["run"]()))`
 	for range n {
 		t0 := time.Now()
 		cmd := exec.Command(py, "-I", "-B", "-c", plain)
-		cmd.Env = runsc.DefaultEnv()
+		cmd.Env = sandbox.DefaultEnv()
 		cmd.Dir = t.TempDir()
 		out, err := cmd.Output()
 		sub = append(sub, time.Since(t0))

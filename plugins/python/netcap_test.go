@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
 // TestNetworkConnectionCapSaysSo: code that keeps more connections open at once than a python
@@ -17,7 +17,7 @@ func TestNetworkConnectionCapSaysSo(t *testing.T) {
 	c := conn(t, true)
 	l := newLab(t, env.labNet)
 	host, port, _ := net.SplitHostPort(l.serveInNS(t, "lab"))
-	capN := runsc.NetworkOptions{}.ConnectionCap()
+	capN := sandbox.NetworkOptions{}.ConnectionCap()
 	code := fmt.Sprintf(`
 import socket
 def run(host, port):

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/sdktest"
 )
@@ -49,7 +50,7 @@ func poolKind(t *testing.T, size int, extra map[string]any) (*kind, *sdktest.Con
 			t.Errorf("closing the kind: %v", err)
 		}
 		rt, _ := runsc.NewRuntime(runsc.RuntimeOptions{Binary: env.runscBin, Root: filepath.Join(env.stateDir, "runsc")})
-		left, err := runsc.Leftovers(ctx, runsc.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: env.stateDir})
+		left, err := sandbox.Leftovers(ctx, sandbox.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: env.stateDir})
 		if err != nil || len(left) > 0 {
 			t.Errorf("left after Close: %v %v", left, err)
 		}
@@ -57,7 +58,7 @@ func poolKind(t *testing.T, size int, extra map[string]any) (*kind, *sdktest.Con
 	return k, sdktest.Start(t, k, nil)
 }
 
-func poolStats(t *testing.T, k *kind) runsc.PoolStats {
+func poolStats(t *testing.T, k *kind) sandbox.PoolStats {
 	t.Helper()
 	c, err := k.current()
 	if err != nil {
@@ -68,7 +69,7 @@ func poolStats(t *testing.T, k *kind) runsc.PoolStats {
 			return s
 		}
 	}
-	return runsc.PoolStats{}
+	return sandbox.PoolStats{}
 }
 
 // awaitReady waits until the kind's pool has a sandbox ready (generously: a shared machine).
@@ -132,7 +133,7 @@ func TestKilledReadySandboxIsNeverHandedOut(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("ready sandboxes %v", ids)
 	}
-	dir := filepath.Join(runsc.CgroupRoot, "pids", ids[0])
+	dir := filepath.Join(sandbox.CgroupRoot, "pids", ids[0])
 	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	for _, f := range strings.Fields(string(b)) {
 		if pid, err := strconv.Atoi(f); err == nil {
@@ -205,7 +206,7 @@ func TestPoolPreload(t *testing.T) {
 	_ = bad.Close(ctx)
 	rt, _ := runsc.NewRuntime(runsc.RuntimeOptions{Binary: env.runscBin, Root: filepath.Join(env.stateDir, "runsc")})
 	prefix := "thpq" + strconv.Itoa(os.Getpid()%10000) + "-"
-	if left, err := runsc.Leftovers(ctx, runsc.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: env.stateDir}); err != nil || len(left) > 0 {
+	if left, err := sandbox.Leftovers(ctx, sandbox.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: env.stateDir}); err != nil || len(left) > 0 {
 		t.Errorf("a refused Configure left %v %v", left, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -74,7 +75,7 @@ func TestReconfigureKeepsRunsInFlight(t *testing.T) {
 	// The replaced manager closes in the background; give it a moment, then nothing may be left.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		left, err := runsc.Leftovers(ctx, runsc.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: env.stateDir})
+		left, err := sandbox.Leftovers(ctx, sandbox.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: env.stateDir})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -81,9 +81,9 @@ type outcome struct {
 	cancelled bool
 	// answered is when the answer (or the end of the control socket) came.
 	answered time.Time
-	stats    runsc.Stats
+	stats    sandbox.Stats
 	statsErr error
-	net      runsc.NetCounters
+	net      sandbox.NetCounters
 }
 
 // limits are the numbers a run's messages quote.
@@ -125,18 +125,18 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req r
 }
 
 // networkOptions are the network of the kind's sandboxes with network = true.
-func networkOptions(cfg Config) runsc.NetworkOptions {
-	return runsc.NetworkOptions{ExtraAllowedCIDRs: cfg.extraCIDRs}
+func networkOptions(cfg Config) sandbox.NetworkOptions {
+	return sandbox.NetworkOptions{ExtraAllowedCIDRs: cfg.extraCIDRs}
 }
 
 // sandboxOptions are the sandbox of one run of t. Only the memory limit and the network differ
 // between tools; the pool keeps sandboxes ready per network setting and sets the memory limit
 // when it hands one out. The code's own CPU limit is set by the runner when the request comes.
-func sandboxOptions(cfg Config, t runTable) runsc.SandboxOptions {
+func sandboxOptions(cfg Config, t runTable) sandbox.Options {
 	args := append([]string{"/usr/bin/python3", "-I", "-B", "-c", runnerSource}, cfg.pool.Preload...)
-	return runsc.SandboxOptions{
+	return sandbox.Options{
 		Args: args,
-		Limits: runsc.Limits{
+		Limits: sandbox.Limits{
 			MemoryBytes: int64(t.MemoryMB+overheadMB) << 20,
 			Pids:        int64(cfg.Pids),
 			CPUs:        1,
@@ -154,7 +154,7 @@ func sandboxOptions(cfg Config, t runTable) runsc.SandboxOptions {
 
 // drive sends the request, streams output until the sandbox ends (or is stopped for time, output
 // or cancellation), and gathers the outcome.
-func (k *kind) drive(ctx context.Context, sb *runsc.Sandbox, req request, lim limits, emit sdk.Emit) outcome {
+func (k *kind) drive(ctx context.Context, sb *sandbox.Sandbox, req request, lim limits, emit sdk.Emit) outcome {
 	var o outcome
 	out := newCappedOutput(lim.outputBytes, emit)
 	var streams sync.WaitGroup

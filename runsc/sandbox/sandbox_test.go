@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"bufio"
@@ -34,7 +34,7 @@ func TestSandboxTakesOneRequest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	sb, err := m.Prepare(ctx, SandboxOptions{Args: []string{"/usr/bin/python3", "-I", "-c", echoRunner}, Limits: testLimits()})
+	sb, err := m.Start(ctx, Options{Args: []string{"/usr/bin/python3", "-I", "-c", echoRunner}, Limits: testLimits()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"bufio"

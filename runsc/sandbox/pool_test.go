@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"bufio"
@@ -26,8 +26,8 @@ for p in ("/work/mark", "/tmp/mark"):
 f.write(b"seen\n" if seen else b"fresh\n")
 `
 
-func poolSandbox() SandboxOptions {
-	return SandboxOptions{Args: []string{"/usr/bin/python3", "-I", "-c", markRunner}, Limits: testLimits(), Ready: "ready"}
+func poolSandbox() Options {
+	return Options{Args: []string{"/usr/bin/python3", "-I", "-c", markRunner}, Limits: testLimits(), Ready: "ready"}
 }
 
 func newTestPool(t *testing.T, m *Manager, opts PoolOptions) *Pool {
@@ -75,7 +75,7 @@ func shapeStats(p *Pool) PoolStats {
 }
 
 // use runs one request on a sandbox from the pool and returns its answer.
-func use(t *testing.T, p *Pool, opts SandboxOptions) (id, answer string) {
+func use(t *testing.T, p *Pool, opts Options) (id, answer string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"context"
@@ -8,13 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc"
 )
 
 // destroyFast removes a one-container sandbox without runsc: it kills every process of the
 // sandbox's cgroup (the sandbox, its gofer and its systrap stubs all live there), waits until
 // none is left, and removes runsc's state files of the id (<id>_sandbox:<id>.state and .lock,
 // runsc-<id>.sock). It reports whether that worked; if not, the caller runs runsc delete.
-func destroyFast(ctx context.Context, rt *Runtime, id, cgroup string) bool {
+func destroyFast(ctx context.Context, rt *runsc.Runtime, id, cgroup string) bool {
 	pids := filepath.Join(CgroupRoot, "pids", cgroup)
 	if _, err := os.Stat(filepath.Join(pids, "cgroup.procs")); err != nil {
 		return false

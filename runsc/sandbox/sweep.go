@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/toolhost/toolhost/runsc"
 )
 
 // tagLen is how many hex digits of an id's random part name the Instance that made it.
@@ -236,7 +238,7 @@ func (s *sweepScope) release() {
 // SweepOptions say what Sweep looks for.
 type SweepOptions struct {
 	// Runtime's state folder is searched for containers; nil skips runsc's own state.
-	Runtime *Runtime
+	Runtime *runsc.Runtime
 	// Prefix marks what is ours: ids made by NewID with it.
 	Prefix string
 	// StateDir holds the sandbox folders (its "sandboxes" folder is swept) and the instances'
@@ -276,8 +278,8 @@ func Sweep(ctx context.Context, opts SweepOptions) error {
 			if !ours(st.ID) {
 				continue
 			}
-			_ = opts.Runtime.Kill(ctx, st.ID, syscall.SIGKILL, true)
-			if err := opts.Runtime.Delete(ctx, st.ID, &DeleteOpts{Force: true}); err != nil && !IsNotExist(err) {
+			_ = opts.Runtime.Kill(ctx, st.ID, syscall.SIGKILL, &runsc.KillOpts{All: true})
+			if err := opts.Runtime.Delete(ctx, st.ID, &runsc.DeleteOpts{Force: true}); err != nil && !runsc.IsNotExist(err) {
 				errs = append(errs, err)
 			}
 		}

@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"context"
@@ -76,8 +76,8 @@ type Pool struct {
 // poolShape is the ready sandboxes of one shape and what the pool knows of its demand.
 type poolShape struct {
 	key, label string
-	opts       SandboxOptions // what ready sandboxes are made with
-	warm       bool           // made by Warm: keeps Size ready however long it waits
+	opts       Options // what ready sandboxes are made with
+	warm       bool    // made by Warm: keeps Size ready however long it waits
 
 	ready    []*Sandbox
 	starting int
@@ -137,7 +137,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 
 // Warm makes opts' shape one the pool keeps Size ready of from now on, without waiting for a
 // Get.
-func (p *Pool) Warm(opts SandboxOptions) {
+func (p *Pool) Warm(opts Options) {
 	if p.opts.Size == 0 || opts.Limits.MemoryBytes > p.opts.MemoryBytes {
 		return
 	}
@@ -151,7 +151,7 @@ func (p *Pool) Warm(opts SandboxOptions) {
 // Get returns a sandbox for exactly one run of opts: a ready one, its memory limit lowered to
 // opts.Limits.MemoryBytes, or, when none is ready, one started now (a cold start). The caller
 // takes it (Sandbox.Take) and gives it back to Release once the run is over.
-func (p *Pool) Get(ctx context.Context, opts SandboxOptions) (*Sandbox, error) {
+func (p *Pool) Get(ctx context.Context, opts Options) (*Sandbox, error) {
 	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes
 	var sb *Sandbox
 	p.mu.Lock()
@@ -197,7 +197,7 @@ func (p *Pool) Get(ctx context.Context, opts SandboxOptions) (*Sandbox, error) {
 		p.mu.Unlock()
 		p.opts.Manager.Release(sb, p.logRemoval(sb))
 	}
-	sb, err := p.opts.Manager.Prepare(ctx, opts)
+	sb, err := p.opts.Manager.Start(ctx, opts)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -273,7 +273,7 @@ func (p *Pool) Close(ctx context.Context) error {
 }
 
 // shapeLocked returns the shape of opts, making it if it is new.
-func (p *Pool) shapeLocked(opts SandboxOptions) *poolShape {
+func (p *Pool) shapeLocked(opts Options) *poolShape {
 	key := shapeKey(opts)
 	if sh := p.shapes[key]; sh != nil {
 		return sh
@@ -301,7 +301,7 @@ func (p *Pool) shapeLocked(opts SandboxOptions) *poolShape {
 }
 
 // shapeKey is what sandboxes of one shape have in common: everything but the memory limit.
-func shapeKey(opts SandboxOptions) string {
+func shapeKey(opts Options) string {
 	opts.Limits.MemoryBytes = 0
 	opts.Limits.CPUShares = 0
 	b, _ := json.Marshal(opts)
@@ -399,7 +399,7 @@ func (p *Pool) start(sh *poolShape) {
 		p.mu.Unlock()
 		return
 	}
-	sb, err := p.opts.Manager.Prepare(p.ctx, sh.opts)
+	sb, err := p.opts.Manager.Start(p.ctx, sh.opts)
 	<-p.starts
 	p.mu.Lock()
 	sh.starting--

@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"bufio"
@@ -28,7 +28,7 @@ func TestMeasureHeavyImports(t *testing.T) {
 	if testEnv.skip != "" {
 		t.Skip(testEnv.skip)
 	}
-	rootfs, _ := filepath.Abs(envOr("TOOLHOST_ROOTFS_NUMPY", "../build/rootfs-numpy"))
+	rootfs, _ := filepath.Abs(envOr("TOOLHOST_ROOTFS_NUMPY", "../../build/rootfs-numpy"))
 	if !exists(filepath.Join(rootfs, "usr/lib/python3/dist-packages/numpy")) {
 		t.Skip("no numpy rootfs at " + rootfs + ": runsc/rootfs/build.sh build/rootfs-numpy python3-numpy")
 	}
@@ -39,7 +39,7 @@ func TestMeasureHeavyImports(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
 	ctx := context.Background()
-	runner, err := os.ReadFile("../plugins/python/runner.py")
+	runner, err := os.ReadFile("../../plugins/python/runner.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestMeasureHeavyImports(t *testing.T) {
 				args = append(args, "numpy")
 			}
 			c0, t0 := busyCPU(), time.Now()
-			sb, err := m.Prepare(ctx, SandboxOptions{Args: args, Limits: lim, Ready: "ready"})
+			sb, err := m.Start(ctx, Options{Args: args, Limits: lim, Ready: "ready"})
 			if err != nil {
 				t.Fatal(err)
 			}

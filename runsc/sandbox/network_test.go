@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"bufio"
@@ -44,7 +44,7 @@ func connectFrom(t *testing.T, m *Manager, addr func(sb *Sandbox) string) (what 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb, err := m.Prepare(ctx, SandboxOptions{Args: []string{"/usr/bin/python3", "-I", "-c", connectRunner}, Limits: testLimits(), Network: true})
+	sb, err := m.Start(ctx, Options{Args: []string{"/usr/bin/python3", "-I", "-c", connectRunner}, Limits: testLimits(), Network: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestNetworkRules(t *testing.T) {
 		}
 	}
 
-	sb2, err := m.Prepare(ctx, SandboxOptions{Args: []string{"/bin/sleep", "30"}, Limits: testLimits(), Network: true})
+	sb2, err := m.Start(ctx, Options{Args: []string{"/bin/sleep", "30"}, Limits: testLimits(), Network: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc"
 )
 
 func TestDoctorPassesOnThisMachine(t *testing.T) {
@@ -104,7 +106,7 @@ func TestPlatformCheckGivesUpOnAHangingPlatform(t *testing.T) {
 	if c.OK || ctx.Err() != nil || !strings.Contains(c.Detail, want) || c.Fix != `set [python] platform = "systrap"` {
 		t.Errorf("platform line = %+v; want %q", c, want)
 	}
-	rt, err := NewRuntime(RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
 	if err != nil {
 		t.Fatal(err)
 	}

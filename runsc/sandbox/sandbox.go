@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"context"
@@ -13,12 +13,13 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/toolhost/toolhost/runsc"
 )
 
 // ManagerOptions configure a Manager.
 type ManagerOptions struct {
 	// Runtime runs runsc.
-	Runtime *Runtime
+	Runtime *runsc.Runtime
 	// Rootfs is the root filesystem every sandbox mounts read-only.
 	Rootfs string
 	// StateDir holds one folder per sandbox (bundle, capped /work, runsc's log).
@@ -87,8 +88,8 @@ func (m *Manager) Prefix() string { return m.opts.Prefix }
 
 func sandboxesDir(stateDir string) string { return filepath.Join(stateDir, "sandboxes") }
 
-// SandboxOptions describe one sandbox.
-type SandboxOptions struct {
+// Options describe one sandbox.
+type Options struct {
 	// Args is the first process: typically a runner that reads one request from fd 3.
 	Args []string
 	// Env is the environment; DefaultEnv() when nil.
@@ -119,7 +120,7 @@ type SandboxOptions struct {
 	GuardInit bool
 }
 
-// guardInitFilter is the seccomp filter of SandboxOptions.GuardInit: calls that name PID 1 (as a
+// guardInitFilter is the seccomp filter of Options.GuardInit: calls that name PID 1 (as a
 // 32-bit pid: the kernel reads only those bits) fail with EPERM, and so do calls that act on a
 // pidfd (which /proc/1 would give).
 func guardInitFilter() *specs.LinuxSeccomp {
@@ -152,7 +153,7 @@ type Sandbox struct {
 	Stdout, Stderr *os.File
 
 	m       *Manager
-	opts    SandboxOptions
+	opts    Options
 	dir     string
 	cgroup  string
 	net     *sandboxNet
@@ -166,7 +167,7 @@ type Sandbox struct {
 
 // Prepare makes a sandbox and starts its first process, which then waits for what Control says.
 // The sandbox lives until Close (or Release).
-func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (_ *Sandbox, err error) {
+func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if !opts.Root && opts.UID == 0 && opts.GID == 0 {
 		opts.UID, opts.GID = 65534, 65534
 	}
@@ -202,12 +203,12 @@ func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (_ *Sandbox,
 	if err := mountWork(work, opts.WorkBytes, opts.WorkFiles, opts.UID, opts.GID); err != nil {
 		return nil, err
 	}
-	netMode, nsPath := NetworkNone, ""
+	netMode, nsPath := runsc.NetworkNone, ""
 	if opts.Network {
 		if sb.net, err = setupNetwork(ctx, id, m.opts.Network); err != nil {
 			return nil, fmt.Errorf("making the sandbox's network: %w", err)
 		}
-		netMode, nsPath = NetworkSandbox, sb.net.NSPath()
+		netMode, nsPath = runsc.NetworkSandbox, sb.net.NSPath()
 	}
 	spec, err := Spec(BundleOptions{
 		Rootfs: m.opts.Rootfs, Args: opts.Args, Env: opts.Env, UID: opts.UID, GID: opts.GID,
@@ -250,7 +251,7 @@ func (m *Manager) Prepare(ctx context.Context, opts SandboxOptions) (_ *Sandbox,
 	}
 	defer errW.Close()
 
-	if err := m.opts.Runtime.Run(ctx, id, bundle, &RunOpts{Detach: true, CreateOpts: CreateOpts{
+	if err := m.opts.Runtime.Run(ctx, id, bundle, &runsc.RunOpts{Detach: true, CreateOpts: runsc.CreateOpts{
 		Network: netMode, Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{inner},
 		LogFile: filepath.Join(sb.dir, "runsc.log"), ExtraFlags: flags,
 	}}); err != nil {
@@ -277,7 +278,7 @@ func (s *Sandbox) Take() error {
 func (s *Sandbox) Started() time.Time { return s.started }
 
 // Options returns the options the sandbox was made with (defaults filled in).
-func (s *Sandbox) Options() SandboxOptions { return s.opts }
+func (s *Sandbox) Options() Options { return s.opts }
 
 // Stats reads the sandbox's cgroup. Read it before Close: Close removes the cgroup.
 func (s *Sandbox) Stats() (Stats, error) { return ReadStats(s.cgroup) }
@@ -296,8 +297,8 @@ func (s *Sandbox) NetworkRejected(ctx context.Context) (uint64, error) {
 // Kill stops every process in the sandbox at once; the sandbox then ends and Stdout and Stderr
 // reach EOF.
 func (s *Sandbox) Kill(ctx context.Context) error {
-	err := s.m.opts.Runtime.Kill(ctx, s.ID, syscall.SIGKILL, true)
-	if err != nil && IsNotExist(err) {
+	err := s.m.opts.Runtime.Kill(ctx, s.ID, syscall.SIGKILL, &runsc.KillOpts{All: true})
+	if err != nil && runsc.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {
@@ -320,8 +321,8 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		// runsc delete takes over a second here (it polls until the VM's init reaps the sandbox)
 		// and a runsc process's CPU; it stays the way when the fast one doesn't finish.
 		if !destroyFast(ctx, rt, s.ID, s.cgroup) {
-			if err := rt.Delete(ctx, s.ID, &DeleteOpts{Force: true}); err != nil && !IsNotExist(err) {
-				_ = rt.Kill(ctx, s.ID, syscall.SIGKILL, true)
+			if err := rt.Delete(ctx, s.ID, &runsc.DeleteOpts{Force: true}); err != nil && !runsc.IsNotExist(err) {
+				_ = rt.Kill(ctx, s.ID, syscall.SIGKILL, &runsc.KillOpts{All: true})
 				errs = append(errs, err)
 			}
 			// runsc processes of the id outside its cgroup (a runsc command killed half-way).

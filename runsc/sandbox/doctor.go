@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc"
 )
 
 // Check is one line of Doctor: what was checked, whether it holds, what was found, and how to
@@ -34,7 +36,7 @@ type DoctorOptions struct {
 // starts. Every failing line says how to fix it.
 func Doctor(ctx context.Context, o DoctorOptions) []Check {
 	if o.Platform == "" {
-		o.Platform = PlatformSystrap
+		o.Platform = runsc.PlatformSystrap
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -49,11 +51,11 @@ func Doctor(ctx context.Context, o DoctorOptions) []Check {
 	if fi, err := os.Stat(o.Runsc); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 		out = append(out, Check{Name: "runsc", Detail: fmt.Sprintf("no runsc binary at %s", o.Runsc),
 			Fix: "run make runsc, or set [python] runsc to the runsc binary"})
-	} else if v, err := BinaryVersion(o.Runsc); err != nil {
+	} else if v, err := runsc.BinaryVersion(o.Runsc); err != nil {
 		out = append(out, Check{Name: "runsc", Detail: err.Error(),
-			Fix: "run make runsc, which installs runsc " + PinnedVersion()})
-	} else if v != PinnedVersion() {
-		out = append(out, Check{Name: "runsc", Detail: fmt.Sprintf("%s is version %s, not the pinned %s", o.Runsc, v, PinnedVersion()),
+			Fix: "run make runsc, which installs runsc " + runsc.PinnedVersion()})
+	} else if v != runsc.PinnedVersion() {
+		out = append(out, Check{Name: "runsc", Detail: fmt.Sprintf("%s is version %s, not the pinned %s", o.Runsc, v, runsc.PinnedVersion()),
 			Fix: "run make runsc, which installs the pinned version"})
 	} else {
 		runscOK = true
@@ -206,7 +208,7 @@ func platformCheck(ctx context.Context, o DoctorOptions) Check {
 // starts a sandbox.
 func PlatformAdvice(ctx context.Context, o DoctorOptions, err error) Check {
 	if o.Platform == "" {
-		o.Platform = PlatformSystrap
+		o.Platform = runsc.PlatformSystrap
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -215,7 +217,7 @@ func PlatformAdvice(ctx context.Context, o DoctorOptions, err error) Check {
 	if !errors.As(err, &pe) {
 		err = &PlatformError{Platform: o.Platform, Err: err}
 	}
-	for _, p := range []string{PlatformSystrap, PlatformPtrace} {
+	for _, p := range []string{runsc.PlatformSystrap, runsc.PlatformPtrace} {
 		if p == o.Platform {
 			continue
 		}
@@ -232,7 +234,7 @@ func PlatformAdvice(ctx context.Context, o DoctorOptions, err error) Check {
 }
 
 func tryPlatform(ctx context.Context, o DoctorOptions, platform string) error {
-	rt, err := NewRuntime(RuntimeOptions{Binary: o.Runsc, Root: filepath.Join(o.StateDir, "runsc"), Platform: platform})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: o.Runsc, Root: filepath.Join(o.StateDir, "runsc"), Platform: platform})
 	if err != nil {
 		return err
 	}
@@ -266,7 +268,7 @@ func (m *Manager) checkPlatform(ctx context.Context, within time.Duration) error
 		}
 		return &PlatformError{Platform: platform, Err: err}
 	}
-	sb, err := m.Prepare(pctx, SandboxOptions{Args: []string{"/usr/bin/python3", "-I", "-S", "-c", "print('ok')"},
+	sb, err := m.Start(pctx, Options{Args: []string{"/usr/bin/python3", "-I", "-S", "-c", "print('ok')"},
 		Limits: Limits{MemoryBytes: 256 << 20, Pids: 64, CPUs: 1, CPUSeconds: 10}})
 	if err != nil {
 		return fail(err)
@@ -290,7 +292,7 @@ func (m *Manager) checkPlatform(ctx context.Context, within time.Duration) error
 // fails, names a platform that works.
 func PlatformCheck(ctx context.Context, o DoctorOptions) Check {
 	if o.Platform == "" {
-		o.Platform = PlatformSystrap
+		o.Platform = runsc.PlatformSystrap
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix

@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"bytes"
@@ -441,18 +441,18 @@ func iptables(ctx context.Context, args ...string) error {
 	return run(ctx, append([]string{"iptables", "-w"}, args...)...)
 }
 
-// ToolError is a host tool (ip, iptables) that failed.
-type ToolError struct {
+// HostCommandError is a host tool (ip, iptables) that failed.
+type HostCommandError struct {
 	Args   []string
 	Output string
 	Err    error
 }
 
-func (e *ToolError) Error() string {
+func (e *HostCommandError) Error() string {
 	return fmt.Sprintf("%s failed: %s", strings.Join(e.Args, " "), strings.TrimSpace(firstNonEmpty(e.Output, e.Err.Error())))
 }
 
-func (e *ToolError) Unwrap() error { return e.Err }
+func (e *HostCommandError) Unwrap() error { return e.Err }
 
 func firstNonEmpty(a, b string) string {
 	if strings.TrimSpace(a) != "" {
@@ -472,7 +472,7 @@ func output(ctx context.Context, args ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, &ToolError{Args: args, Output: stderr.String(), Err: err}
+		return nil, &HostCommandError{Args: args, Output: stderr.String(), Err: err}
 	}
 	return stdout.Bytes(), nil
 }
@@ -837,7 +837,7 @@ func runInput(ctx context.Context, input string, args ...string) error {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return &ToolError{Args: args, Output: stderr.String(), Err: err}
+		return &HostCommandError{Args: args, Output: stderr.String(), Err: err}
 	}
 	return nil
 }

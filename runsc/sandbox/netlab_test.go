@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"bufio"
@@ -171,7 +171,7 @@ func runCode(t *testing.T, m *Manager, network bool, code string, v any) *Sandbo
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sb, err := m.Prepare(ctx, SandboxOptions{Args: []string{"/usr/bin/python3", "-I", "-c", codeRunner}, Limits: testLimits(), Network: network})
+	sb, err := m.Start(ctx, Options{Args: []string{"/usr/bin/python3", "-I", "-c", codeRunner}, Limits: testLimits(), Network: network})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc"
 )
 
 // TestSweepRemovesLeftovers: what a crashed host leaves (a running sandbox with its network, and
@@ -31,12 +33,12 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 	sweepOpts := SweepOptions{Runtime: rt, Prefix: prefix, StateDir: testEnv.stateDir}
 	t.Cleanup(func() { _ = Sweep(context.Background(), sweepOpts) })
 
-	keep, err := other.Prepare(ctx, SandboxOptions{Args: []string{"/bin/sleep", "60"}, Limits: testLimits()})
+	keep, err := other.Start(ctx, Options{Args: []string{"/bin/sleep", "60"}, Limits: testLimits()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, network := range []bool{true, false} {
-		if _, err := crashed.Prepare(ctx, SandboxOptions{Args: []string{"/bin/sleep", "60"}, Limits: testLimits(), Network: network}); err != nil {
+		if _, err := crashed.Start(ctx, Options{Args: []string{"/bin/sleep", "60"}, Limits: testLimits(), Network: network}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,7 +93,7 @@ func TestSweepSparesLiveInstances(t *testing.T) {
 	defer cancel()
 	suffix, _ := NewID("")
 	prefix := "thi" + suffix[:4] + "-"
-	rt, err := NewRuntime(RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,16 +110,16 @@ func TestSweepSparesLiveInstances(t *testing.T) {
 	if live.Instance().tag == dead.Instance().tag || live.Instance().tag == check.Instance().tag {
 		t.Fatal("two open instances share a tag")
 	}
-	sleeper := SandboxOptions{Args: []string{"/bin/sleep", "60"}, Limits: testLimits()}
+	sleeper := Options{Args: []string{"/bin/sleep", "60"}, Limits: testLimits()}
 	var liveIDs, deadIDs []string
 	for _, network := range []bool{false, true} {
 		sleeper.Network = network
-		sb, err := live.Prepare(ctx, sleeper)
+		sb, err := live.Start(ctx, sleeper)
 		if err != nil {
 			t.Fatal(err)
 		}
 		liveIDs = append(liveIDs, sb.ID)
-		if sb, err = dead.Prepare(ctx, sleeper); err != nil {
+		if sb, err = dead.Start(ctx, sleeper); err != nil {
 			t.Fatal(err)
 		}
 		deadIDs = append(deadIDs, sb.ID)

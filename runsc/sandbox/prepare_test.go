@@ -1,4 +1,4 @@
-package runsc
+package sandbox
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestPrepareFailureLeavesNothing(t *testing.T) {
 	t.Cleanup(func() { _ = Sweep(context.Background(), opts) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = m.Prepare(ctx, SandboxOptions{Args: []string{"/no/such/program"}, Limits: testLimits(), Network: true})
+	_, err = m.Start(ctx, Options{Args: []string{"/no/such/program"}, Limits: testLimits(), Network: true})
 	if err == nil || !strings.Contains(err.Error(), "starting the sandbox: runsc run failed") ||
 		!strings.Contains(err.Error(), "/no/such/program: no such file or directory") {
 		t.Fatalf("Prepare of a missing program = %v", err)
