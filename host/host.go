@@ -49,7 +49,13 @@ type Host struct {
 }
 
 // New builds a host from a loaded config. Start brings it up.
-func New(cfg *config.Config, log hclog.Logger) *Host {
+func New(cfg *config.Config, log hclog.Logger) *Host { return newHost(cfg, log, false) }
+
+// NewForCheck builds a host that only checks the config and its tools (toolhost check): its
+// plugins are told so (sdk.CheckOnly) and may skip what only serving needs.
+func NewForCheck(cfg *config.Config, log hclog.Logger) *Host { return newHost(cfg, log, true) }
+
+func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 	h := &Host{cfg: cfg, log: log, registry: tools.NewRegistry(), unavailable: map[string]string{}}
 	h.runs = runs.NewDispatcher(h.registry, h.invoker, log.Named("runs"), time.Duration(cfg.Runs.KeepMinutes)*time.Minute)
 	h.runs.SetCallers(callers(cfg))
@@ -62,6 +68,7 @@ func New(cfg *config.Config, log hclog.Logger) *Host {
 		Host:         h.runs,
 		Logger:       log.Named("plugin"),
 		PinsHint:     pinsHint(cfg),
+		CheckOnly:    checkOnly,
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(pluginCollector{h}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -54,6 +54,10 @@ type Options struct {
 	// NoConfigure starts plugins without configuring them, only to ask
 	// them questions that need no config (toolhost doctor).
 	NoConfigure bool
+	// CheckOnly tells the plugins that the host only checks the config
+	// and its tools (toolhost check): sdk.CheckOnlyEnv in their
+	// environment.
+	CheckOnly bool
 	// Host is served to plugins for nested calls; may be nil.
 	Host sdk.Host
 	// Logger receives the manager's and the plugins' logs.
@@ -293,6 +297,9 @@ func (p *Plugin) start(ctx context.Context) error {
 		cmd.Path = "/proc/self/fd/3"
 	}
 	cmd.Env = append([]string(nil), pluginEnv...)
+	if p.m.opts.CheckOnly {
+		cmd.Env = append(cmd.Env, sdk.CheckOnlyEnv+"=1")
+	}
 	cmd.Dir = "/"
 	// A process group of its own, so stop can kill whatever it started;
 	// and killed if the host dies.

@@ -407,3 +407,24 @@ func TestAPluginDiesWithItsHost(t *testing.T) {
 		return err != nil || strings.Contains(string(stat), ") Z")
 	})
 }
+
+// Plugins that toolhost check starts are told so in their environment (sdk.CheckOnly), and only
+// those: a serving host's plugins keep their pools.
+func TestCheckOnlyPluginsAreToldSo(t *testing.T) {
+	dir := pluginDir(t)
+	sum := install(t, dir, "echo", echoBinary)
+	for _, checkOnly := range []bool{false, true} {
+		m := NewManager(Options{Dir: dir, Pins: map[string]string{"echo": sum}, StartTimeout: 20 * time.Second, CheckOnly: checkOnly})
+		if problems := m.Start(context.Background()); len(problems) != 0 {
+			t.Fatal(problems)
+		}
+		p, _ := m.Kind("echo")
+		environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pidOf(p)))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m.Stop(ctx)
+		cancel()
+		if got := strings.Contains(string(environ), sdk.CheckOnlyEnv+"=1"); got != checkOnly {
+			t.Errorf("with CheckOnly %v the plugin's environment has %s=1: %v (%q)", checkOnly, sdk.CheckOnlyEnv, got, environ)
+		}
+	}
+}

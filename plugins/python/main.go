@@ -7,20 +7,14 @@
 package main
 
 import (
-	"os"
-
 	"github.com/toolhost/toolhost/sdk"
 )
-
-// checkOnlyEnv, set to 1 in the plugin's environment, says the host only checks a config and its
-// tools (toolhost check): the kind then keeps no sandbox ready.
-const checkOnlyEnv = "TOOLHOST_CHECK_ONLY"
 
 // Serve closes the kind when the plugin stops.
 var _ sdk.Closer = (*kind)(nil)
 
 func main() {
-	k := newKind(kindOptions{Logger: sdk.Logger("python"), CheckOnly: os.Getenv(checkOnlyEnv) == "1"})
+	k := newKind(kindOptions{Logger: sdk.Logger("python"), CheckOnly: sdk.CheckOnly()})
 	// Stopped by a signal (systemctl stop sends SIGTERM to every process of the unit) or by the
 	// host, Serve closes the kind (kind.Close, an sdk.Closer): no sandbox may outlive the plugin.
 	// Sandboxes are not in the unit's cgroups; after a SIGKILL each ends by itself (its runner

@@ -168,7 +168,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log := newLogger(cfg, io.Discard)
-	h := host.New(cfg, log)
+	h := host.NewForCheck(cfg, log)
 	problems := h.Start(context.Background())
 	defer h.Stop()
 	for _, e := range problems.Config {
