@@ -49,11 +49,10 @@ type kind struct {
 	// inst is this process's share of the sandbox prefix: what it sweeps is its own and what
 	// processes that are gone left, never the sandboxes of another process on the same prefix
 	// (a host beside a toolhost check).
-	inst  *sandbox.Instance
-	cfg   Config
-	mgr   *sandbox.Manager
-	pool  *sandbox.Pool
-	slots chan struct{} // one per sandbox allowed at once
+	inst *sandbox.Instance
+	cfg  Config
+	mgr  *sandbox.Manager
+	pool *sandbox.Pool // its Max bounds the sandboxes in use at once
 	// runs is held for reading by every run on mgr, so a replaced manager is closed only once
 	// its runs are done.
 	runs *sync.RWMutex
@@ -169,7 +168,7 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 			_ = mgr.Close(context.WithoutCancel(ctx))
 			return sdk.FieldErrors{{Path: "python.pool.preload", Message: fmt.Sprintf("a sandbox can't preload these modules: %v", err)}}
 		}
-		mgr.Release(sb, nil)
+		mgr.DestroyInBackground(sb, nil)
 	}
 	size := cfg.pool.Size
 	if k.opts.CheckOnly {
@@ -193,7 +192,7 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	old, oldPool := k.mgr, k.pool
 	oldRuns := k.runs
 	k.inst = inst
-	k.cfg, k.mgr, k.pool, k.slots, k.runs = cfg, mgr, pool, make(chan struct{}, cfg.pool.Max), &sync.RWMutex{}
+	k.cfg, k.mgr, k.pool, k.runs = cfg, mgr, pool, &sync.RWMutex{}
 	k.mu.Unlock()
 	if old != nil {
 		// Runs in flight finish on the old manager; it is closed once they are done. Its ready
@@ -228,11 +227,10 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 const poolStarts = 2
 
 type configured struct {
-	cfg   Config
-	mgr   *sandbox.Manager
-	pool  *sandbox.Pool
-	slots chan struct{}
-	runs  *sync.RWMutex
+	cfg  Config
+	mgr  *sandbox.Manager
+	pool *sandbox.Pool
+	runs *sync.RWMutex
 }
 
 func (k *kind) current() (configured, error) {
@@ -241,7 +239,7 @@ func (k *kind) current() (configured, error) {
 	if k.mgr == nil {
 		return configured{}, errors.New("the python kind has no configuration yet")
 	}
-	return configured{k.cfg, k.mgr, k.pool, k.slots, k.runs}, nil
+	return configured{k.cfg, k.mgr, k.pool, k.runs}, nil
 }
 
 // Metrics reports the pool's state per shape (no_network, network).

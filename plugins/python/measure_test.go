@@ -60,7 +60,6 @@ func TestMeasure(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // let the runner reach its read
 		st, _ := sb.Stats()
 		idleMem = append(idleMem, st.MemoryBytes)
-		_ = sb.Take()
 		t1 := time.Now()
 		o := env.walled.drive(ctx, sb, request{Mode: "run", Code: "def run():\n    return 1\n", Args: []byte("{}"), CPUSeconds: 10},
 			limits{seconds: 10, outputBytes: 1 << 20}, nil)
@@ -71,7 +70,7 @@ func TestMeasure(t *testing.T) {
 		}
 		peakMem = append(peakMem, o.stats.MemoryMaxBytes)
 		t2 := time.Now()
-		if err := sb.Close(ctx); err != nil {
+		if err := sb.Destroy(ctx); err != nil {
 			t.Fatal(err)
 		}
 		remove = append(remove, time.Since(t2))

@@ -100,26 +100,20 @@ type limits struct {
 func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req request, emit sdk.Emit) (json.RawMessage, *sdk.Error) {
 	c.runs.RLock()
 	defer c.runs.RUnlock()
-	select {
-	case c.slots <- struct{}{}:
-		defer func() { <-c.slots }()
-	case <-ctx.Done():
-		return nil, sdk.Errorf(codeCancelled, "the run was cancelled before a sandbox was free")
-	}
 	lim := limits{seconds: t.Seconds, memoryMB: t.MemoryMB, workMB: c.cfg.WorkMB, tmpMB: c.cfg.TmpMB,
 		outputBytes: c.cfg.MaxOutputBytes, network: t.Network, connCap: networkOptions(c.cfg).ConnectionCap()}
 	sb, err := c.pool.Get(ctx, sandboxOptions(c.cfg, t))
 	if err != nil {
-		k.log.Error("starting a sandbox", "error", err)
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil && errors.Is(err, sandbox.ErrFull):
+			return nil, sdk.Errorf(codeCancelled, "the run was cancelled before a sandbox was free")
+		case ctx.Err() != nil:
 			return nil, sdk.Errorf(codeCancelled, "the run was cancelled")
 		}
+		k.log.Error("starting a sandbox", "error", err)
 		return nil, sdk.Errorf(codeSandbox, "the sandbox didn't start: %v", err)
 	}
-	defer c.pool.Release(sb)
-	if err := sb.Take(); err != nil {
-		return nil, sdk.Errorf(codeSandbox, "%v", err)
-	}
+	defer c.pool.Destroy(sb)
 	o := k.drive(ctx, sb, req, lim, emit)
 	return classify(o, lim)
 }

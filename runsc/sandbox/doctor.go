@@ -251,7 +251,7 @@ func tryPlatform(ctx context.Context, o DoctorOptions, platform string) error {
 }
 
 // CheckPlatform starts a sandbox with the manager's runtime and has Python in it print a word,
-// within PlatformProbeTimeout. The sandbox is removed in the background (Close waits for it). A
+// within PlatformProbeTimeout. The sandbox is destroyed in the background (Close waits for it). A
 // failure is a *PlatformError saying why the platform doesn't work (or that it hangs);
 // PlatformAdvice tells which one would.
 func (m *Manager) CheckPlatform(ctx context.Context) error {
@@ -273,7 +273,7 @@ func (m *Manager) checkPlatform(ctx context.Context, within time.Duration) error
 	if err != nil {
 		return fail(err)
 	}
-	defer m.Release(sb, nil)
+	defer m.DestroyInBackground(sb, nil)
 	deadline, _ := pctx.Deadline()
 	_ = sb.Stdout.SetReadDeadline(deadline)
 	stop := context.AfterFunc(pctx, func() { _ = sb.Stdout.SetReadDeadline(time.Now()) })

@@ -72,7 +72,7 @@ func TestMeasureHeavyImports(t *testing.T) {
 			}
 			line, err := bufio.NewReader(sb.Control).ReadString('\n')
 			answer = append(answer, time.Since(t1))
-			_ = sb.Close(ctx)
+			_ = sb.Destroy(ctx)
 			if !strings.Contains(line, `"result": 45`) {
 				t.Fatalf("answer %q, %v", line, err)
 			}

@@ -175,7 +175,7 @@ func runCode(t *testing.T, m *Manager, network bool, code string, v any) *Sandbo
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
 	req, _ := json.Marshal(code)
 	if _, err := sb.Control.Write(append(req, '\n')); err != nil {
 		t.Fatal(err)

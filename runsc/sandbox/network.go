@@ -254,15 +254,8 @@ func (n *sandboxNet) Counters(ctx context.Context) (NetCounters, error) {
 	return c, nil
 }
 
-// Rejected counts the packets the sandbox's chain refused for their destination (not those
-// refused for the connection cap: see Counters).
-func (n *sandboxNet) Rejected(ctx context.Context) (uint64, error) {
-	c, err := n.Counters(ctx)
-	return c.Refused, err
-}
-
 // NetworkCounters reads what the sandbox's firewall chain counted (zero without network): why
-// its connections were refused. Read it before Close.
+// its connections were refused. Read it before Destroy.
 func (s *Sandbox) NetworkCounters(ctx context.Context) (NetCounters, error) {
 	if s.net == nil {
 		return NetCounters{}, nil
@@ -441,7 +434,8 @@ func iptables(ctx context.Context, args ...string) error {
 	return run(ctx, append([]string{"iptables", "-w"}, args...)...)
 }
 
-// HostCommandError is a host tool (ip, iptables) that failed.
+// HostCommandError is a command of the host's (ip, iptables, iptables-restore) that failed while
+// making, reading or removing a sandbox's network: its arguments, what it said, and how it ended.
 type HostCommandError struct {
 	Args   []string
 	Output string

@@ -100,14 +100,15 @@ func TestNetworkRules(t *testing.T) {
 	}
 	for name, addr := range hostAddrs {
 		what, secs, sb := connectFrom(t, m, addr)
-		rejected, err := sb.NetworkRejected(ctx)
+		counted, err := sb.NetworkCounters(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		rejected := counted.Refused
 		if !strings.HasPrefix(what, "ConnectionRefusedError") || secs > 2 || rejected == 0 {
 			t.Errorf("%s: %s after %.1fs, %d packets rejected; want refused at once by the chain", name, what, secs, rejected)
 		}
-		if err := sb.Close(ctx); err != nil {
+		if err := sb.Destroy(ctx); err != nil {
 			t.Error(err)
 		}
 	}
@@ -150,7 +151,7 @@ func TestNetworkRules(t *testing.T) {
 	if strings.Count(string(input)+string(forward), "--comment "+sb2.ID) != 4 || strings.Count(string(nat), "--comment "+sb2.ID) != 1 {
 		t.Errorf("hooks of %s:\n%s%s\n%s", sb2.ID, input, forward, nat)
 	}
-	if err := sb2.Close(ctx); err != nil {
+	if err := sb2.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
 	all, _ := exec.Command("iptables", "-w", "-S").Output()
@@ -278,7 +279,7 @@ func TestNetworkForwardingOnlyForSandboxes(t *testing.T) {
 		t.Error("while a network sandbox exists, the host forwards traffic between two other namespaces")
 	}
 
-	if err := sb.Close(ctx); err != nil {
+	if err := sb.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Close(ctx); err != nil {
@@ -314,7 +315,7 @@ func TestNetworkForwardingOnlyForSandboxes(t *testing.T) {
 	if err := dialFrom(a.nsPath(), bServer.addr, 5*time.Second); err != nil {
 		t.Errorf("a forwarding machine stopped forwarding for others while a sandbox exists: %v", err)
 	}
-	if err := sb.Close(ctx); err != nil {
+	if err := sb.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Close(ctx); err != nil {
@@ -438,7 +439,7 @@ out["v6 lab host side"] = attempt(socket.AF_INET6, (%q, %s))
 	if v, err := readSysctl(filepath.Join(ipv6Conf, sb.net.hostIf, "disable_ipv6")); v != "1" {
 		t.Errorf("the host's end of the veth: disable_ipv6 = %q %v; want 1", v, err)
 	}
-	if err := sb.Close(context.Background()); err != nil {
+	if err := sb.Destroy(context.Background()); err != nil {
 		t.Error(err)
 	}
 }
@@ -482,7 +483,7 @@ for i in range(%d):
 	if c.OverConnLimit < tries-limit || c.Refused != 0 {
 		t.Errorf("counters %+v; want %d or more over the cap and none refused", c, tries-limit)
 	}
-	if err := sb.Close(context.Background()); err != nil {
+	if err := sb.Destroy(context.Background()); err != nil {
 		t.Error(err)
 	}
 }

@@ -25,7 +25,9 @@ type PoolOptions struct {
 	// Size is how many ready sandboxes the pool keeps of each shape in use; 0 turns the pool off
 	// (every Get starts a sandbox cold).
 	Size int
-	// Max bounds the ready sandboxes of one shape when demand grows (default: Size).
+	// Max is the pool's capacity: the most sandboxes handed out at once, across shapes (a Get
+	// beyond it waits until one is destroyed), and so the most ready sandboxes of one shape when
+	// demand grows. Size when it is less; at least 1.
 	Max int
 	// MaxIdle is how long demand is remembered: ready sandboxes above Size go once the pool has
 	// not needed them for this long, and a shape not asked for in this long (other than one
@@ -46,10 +48,10 @@ type PoolOptions struct {
 	Log func(msg string, err error)
 }
 
-// Pool keeps sandboxes ready — started, their first process waiting for its request — so that a
-// run does not wait for a sandbox to start. A sandbox leaves the pool for exactly one run and is
-// removed after it (Release); the pool starts a replacement in the background. Sandboxes are
-// never reused and never shared.
+// Pool hands out OneRun sandboxes, at most Max at once, and keeps sandboxes ready — started,
+// their first process waiting for its request — so that a run does not wait for a sandbox to
+// start. A sandbox leaves the pool for exactly one run and is destroyed after it (Destroy); the
+// pool starts a replacement in the background. Sandboxes are never reused and never shared.
 //
 // Sandboxes that differ in anything but their memory limit (network on or off, the command, …)
 // are of different shapes, each with ready sandboxes of its own; the memory limit is lowered to
@@ -64,12 +66,14 @@ type Pool struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	starts chan struct{}
+	places chan struct{} // one per sandbox handed out: the pool's capacity, Max
 	kickCh chan struct{}
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
 	shapes map[string]*poolShape
 	order  []*poolShape
+	inUse  map[*Sandbox]*poolShape // handed out and not yet destroyed, with the shape each counts against
 	closed bool
 }
 
@@ -112,9 +116,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if opts.Size < 0 {
 		return nil, fmt.Errorf("the sandbox pool's size must not be negative, not %d", opts.Size)
 	}
-	if opts.Max < opts.Size {
-		opts.Max = opts.Size
-	}
+	opts.Max = max(opts.Max, opts.Size, 1)
 	if opts.MaxIdle <= 0 {
 		opts.MaxIdle = 10 * time.Minute
 	}
@@ -129,7 +131,8 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{opts: opts, ctx: ctx, cancel: cancel, starts: make(chan struct{}, opts.Starts),
-		kickCh: make(chan struct{}, 1), shapes: map[string]*poolShape{}}
+		places: make(chan struct{}, opts.Max), kickCh: make(chan struct{}, 1),
+		shapes: map[string]*poolShape{}, inUse: map[*Sandbox]*poolShape{}}
 	p.wg.Add(1)
 	go p.loop()
 	return p, nil
@@ -148,10 +151,28 @@ func (p *Pool) Warm(opts Options) {
 	p.kick()
 }
 
-// Get returns a sandbox for exactly one run of opts: a ready one, its memory limit lowered to
+// ErrFull says a Get gave up waiting: all of the pool's Max sandboxes were in use until its
+// context ended.
+var ErrFull = errors.New("every sandbox the pool may have at once is in use")
+
+// Get returns a sandbox of its own for exactly one run of opts, once fewer than Max are handed
+// out (it waits until then, or until ctx ends: ErrFull): a ready one, its memory limit lowered to
 // opts.Limits.MemoryBytes, or, when none is ready, one started now (a cold start). The caller
-// takes it (Sandbox.Take) and gives it back to Release once the run is over.
-func (p *Pool) Get(ctx context.Context, opts Options) (*Sandbox, error) {
+// gives it to Destroy once the run is over.
+func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
+	if opts.Lifetime != OneRun {
+		return nil, errors.New("a sandbox pool hands out one-run sandboxes only")
+	}
+	select {
+	case p.places <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w (%d): %w", ErrFull, p.opts.Max, ctx.Err())
+	}
+	defer func() {
+		if err != nil {
+			<-p.places
+		}
+	}()
 	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes
 	var sb *Sandbox
 	p.mu.Lock()
@@ -173,12 +194,12 @@ func (p *Pool) Get(ctx context.Context, opts Options) (*Sandbox, error) {
 			sb = cand
 		} else {
 			sh.died++
-			p.releaseLocked(cand)
+			p.destroyInBackground(cand)
 		}
 	}
 	if sb != nil {
 		sh.handedOut++
-		sb.poolKey = sh.key
+		p.inUse[sb] = sh
 	} else {
 		sh.cold++
 	}
@@ -191,32 +212,36 @@ func (p *Pool) Get(ctx context.Context, opts Options) (*Sandbox, error) {
 			p.opts.Log("handing out a ready sandbox", err)
 		}
 		p.mu.Lock()
-		sb.poolKey = ""
+		delete(p.inUse, sb)
 		sh.handedOut--
 		sh.cold++
 		p.mu.Unlock()
-		p.opts.Manager.Release(sb, p.logRemoval(sb))
+		p.destroyInBackground(sb)
 	}
-	sb, err := p.opts.Manager.Start(ctx, opts)
+	sb, err = p.opts.Manager.Start(ctx, opts)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
 		sh.inUse--
 		return nil, err
 	}
-	sb.poolKey = sh.key
+	p.inUse[sb] = sh
 	return sb, nil
 }
 
-// Release removes a sandbox Get returned, in the background.
-func (p *Pool) Release(sb *Sandbox) {
+// Destroy destroys a sandbox Get returned, in the background, and frees its place.
+func (p *Pool) Destroy(sb *Sandbox) {
 	p.mu.Lock()
-	if sh := p.shapes[sb.poolKey]; sh != nil && sb.poolKey != "" {
+	sh, ok := p.inUse[sb]
+	if ok {
 		sh.inUse--
+		delete(p.inUse, sb)
 	}
-	sb.poolKey = ""
 	p.mu.Unlock()
-	p.opts.Manager.Release(sb, p.logRemoval(sb))
+	p.destroyInBackground(sb)
+	if ok {
+		<-p.places
+	}
 	p.kick()
 }
 
@@ -245,8 +270,8 @@ func (p *Pool) ReadyIDs() []string {
 	return ids
 }
 
-// Close stops filling the pool, removes its ready sandboxes and waits for starts under way to
-// end. Sandboxes handed out are the caller's to Release.
+// Close stops filling the pool, destroys its ready sandboxes and waits for starts under way to
+// end. Sandboxes handed out are the caller's to Destroy.
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -261,7 +286,7 @@ func (p *Pool) Close(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	p.cancel()
-	errs := closeAll(ctx, ready)
+	errs := destroyAll(ctx, ready)
 	waited := make(chan struct{})
 	go func() { p.wg.Wait(); close(waited) }()
 	select {
@@ -349,7 +374,7 @@ func (p *Pool) maintain(check bool) {
 					kept = append(kept, sb)
 				} else {
 					sh.died++
-					p.releaseLocked(sb)
+					p.destroyInBackground(sb)
 				}
 			}
 			clear(sh.ready[len(kept):])
@@ -358,7 +383,7 @@ func (p *Pool) maintain(check bool) {
 		target := p.targetLocked(sh, now)
 		for len(sh.ready) > target {
 			sh.retired++
-			p.releaseLocked(sh.ready[0])
+			p.destroyInBackground(sh.ready[0])
 			sh.ready = sh.ready[1:]
 		}
 		need := target - len(sh.ready) - sh.starting
@@ -419,22 +444,20 @@ func (p *Pool) start(sh *poolShape) {
 	sh.failures = 0
 	if p.closed {
 		p.mu.Unlock()
-		_ = sb.Close(context.Background())
+		_ = sb.Destroy(context.Background())
 		return
 	}
 	sh.ready = append(sh.ready, sb)
 	p.mu.Unlock()
 }
 
-func (p *Pool) releaseLocked(sb *Sandbox) {
-	p.opts.Manager.Release(sb, p.logRemoval(sb))
-}
-
-func (p *Pool) logRemoval(sb *Sandbox) func(error) {
-	if p.opts.Log == nil {
-		return nil
+// destroyInBackground destroys sb without waiting, logging a failure.
+func (p *Pool) destroyInBackground(sb *Sandbox) {
+	var onErr func(error)
+	if p.opts.Log != nil {
+		onErr = func(err error) { p.opts.Log("removing sandbox "+sb.ID, err) }
 	}
-	return func(err error) { p.opts.Log("removing sandbox "+sb.ID, err) }
+	p.opts.Manager.DestroyInBackground(sb, onErr)
 }
 
 // awaitReady reads the first process's ready line from Control.

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -83,10 +84,7 @@ func use(t *testing.T, p *Pool, opts Options) (id, answer string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Release(sb)
-	if err := sb.Take(); err != nil {
-		t.Fatal(err)
-	}
+	defer p.Destroy(sb)
 	if _, err := sb.Control.Write([]byte("go\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +171,7 @@ func killFromOutside(t *testing.T, id string) {
 func TestPoolHandOutSetsTheRunsLimits(t *testing.T) {
 	t.Parallel()
 	m := newTestManager(t, NetworkOptions{})
-	p := newTestPool(t, m, PoolOptions{Size: 1, MemoryBytes: 512 << 20, StartShares: 128})
+	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 2, MemoryBytes: 512 << 20, StartShares: 128})
 	opts := poolSandbox()
 	p.Warm(opts)
 	waitFor(t, "a ready sandbox", func() bool { return len(p.ReadyIDs()) == 1 })
@@ -191,7 +189,7 @@ func TestPoolHandOutSetsTheRunsLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Release(sb)
+	defer p.Destroy(sb)
 	if sb.ID != id {
 		t.Fatalf("got %s, not the ready %s", sb.ID, id)
 	}
@@ -213,7 +211,7 @@ func TestPoolHandOutSetsTheRunsLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Release(big)
+	defer p.Destroy(big)
 	if got := readUint(filepath.Join(CgroupRoot, "memory", big.ID, "memory.limit_in_bytes")); got != 768<<20 {
 		t.Errorf("a cold sandbox's memory limit = %d; want %d", got, 768<<20)
 	}
@@ -233,7 +231,7 @@ func TestPoolGrowsAndShrinks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var held []*Sandbox
-	for range 4 {
+	for range 3 {
 		sb, err := p.Get(ctx, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -242,7 +240,7 @@ func TestPoolGrowsAndShrinks(t *testing.T) {
 	}
 	waitFor(t, "the pool to grow to Max", func() bool { return shapeStats(p).Ready == 3 })
 	for _, sb := range held {
-		p.Release(sb)
+		p.Destroy(sb)
 	}
 	waitFor(t, "the pool to shrink to Size", func() bool {
 		st := shapeStats(p)
@@ -286,5 +284,52 @@ func TestPoolShapes(t *testing.T) {
 	}
 	if st := p.Stats(); st[1].HandedOut != 1 {
 		t.Errorf("the second network run wasn't handed a ready sandbox: %+v", st)
+	}
+}
+
+// TestPoolBoundsSandboxesInUse: the pool hands out at most Max sandboxes at once, across shapes; a
+// Get beyond that waits until one is destroyed, and gives up with ErrFull when its context ends.
+func TestPoolBoundsSandboxesInUse(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 0, Max: 2})
+	plain := poolSandbox()
+	other := plain
+	other.Args = append(slices.Clone(plain.Args), "another shape")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first, err := p.Get(ctx, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := p.Get(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelShort()
+	if sb, err := p.Get(short, plain); !errors.Is(err, ErrFull) || !errors.Is(err, context.DeadlineExceeded) {
+		if sb != nil {
+			p.Destroy(sb)
+		}
+		t.Fatalf("a third Get with a Max of 2 = %v; want ErrFull once its context ended", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		sb, err := p.Get(ctx, plain)
+		if err == nil {
+			p.Destroy(sb)
+		}
+		got <- err
+	}()
+	p.Destroy(first)
+	if err := <-got; err != nil {
+		t.Errorf("a Get waiting for a place after one was destroyed: %v", err)
+	}
+	p.Destroy(second)
+	long := plain
+	long.Lifetime = LongLived
+	if _, err := p.Get(ctx, long); err == nil {
+		t.Error("the pool handed out a long-lived sandbox")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -88,10 +87,25 @@ func (m *Manager) Prefix() string { return m.opts.Prefix }
 
 func sandboxesDir(stateDir string) string { return filepath.Join(stateDir, "sandboxes") }
 
+// Lifetime says how long a sandbox lives and what runs in it.
+type Lifetime int
+
+const (
+	// OneRun sandboxes run their first process alone (one run of untrusted code, the python
+	// kind's way) and are destroyed after it: Exec refuses them, and a Pool hands each out once.
+	OneRun Lifetime = iota
+	// LongLived sandboxes run many processes, one Exec after another or at once, until they are
+	// destroyed (a conversation's sandbox); their first process only keeps them up. A Pool
+	// doesn't keep them.
+	LongLived
+)
+
 // Options describe one sandbox.
 type Options struct {
 	// Args is the first process: typically a runner that reads one request from fd 3.
 	Args []string
+	// Lifetime is OneRun (the default) or LongLived.
+	Lifetime Lifetime
 	// Env is the environment; DefaultEnv() when nil.
 	Env []string
 	// UID and GID inside the sandbox; 65534 (nobody) when both are zero and Root is false.
@@ -102,13 +116,17 @@ type Options struct {
 	// WorkBytes caps /work (a host tmpfs); WorkFiles caps its number of files.
 	WorkBytes int64
 	WorkFiles int
+	// Workspace, when set, is a host folder mounted as /work instead of a fresh tmpfs, which
+	// Destroy leaves in place: a workspace that outlives the sandbox. The caller owns it, caps its
+	// size and gives it to UID:GID; WorkBytes and WorkFiles don't apply.
+	Workspace string
 	// TmpBytes caps /tmp.
 	TmpBytes int64
 	// Network gives the sandbox a network namespace with public addresses on ports 80 and 443;
 	// without it the sandbox has loopback only.
 	Network bool
 	// Ready, when not empty, is the line (without its newline) the first process writes on fd 3
-	// once it waits for its request: Prepare returns only after reading it, so a prepared
+	// once it waits for its request: Start returns only after reading it, so a started
 	// sandbox is really ready, not merely started.
 	Ready string
 	// GuardInit keeps every process of the sandbox from signalling, tracing or reading the
@@ -140,9 +158,10 @@ func guardInitFilter() *specs.LinuxSeccomp {
 	}
 }
 
-// Sandbox is a started sandbox whose first process runs, ready to take exactly one run. Its
-// first process has the sandbox's end of Control as fd 3 and Stdout and Stderr as its standard
-// output and error; stdin is /dev/null.
+// Sandbox is a started sandbox whose first process runs. Its first process has the sandbox's end
+// of Control as fd 3 and Stdout and Stderr as its standard output and error; stdin is /dev/null.
+// A OneRun sandbox takes one run over Control; a LongLived one runs more processes (Exec). Either
+// lives until Destroy, or until its first process ends.
 type Sandbox struct {
 	// ID names the sandbox, its cgroup, namespace and firewall chain.
 	ID string
@@ -158,15 +177,14 @@ type Sandbox struct {
 	cgroup  string
 	net     *sandboxNet
 	started time.Time
-	taken   atomic.Bool
-	poolKey string // the pool shape it counts against while in use (guarded by the pool's mu)
 	once    sync.Once
 	done    chan struct{}
 	err     error
 }
 
-// Prepare makes a sandbox and starts its first process, which then waits for what Control says.
-// The sandbox lives until Close (or Release).
+// Start makes a sandbox and starts its first process, which then waits for what Control says (with
+// Options.Ready, Start returns once it said it is ready). The sandbox lives until Destroy (or
+// DestroyInBackground), or until its first process ends.
 func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if !opts.Root && opts.UID == 0 && opts.GID == 0 {
 		opts.UID, opts.GID = 65534, 65534
@@ -192,16 +210,20 @@ func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err erro
 			// caller here as well.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			_ = sb.Close(ctx)
+			_ = sb.Destroy(ctx)
 		}
 	}()
 
-	work := filepath.Join(sb.dir, "work")
 	if err := os.MkdirAll(sb.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("making the sandbox folder: %w", err)
 	}
-	if err := mountWork(work, opts.WorkBytes, opts.WorkFiles, opts.UID, opts.GID); err != nil {
-		return nil, err
+	work := sb.workDir()
+	if opts.Workspace == "" {
+		if err := mountWork(work, opts.WorkBytes, opts.WorkFiles, opts.UID, opts.GID); err != nil {
+			return nil, err
+		}
+	} else if fi, err := os.Stat(work); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("the sandbox's workspace %s is not a folder", work)
 	}
 	netMode, nsPath := runsc.NetworkNone, ""
 	if opts.Network {
@@ -266,32 +288,64 @@ func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err erro
 	return sb, nil
 }
 
-// Take marks the sandbox as handed to a run; it fails for a second run.
-func (s *Sandbox) Take() error {
-	if !s.taken.CompareAndSwap(false, true) {
-		return errors.New("this sandbox already had its run: a sandbox takes exactly one")
-	}
-	return nil
-}
-
 // Started is when the sandbox became ready (a pool retires sandboxes that waited too long).
 func (s *Sandbox) Started() time.Time { return s.started }
 
 // Options returns the options the sandbox was made with (defaults filled in).
 func (s *Sandbox) Options() Options { return s.opts }
 
-// Stats reads the sandbox's cgroup. Read it before Close: Close removes the cgroup.
+// Stats reads the sandbox's cgroup. Read it before Destroy, which removes the cgroup.
 func (s *Sandbox) Stats() (Stats, error) { return ReadStats(s.cgroup) }
 
 // WorkFree returns the bytes still free in the sandbox's /work.
-func (s *Sandbox) WorkFree() (uint64, error) { return workFree(filepath.Join(s.dir, "work")) }
+func (s *Sandbox) WorkFree() (uint64, error) { return workFree(s.workDir()) }
 
-// NetworkRejected counts the packets the sandbox's firewall chain refused (0 without network).
-func (s *Sandbox) NetworkRejected(ctx context.Context) (uint64, error) {
-	if s.net == nil {
-		return 0, nil
+// workDir is the host folder that is /work inside: the workspace, or a tmpfs in its folder.
+func (s *Sandbox) workDir() string {
+	if s.opts.Workspace != "" {
+		return s.opts.Workspace
 	}
-	return s.net.Rejected(ctx)
+	return filepath.Join(s.dir, "work")
+}
+
+// ExecOpts are the options of Sandbox.Exec.
+type ExecOpts struct {
+	// Env is the process's whole environment; the sandbox's (Options.Env) when nil.
+	Env []string
+	// Cwd is its working folder inside; /work when empty.
+	Cwd string
+	// Stdin, Stdout and Stderr become its standard files (files, pipe ends or sockets the caller
+	// reads itself, as in runsc.CreateOpts); nil is /dev/null.
+	Stdin, Stdout, Stderr *os.File
+}
+
+// Exec runs the process args in a LongLived sandbox, as the sandbox's user, and waits for it to
+// end. It returns the process's exit status; a non-zero status is not an error. Cancelling ctx
+// stops the wait.
+func (s *Sandbox) Exec(ctx context.Context, args []string, opts *ExecOpts) (int, error) {
+	if s.opts.Lifetime != LongLived {
+		return -1, errors.New("a one-run sandbox runs its first process alone: start it LongLived to run more")
+	}
+	if opts == nil {
+		opts = &ExecOpts{}
+	}
+	env := opts.Env
+	if env == nil {
+		env = s.opts.Env
+	}
+	if env == nil {
+		env = DefaultEnv()
+	}
+	cwd := opts.Cwd
+	if cwd == "" {
+		cwd = "/work"
+	}
+	code, err := s.m.opts.Runtime.Exec(ctx, s.ID, args, &runsc.ExecOpts{Env: env, Cwd: cwd,
+		User: fmt.Sprintf("%d:%d", s.opts.UID, s.opts.GID), Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr})
+	if err != nil {
+		return code, fmt.Errorf("running a process in sandbox %s: %w", s.ID, err)
+	}
+	return code, nil
 }
 
 // Kill stops every process in the sandbox at once; the sandbox then ends and Stdout and Stderr
@@ -308,10 +362,10 @@ func (s *Sandbox) Kill(ctx context.Context) error {
 	return err
 }
 
-// Close kills the sandbox and removes it with everything it had on the host: runsc's state, its
-// cgroup, network namespace, veth pair, firewall chain and rules, its /work and its folder. It
-// is idempotent; later calls return the first call's result.
-func (s *Sandbox) Close(ctx context.Context) error {
+// Destroy kills the sandbox and removes it with everything it had on the host: runsc's state, its
+// cgroup, network namespace, veth pair, firewall chain and rules, its /work and its folder (a
+// Workspace stays). It is idempotent; later calls return the first call's result.
+func (s *Sandbox) Destroy(ctx context.Context) error {
 	s.once.Do(func() {
 		defer close(s.done)
 		var errs []error
@@ -357,22 +411,22 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	return s.err
 }
 
-// Release closes the sandbox in the background (runsc delete takes a while); Manager.Close
-// waits for it. onErr, if not nil, hears of a failure.
-func (m *Manager) Release(s *Sandbox, onErr func(error)) {
+// DestroyInBackground destroys the sandbox without waiting for it (removing a sandbox takes a
+// while); Manager.Close waits for it. onErr, if not nil, hears of a failure.
+func (m *Manager) DestroyInBackground(s *Sandbox, onErr func(error)) {
 	m.closing.Add(1)
 	go func() {
 		defer m.closing.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.Close(ctx); err != nil && onErr != nil {
+		if err := s.Destroy(ctx); err != nil && onErr != nil {
 			onErr(err)
 		}
 	}()
 }
 
-// Close closes every live sandbox, waits for the ones being released, and closes the manager's
-// instance if it opened it itself.
+// Close destroys every live sandbox, waits for the ones being destroyed in the background, and
+// closes the manager's instance if it opened it itself.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	live := make([]*Sandbox, 0, len(m.live))
@@ -380,7 +434,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		live = append(live, s)
 	}
 	m.mu.Unlock()
-	errs := closeAll(ctx, live)
+	errs := destroyAll(ctx, live)
 	waited := make(chan struct{})
 	go func() { m.closing.Wait(); close(waited) }()
 	select {
@@ -396,8 +450,8 @@ func (m *Manager) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// closeAll closes sandboxes at once and returns what failed.
-func closeAll(ctx context.Context, sandboxes []*Sandbox) []error {
+// destroyAll destroys sandboxes at once and returns what failed.
+func destroyAll(ctx context.Context, sandboxes []*Sandbox) []error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -407,7 +461,7 @@ func closeAll(ctx context.Context, sandboxes []*Sandbox) []error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Close(ctx); err != nil {
+			if err := s.Destroy(ctx); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// TestPrepareFailureLeavesNothing: a sandbox that can't start fails with runsc's words and leaves
+// TestStartFailureLeavesNothing: a sandbox that can't start fails with runsc's words and leaves
 // nothing behind, network and all.
-func TestPrepareFailureLeavesNothing(t *testing.T) {
+func TestStartFailureLeavesNothing(t *testing.T) {
 	t.Parallel()
 	base := newTestManager(t, NetworkOptions{})
 	suffix, _ := NewID("")
@@ -25,13 +25,13 @@ func TestPrepareFailureLeavesNothing(t *testing.T) {
 	_, err = m.Start(ctx, Options{Args: []string{"/no/such/program"}, Limits: testLimits(), Network: true})
 	if err == nil || !strings.Contains(err.Error(), "starting the sandbox: runsc run failed") ||
 		!strings.Contains(err.Error(), "/no/such/program: no such file or directory") {
-		t.Fatalf("Prepare of a missing program = %v", err)
+		t.Fatalf("Start of a missing program = %v", err)
 	}
 	left, err := Leftovers(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(left) > 0 {
-		t.Errorf("a failed Prepare left %v", left)
+		t.Errorf("a failed Start left %v", left)
 	}
 }
