@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -264,28 +262,11 @@ func TestWrongPinIsRefusedWithTheLineToAdd(t *testing.T) {
 // pluginPID finds the running plugin of a kind among the host's children.
 func pluginPID(t *testing.T, h *Host, kind string) int {
 	t.Helper()
-	want := "toolhost-plugin-" + kind
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		ppid, _ := strconv.Atoi(fields[1])
-		// The host runs each plugin from a sealed copy (/memfd:…) with argv[0] the binary's path.
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-		if ppid == h.cmd.Process.Pid && filepath.Base(string(argv0)) == want {
-			return pid
-		}
+	pid := pluginPIDOf(h.cmd.Process.Pid, kind)
+	if pid == 0 {
+		t.Fatalf("no toolhost-plugin-%s process under the host", kind)
 	}
-	t.Fatalf("no %s process under the host", want)
-	return 0
+	return pid
 }
 
 func TestKilledPluginEndsRunWithPluginCrashedAndIsRestarted(t *testing.T) {

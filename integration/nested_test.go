@@ -1,12 +1,7 @@
 package integration
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -60,7 +55,7 @@ func TestNestedCallsAnswerWhenever(t *testing.T) {
 	time.Sleep(brokerIdle)
 	callNested(t, h, "after the host sat idle")
 
-	pid := childPID(h, "nested")
+	pid := pluginPIDOf(h.cmd.Process.Pid, "nested")
 	if pid == 0 {
 		t.Fatalf("no nested plugin process under the host")
 	}
@@ -69,7 +64,7 @@ func TestNestedCallsAnswerWhenever(t *testing.T) {
 	}
 	// The host restarts the plugin; wait until the new one is up.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if p := childPID(h, "nested"); p != 0 && p != pid {
+		if p := pluginPIDOf(h.cmd.Process.Pid, "nested"); p != 0 && p != pid {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -91,37 +86,4 @@ func TestNestedCallsAnswerWhenever(t *testing.T) {
 	callNested(t, h, "after a reload")
 	time.Sleep(brokerIdle)
 	callNested(t, h, "after a reload and the host sat idle")
-}
-
-// childPID is the pid of the host's plugin process of a kind, or 0 while
-// there is none.
-func childPID(h *Host, kind string) int {
-	want := "toolhost-plugin-" + kind
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(fields[1]); ppid != h.cmd.Process.Pid {
-			continue
-		}
-		// The host may run a sealed copy of the binary (/proc/PID/exe is
-		// then /memfd:…), with the binary's path as argv[0].
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if filepath.Base(string(argv0)) == want || filepath.Base(exe) == want {
-			return pid
-		}
-	}
-	return 0
 }

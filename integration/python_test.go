@@ -51,15 +51,7 @@ func startPythonHost(t testing.TB, tools map[string]string) *pythonHost {
 // default when negative).
 func startPythonHostPool(t testing.TB, tools map[string]string, poolSize int) *pythonHost {
 	t.Helper()
-	repo := pythonRepo(t)
-	runscBin := filepath.Join(repo, "build/bin/runsc")
-	rootfs := filepath.Join(repo, "build/rootfs")
-	switch {
-	case os.Geteuid() != 0:
-		t.Skip("python tools need root")
-	case !fileExists(runscBin) || !fileExists(filepath.Join(rootfs, "usr/bin/python3")):
-		t.Skip("no runsc or rootfs: make runsc rootfs")
-	}
+	repo, runscBin, rootfs := sandboxBuild(t)
 	dir := t.TempDir()
 	for _, b := range [][]string{
 		{"-o", filepath.Join(dir, "toolhost"), "./host/cmd/toolhost"},

@@ -80,18 +80,7 @@ func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the soak test takes minutes")
 	}
-	repo := pythonRepo(t)
-	if build, err := filepath.EvalSymlinks(filepath.Join(repo, "build")); err == nil {
-		repo = filepath.Dir(build) // runsc mounts the rootfs by its real path
-	}
-	runscBin := filepath.Join(repo, "build/bin/runsc")
-	rootfs := filepath.Join(repo, "build/rootfs")
-	switch {
-	case os.Geteuid() != 0:
-		t.Skip("python tools need root")
-	case !fileExists(runscBin) || !fileExists(filepath.Join(rootfs, "usr/bin/python3")):
-		t.Skip("no runsc or rootfs: make runsc rootfs")
-	}
+	repo, runscBin, _ := sandboxBuild(t)
 
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -471,32 +460,8 @@ func soakKinds(t *testing.T) []string {
 	return kinds
 }
 
-// children are the host's child processes: pid → the kind of plugin its command line names.
-func (h *soakHost) children() map[int]string {
-	out := map[int]string{}
-	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		rest := string(b[bytes.LastIndexByte(b, ')')+2:])
-		f := strings.Fields(rest)
-		if len(f) < 2 || f[1] != strconv.Itoa(h.cmd.Process.Pid) {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
-		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-		kind := strings.TrimPrefix(filepath.Base(string(argv0)), "toolhost-plugin-")
-		if f[0] == "Z" {
-			kind = "zombie " + kind
-		}
-		out[pid] = kind
-	}
-	return out
-}
+// children are the host's plugin processes: pid → kind.
+func (h *soakHost) children() map[int]string { return pluginChildren(h.cmd.Process.Pid) }
 
 func (h *soakHost) pluginPID(t *testing.T, kind string) int {
 	t.Helper()

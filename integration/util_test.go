@@ -1,5 +1,72 @@
 package integration
 
-import "errors"
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
 
 func errorsAs(err error, target any) bool { return err != nil && errors.As(err, target) }
+
+// pluginChildren are the plugin processes of a host: pid → kind, read from each child's argv[0]
+// (the host runs a sealed copy of each binary, so /proc/PID/exe is /memfd:…). A zombie's kind is
+// marked "zombie <kind>".
+func pluginChildren(hostPID int) map[int]string {
+	out := map[int]string{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, stat := range stats {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(hostPID) {
+			continue
+		}
+		dir := filepath.Dir(stat)
+		pid, _ := strconv.Atoi(filepath.Base(dir))
+		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+		kind := strings.TrimPrefix(filepath.Base(string(argv0)), "toolhost-plugin-")
+		if fields[0] == "Z" {
+			kind = "zombie " + kind
+		}
+		out[pid] = kind
+	}
+	return out
+}
+
+// pluginPIDOf is the pid of a host's running plugin of a kind, or 0 while there is none.
+func pluginPIDOf(hostPID int, kind string) int {
+	for pid, k := range pluginChildren(hostPID) {
+		if k == kind {
+			return pid
+		}
+	}
+	return 0
+}
+
+// sandboxBuild is what python tools need, built by make runsc rootfs: the repository (by its real
+// path: runsc mounts the rootfs by it), runsc and the rootfs. It skips the test when they are missing
+// or the test isn't root.
+func sandboxBuild(t testing.TB) (repo, runscBin, rootfs string) {
+	t.Helper()
+	repo = pythonRepo(t)
+	if build, err := filepath.EvalSymlinks(filepath.Join(repo, "build")); err == nil {
+		repo = filepath.Dir(build)
+	}
+	runscBin = filepath.Join(repo, "build/bin/runsc")
+	rootfs = filepath.Join(repo, "build/rootfs")
+	switch {
+	case os.Geteuid() != 0:
+		t.Skip("python tools need root")
+	case !fileExists(runscBin) || !fileExists(filepath.Join(rootfs, "usr/bin/python3")):
+		t.Skip("no runsc or rootfs: make runsc rootfs")
+	}
+	return repo, runscBin, rootfs
+}
