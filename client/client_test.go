@@ -20,58 +20,11 @@ import (
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/api"
+	"github.com/toolhost/toolhost/host/api/apitest"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
-	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/hostside"
 )
-
-// kind is an in-process kind: "lines" prints n lines of size bytes, with
-// delay_ms before each; "block" waits to be cancelled; "fail" fails.
-type kind struct{}
-
-func (kind) Invoke(ctx context.Context, inv hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
-	var a struct {
-		N       int `json:"n"`
-		Size    int `json:"size"`
-		DelayMS int `json:"delay_ms"`
-	}
-	_ = json.Unmarshal(inv.Args, &a)
-	switch inv.Tool.Name {
-	case "block":
-		<-ctx.Done()
-		return nil, ctx.Err()
-	case "fail":
-		onEvent(sdk.Event{Stdout: []byte("trying\n")})
-		return nil, &sdk.Error{Code: "no_luck", Message: "the thing could not be done"}
-	}
-	pad := strings.Repeat("x", max(0, a.Size-10))
-	for i := range a.N {
-		if a.DelayMS > 0 {
-			select {
-			case <-time.After(time.Duration(a.DelayMS) * time.Millisecond):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		onEvent(sdk.Event{Stdout: fmt.Appendf(nil, "%d %s\n", i, pad)})
-	}
-	onEvent(sdk.Event{Stderr: []byte("done\n")})
-	return json.Marshal(map[string]int{"lines": a.N})
-}
-
-// smallBuffers makes the host's socket buffers small, so that a client
-// that does not read is felt by the host at once.
-type smallBuffers struct{ net.Listener }
-
-func (l smallBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(64 << 10)
-	}
-	return c, err
-}
 
 type host struct {
 	srv  *httptest.Server
@@ -82,27 +35,11 @@ type host struct {
 // newHost serves the real API with the in-process kind.
 func newHost(t testing.TB, opts api.Options) *host {
 	t.Helper()
-	param := func(name string) config.Param { return config.Param{Name: name, Kind: "integer"} }
-	run := json.RawMessage(`{"type":"fake"}`)
-	reg := tools.NewRegistry()
-	reg.Replace([]*tools.Tool{
-		{Tool: config.Tool{Name: "lines", Description: "Print lines.", Effect: "read", Params: []config.Param{param("n"), param("size"), param("delay_ms")}}, Kind: "fake", Run: run},
-		{Tool: config.Tool{Name: "block", Description: "Wait to be cancelled.", Effect: "read"}, Kind: "fake", Run: run},
-		{Tool: config.Tool{Name: "fail", Description: "Fail.", Effect: "read"}, Kind: "fake", Run: run},
+	h := apitest.Start(t, apitest.Setup{Kind: apitest.Kind{Done: true}}, func(reg *tools.Registry, d *runs.Dispatcher) *api.Server {
+		opts.Registry, opts.Dispatcher = reg, d
+		return api.New(opts)
 	})
-	d := runs.NewDispatcher(reg, func(k string) (runs.Invoker, bool) { return kind{}, k == "fake" }, nil, time.Hour)
-	opts.Registry, opts.Dispatcher = reg, d
-	a := api.New(opts)
-	srv := httptest.NewUnstartedServer(a)
-	srv.Listener = smallBuffers{srv.Listener}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		d.CancelAll()
-		d.Close()
-	})
-	return &host{srv: srv, api: a, runs: d}
+	return &host{srv: h.Srv, api: h.API, runs: h.Runs}
 }
 
 func ctx(t testing.TB) context.Context {

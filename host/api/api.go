@@ -327,7 +327,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 			writeError(w, callErrorStatus(ce.Code), ce.Code, ce.Message)
 			return
 		}
-		writeError(w, http.StatusInternalServerError, "failed", err.Error())
+		writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -393,7 +393,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, id auth.Identity
 	rec, err := run.Record(r.URL.Query().Get("events") != "false")
 	if err != nil {
 		s.opts.Logger.Error("a run's output could not be read back", "run", run.ID, "error", err)
-		writeError(w, http.StatusInternalServerError, "failed", "the run's output can't be read back: "+err.Error())
+		writeError(w, http.StatusInternalServerError, errcode.Failed, "the run's output can't be read back: "+err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)

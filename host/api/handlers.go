@@ -91,7 +91,7 @@ func (c *wsConn) call(m client.Message) {
 	c.mu.Unlock()
 	run, err := c.s.opts.Dispatcher.Start(runs.Request{Tool: m.Tool, Args: m.Args, Principal: who.Name, Session: m.Session, IdempotencyKey: m.IdempotencyKey})
 	if err != nil {
-		code := "failed"
+		code := errcode.Failed
 		var ce *errcode.Error
 		if errors.As(err, &ce) {
 			code = ce.Code

@@ -18,65 +18,16 @@ import (
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/host/api/apitest"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
-	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
-// fakeKind is an in-process kind: "lines" prints n lines of size bytes
-// (to stderr too when stderr is set, with a progress event half way),
-// waiting delay_ms before each; "block" waits to be cancelled. A line
-// starts with the time it was printed, in nanoseconds, for latency.
-type fakeKind struct{}
-
-func (fakeKind) Invoke(ctx context.Context, inv hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
-	var a struct {
-		N       int  `json:"n"`
-		Size    int  `json:"size"`
-		DelayMS int  `json:"delay_ms"`
-		Stderr  bool `json:"stderr"`
-	}
-	_ = json.Unmarshal(inv.Args, &a)
-	switch inv.Tool.Name {
-	case "block":
-		<-ctx.Done()
-		return nil, ctx.Err()
-	case "fail":
-		onEvent(sdk.Event{Stdout: []byte("trying\n")})
-		return nil, &sdk.Error{Code: "no_luck", Message: "the thing could not be done"}
-	}
-	pad := strings.Repeat("x", max(0, a.Size-40))
-	for i := range a.N {
-		if a.DelayMS > 0 {
-			select {
-			case <-time.After(time.Duration(a.DelayMS) * time.Millisecond):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		onEvent(sdk.Event{Stdout: fmt.Appendf(nil, "%d %d %s\n", time.Now().UnixNano(), i, pad)})
-		if a.Stderr {
-			onEvent(sdk.Event{Stderr: fmt.Appendf(nil, "warning %d\n", i)})
-		}
-		if a.Stderr && i == a.N/2 {
-			onEvent(sdk.Event{Progress: &sdk.Progress{Fraction: 0.5, Message: "half way"}})
-		}
-	}
-	return json.Marshal(map[string]int{"lines": a.N})
-}
-
+// fakeTools are the tools of apitest.Kind and one of a kind not running.
 func fakeTools() []*tools.Tool {
-	param := func(name, kind string) config.Param { return config.Param{Name: name, Kind: kind} }
-	return []*tools.Tool{
-		{Tool: config.Tool{Name: "lines", Description: "Print lines.", Effect: "read",
-			Params: []config.Param{param("n", "integer"), param("size", "integer"), param("delay_ms", "integer"), param("stderr", "bool")}},
-			Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)},
-		{Tool: config.Tool{Name: "block", Description: "Wait to be cancelled.", Effect: "read"}, Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)},
-		{Tool: config.Tool{Name: "fail", Description: "Fail.", Effect: "read"}, Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)},
-		{Tool: config.Tool{Name: "ghost", Description: "Of a kind not running.", Effect: "read"}, Kind: "ghost", Run: json.RawMessage(`{"type":"ghost"}`)},
-	}
+	return append(apitest.Tools(),
+		&tools.Tool{Tool: config.Tool{Name: "ghost", Description: "Of a kind not running.", Effect: "read"}, Kind: "ghost", Run: json.RawMessage(`{"type":"ghost"}`)})
 }
 
 type testHost struct {
@@ -86,40 +37,15 @@ type testHost struct {
 	url  string // ws://…/api/v1/ws
 }
 
-// smallBuffers makes the kernel's socket buffers small, so that a client
-// that does not read is felt by the host at once.
-type smallBuffers struct{ net.Listener }
-
-func (l smallBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(64 << 10)
-	}
-	return c, err
-}
-
+// newTestHost serves the API with apitest.Kind, whose lines start with
+// the time they were printed, and runs that spill past 64 KiB.
 func newTestHost(t testing.TB, opts Options) *testHost {
 	t.Helper()
-	reg := tools.NewRegistry()
-	reg.Replace(fakeTools())
-	d := runs.NewDispatcher(reg, func(kind string) (runs.Invoker, bool) { return fakeKind{}, kind == "fake" }, nil, time.Hour)
-	sd, err := runs.OpenSpillDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.SpillTo(sd, 64<<10)
-	opts.Registry, opts.Dispatcher = reg, d
-	api := New(opts)
-	srv := httptest.NewUnstartedServer(api)
-	srv.Listener = smallBuffers{srv.Listener}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		d.CancelAll()
-		d.Close()
+	h := apitest.Start(t, apitest.Setup{Kind: apitest.Kind{Stamp: true}, Tools: fakeTools(), Spill: 64 << 10}, func(reg *tools.Registry, d *runs.Dispatcher) *Server {
+		opts.Registry, opts.Dispatcher = reg, d
+		return New(opts)
 	})
-	return &testHost{srv: srv, api: api, runs: d, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/ws"}
+	return &testHost{srv: h.Srv, api: h.API, runs: h.Runs, url: "ws" + strings.TrimPrefix(h.Srv.URL, "http") + "/api/v1/ws"}
 }
 
 type wsClient struct {

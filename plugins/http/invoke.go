@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // result is what a successful call returns when the tool has no pick.
@@ -198,7 +199,7 @@ func explain(ctx context.Context, err error, p *plan, where string, sec secrets)
 		return sdk.Errorf("timeout", "the request to %s took longer than %s and was stopped (the tool's timeout_seconds, at most [http] timeout_seconds)", where, seconds(p.TimeoutSeconds))
 	}
 	if ctx.Err() != nil {
-		return sdk.Errorf("cancelled", "the run was cancelled")
+		return sdk.Errorf(errcode.Cancelled, "the run was cancelled")
 	}
 	var (
 		dnsErr  *net.DNSError

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // Error codes of a run, short and machine-readable.
@@ -32,7 +33,7 @@ const (
 	codeBadResult  = "bad_result"
 	codeOutputCut  = "output_cut"
 	codeSandbox    = "sandbox"
-	codeCancelled  = "cancelled"
+	codeCancelled  = errcode.Cancelled
 	checkSeconds   = 10
 	checkMemoryMB  = 256
 	maxResultBytes = 16 << 20
