@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
+	"github.com/toolhost/toolhost/runsc/sandboxtest"
 )
 
 // The tests run runsc's verbs against the real runsc and rootfs built by make runsc rootfs, as
@@ -23,16 +24,8 @@ var testEnv struct {
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
 		repo, _ := filepath.Abs("..")
-		testEnv.runsc = envOr("TOOLHOST_RUNSC", filepath.Join(repo, "build/bin/runsc"))
-		testEnv.rootfs = envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs"))
-		switch {
-		case os.Geteuid() != 0:
-			testEnv.skip = "the runtime tests need root"
-		case !exists(testEnv.runsc):
-			testEnv.skip = "no runsc at " + testEnv.runsc + ": make runsc"
-		case !exists(filepath.Join(testEnv.rootfs, "usr/bin/python3")):
-			testEnv.skip = "no rootfs at " + testEnv.rootfs + ": make rootfs"
-		}
+		env := sandboxtest.Find(repo, "the runtime tests")
+		testEnv.runsc, testEnv.rootfs, testEnv.skip = env.Runsc, env.Rootfs, env.Skip
 		if testEnv.skip != "" {
 			return m.Run()
 		}
@@ -49,17 +42,10 @@ func TestMain(m *testing.M) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		opts := sandbox.SweepOptions{Runtime: newRuntime(), Prefix: testEnv.prefix, StateDir: dir}
-		left, err := sandbox.Leftovers(ctx, opts)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "listing leftovers:", err)
-			return 1
-		}
-		if len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "the tests left containers behind:\n  %v\n", left)
-			_ = sandbox.Sweep(ctx, opts)
-			return 1
-		}
-		return code
+		return max(code, sandboxtest.NothingLeft(ctx, "containers", sandboxtest.Leftovers{
+			List:  func(ctx context.Context) ([]string, error) { return sandbox.Leftovers(ctx, opts) },
+			Sweep: func(ctx context.Context) error { return sandbox.Sweep(ctx, opts) },
+		}))
 	}())
 }
 
@@ -69,16 +55,4 @@ func newRuntime() *runsc.Runtime {
 		panic(err)
 	}
 	return rt
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
+	"github.com/toolhost/toolhost/runsc/sandboxtest"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/sdktest"
 )
@@ -44,16 +45,9 @@ func testMain(m *testing.M) int {
 		return runHelper(spec) // the test binary as a stand-in for the plugin (lifetime_test.go)
 	}
 	repo, _ := filepath.Abs("../..")
-	env.runscBin = envOr("TOOLHOST_RUNSC", filepath.Join(repo, "build/bin/runsc"))
-	rootfs := envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs"))
-	switch {
-	case os.Geteuid() != 0:
-		env.skip = "the python kind's tests need root"
-	case !exists(env.runscBin):
-		env.skip = "no runsc at " + env.runscBin + ": make runsc"
-	case !exists(filepath.Join(rootfs, "usr/bin/python3")):
-		env.skip = "no rootfs at " + rootfs + ": make rootfs"
-	}
+	found := sandboxtest.Find(repo, "the python kind's tests")
+	env.runscBin, env.skip = found.Runsc, found.Skip
+	rootfs := found.Rootfs
 	if env.skip != "" {
 		return m.Run()
 	}
@@ -131,30 +125,14 @@ func runSuite(ctx context.Context, m *testing.M, rt *runsc.Runtime, rootfs strin
 		}
 	}
 	for _, p := range prefixes {
-		left, err := sandbox.Leftovers(ctx, sandbox.SweepOptions{Runtime: rt, Prefix: p, StateDir: env.stateDir})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "listing leftovers:", err)
-			return 1
-		}
-		if len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "the tests left sandboxes behind: %v\n", left)
-			code = 1
-		}
+		code = max(code, sandboxtest.NothingLeft(ctx, "sandboxes", sandboxtest.Leftovers{List: func(ctx context.Context) ([]string, error) {
+			return sandbox.Leftovers(ctx, sandbox.SweepOptions{Runtime: rt, Prefix: p, StateDir: env.stateDir})
+		}}))
 	}
 	return code
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
+func envOr(k, def string) string { return sandboxtest.EnvOr(k, def) }
 
 // conn serves the walled kind (or the open one) to one test over the SDK's in-process gRPC.
 func conn(t *testing.T, open bool) *sdktest.Conn {

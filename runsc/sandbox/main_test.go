@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandboxtest"
 )
 
 // The tests run against the real runsc and rootfs built by make runsc rootfs, as root. Their
@@ -22,16 +23,8 @@ var testEnv struct {
 func TestMain(m *testing.M) {
 	code := func() int {
 		repo, _ := filepath.Abs("../..")
-		testEnv.runsc = envOr("TOOLHOST_RUNSC", filepath.Join(repo, "build/bin/runsc"))
-		testEnv.rootfs = envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs"))
-		switch {
-		case os.Geteuid() != 0:
-			testEnv.skip = "the sandbox tests need root"
-		case !exists(testEnv.runsc):
-			testEnv.skip = "no runsc at " + testEnv.runsc + ": make runsc"
-		case !exists(filepath.Join(testEnv.rootfs, "usr/bin/python3")):
-			testEnv.skip = "no rootfs at " + testEnv.rootfs + ": make rootfs"
-		}
+		env := sandboxtest.Find(repo, "the sandbox tests")
+		testEnv.runsc, testEnv.rootfs, testEnv.skip = env.Runsc, env.Rootfs, env.Skip
 		if testEnv.skip != "" {
 			return m.Run()
 		}
@@ -53,32 +46,17 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		opts := SweepOptions{Runtime: rt, Prefix: testEnv.prefix, StateDir: dir}
-		left, err := Leftovers(ctx, opts)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "listing leftovers:", err)
-			return 1
-		}
-		if len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "the tests left sandboxes behind:\n  %v\n", left)
-			_ = Sweep(ctx, opts)
-			return 1
-		}
-		return code
+		return max(code, sandboxtest.NothingLeft(ctx, "sandboxes", sandboxtest.Leftovers{
+			List:  func(ctx context.Context) ([]string, error) { return Leftovers(ctx, opts) },
+			Sweep: func(ctx context.Context) error { return Sweep(ctx, opts) },
+		}))
 	}()
 	os.Exit(code)
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
+func envOr(k, def string) string { return sandboxtest.EnvOr(k, def) }
 
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
+func exists(p string) bool { return sandboxtest.Exists(p) }
 
 // newTestManager returns a manager on the test state folder; its sandboxes are closed when the
 // test ends.

@@ -1,0 +1,78 @@
+// Package sandboxtest holds what the tests that run real sandboxes share:
+// finding the runsc and rootfs that make runsc rootfs built, and checking
+// the tests left nothing behind.
+//
+// It does not import runsc/sandbox, whose own tests use it.
+package sandboxtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Env is where the tests' runsc and rootfs are, and why the tests skip.
+type Env struct {
+	Runsc, Rootfs string
+	// Skip says why the tests cannot run here; "" when they can.
+	Skip string
+}
+
+// Find finds runsc and the rootfs below the repository at repo (build/bin/runsc, build/rootfs),
+// or where TOOLHOST_RUNSC and TOOLHOST_ROOTFS say. Skip names who ("the sandbox tests") when
+// this is not root or one of them is missing, with the make target that builds it.
+func Find(repo, who string) Env {
+	e := Env{
+		Runsc:  EnvOr("TOOLHOST_RUNSC", filepath.Join(repo, "build/bin/runsc")),
+		Rootfs: EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+	}
+	switch {
+	case os.Geteuid() != 0:
+		e.Skip = who + " need root"
+	case !Exists(e.Runsc):
+		e.Skip = "no runsc at " + e.Runsc + ": make runsc"
+	case !Exists(filepath.Join(e.Rootfs, "usr/bin/python3")):
+		e.Skip = "no rootfs at " + e.Rootfs + ": make rootfs"
+	}
+	return e
+}
+
+// EnvOr is the environment variable k, or def when it is empty.
+func EnvOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// Exists says whether p is there.
+func Exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// Leftovers lists what tests left behind; Sweep removes it. They are
+// sandbox.Leftovers and sandbox.Sweep with the tests' options.
+type Leftovers struct {
+	List  func(context.Context) ([]string, error)
+	Sweep func(context.Context) error // nil: left as it is
+}
+
+// NothingLeft says on stderr what the tests left behind, naming what ("sandboxes"), sweeps it
+// when l.Sweep is set, and returns 1; it returns 0 when nothing is left.
+func NothingLeft(ctx context.Context, what string, l Leftovers) int {
+	left, err := l.List(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listing leftovers:", err)
+		return 1
+	}
+	if len(left) == 0 {
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "the tests left %s behind:\n  %v\n", what, left)
+	if l.Sweep != nil {
+		_ = l.Sweep(ctx)
+	}
+	return 1
+}
