@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandboxtest"
 )
 
 // platformConfig is a [python] table with prefix and platform.
@@ -50,29 +51,9 @@ func TestConfigureRefusesAPlatformThatDoesntStart(t *testing.T) {
 	assertNothingLeft(t, prefix)
 }
 
-// hangingRunsc writes a wrapper around the real runsc that hangs, as kvm does on some machines,
-// when asked to start a sandbox on platform; every other command goes to the real runsc.
+// hangingRunsc is a runsc that hangs ("sleep 3599") when asked to start a sandbox on platform.
 func hangingRunsc(t *testing.T, platform string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "runsc")
-	script := `#!/bin/sh
-hang=
-verb=
-for a in "$@"; do
-	case "$a" in
-	--platform=` + platform + `) hang=1 ;;
-	run|create) verb=1 ;;
-	esac
-done
-if [ -n "$hang" ] && [ -n "$verb" ]; then
-	exec sleep 3599
-fi
-exec ` + env.runscBin + ` "$@"
-`
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return sandboxtest.HangingRunsc(t, env.runscBin, platform, 3599)
 }
 
 // TestConfigureGivesUpOnAHangingPlatform: a platform that neither starts a sandbox nor fails is

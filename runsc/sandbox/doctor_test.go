@@ -2,13 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandboxtest"
 )
 
 func TestDoctorPassesOnThisMachine(t *testing.T) {
@@ -62,29 +62,9 @@ func TestDoctorSaysHowToFix(t *testing.T) {
 	}
 }
 
-// hangingRunsc writes a wrapper around the real runsc that hangs, as kvm does on some machines,
-// when asked to start a sandbox on platform; every other command goes to the real runsc.
+// hangingRunsc is a runsc that hangs ("sleep 3598") when asked to start a sandbox on platform.
 func hangingRunsc(t *testing.T, platform string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "runsc")
-	script := `#!/bin/sh
-hang=
-verb=
-for a in "$@"; do
-	case "$a" in
-	--platform=` + platform + `) hang=1 ;;
-	run|create) verb=1 ;;
-	esac
-done
-if [ -n "$hang" ] && [ -n "$verb" ]; then
-	exec sleep 3598
-fi
-exec ` + testEnv.runsc + ` "$@"
-`
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return sandboxtest.HangingRunsc(t, testEnv.runsc, platform, 3598)
 }
 
 // TestPlatformCheckGivesUpOnAHangingPlatform: doctor's platform line gives up on a platform that

@@ -1,6 +1,6 @@
 // Package sandboxtest holds what the tests that run real sandboxes share:
-// finding the runsc and rootfs that make runsc rootfs built, and checking
-// the tests left nothing behind.
+// finding the runsc and rootfs that make runsc rootfs built, checking the
+// tests left nothing behind, and a runsc that hangs on one platform.
 //
 // It does not import runsc/sandbox, whose own tests use it.
 package sandboxtest
@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"testing"
 )
 
 // Env is where the tests' runsc and rootfs are, and why the tests skip.
@@ -75,4 +77,30 @@ func NothingLeft(ctx context.Context, what string, l Leftovers) int {
 		_ = l.Sweep(ctx)
 	}
 	return 1
+}
+
+// HangingRunsc writes a wrapper around the real runsc that hangs, as kvm does on some machines,
+// when asked to start a sandbox on platform: it becomes "sleep seconds", which a test may look
+// for; every other command goes to the real runsc.
+func HangingRunsc(t testing.TB, realRunsc, platform string, seconds int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "runsc")
+	script := `#!/bin/sh
+hang=
+verb=
+for a in "$@"; do
+	case "$a" in
+	--platform=` + platform + `) hang=1 ;;
+	run|create) verb=1 ;;
+	esac
+done
+if [ -n "$hang" ] && [ -n "$verb" ]; then
+	exec sleep ` + strconv.Itoa(seconds) + `
+fi
+exec ` + realRunsc + ` "$@"
+`
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
