@@ -151,15 +151,8 @@ func dialFrom(nsPath, addr string, timeout time.Duration) error {
 
 // codeRunner runs, inside a sandbox, the Python code it reads as one JSON string line from fd 3,
 // with a dict `out` in scope, and answers with `out` as JSON.
-const codeRunner = `
-import json, os
-f = os.fdopen(3, "r+b", buffering=0)
-line = b""
-while not line.endswith(b"\n"):
-    c = f.read(1)
-    if not c:
-        break
-    line += c
+const codeRunner = readLine + `
+import json
 out = {}
 exec(json.loads(line), {"out": out})
 f.write((json.dumps(out) + "\n").encode())

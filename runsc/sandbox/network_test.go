@@ -20,15 +20,8 @@ import (
 
 // connectRunner reads one "host:port" line from fd 3, tries a TCP connection to it, and answers
 // with what happened and how long it took.
-const connectRunner = `
-import json, os, socket, time
-f = os.fdopen(3, "r+b", buffering=0)
-line = b""
-while not line.endswith(b"\n"):
-    c = f.read(1)
-    if not c:
-        break
-    line += c
+const connectRunner = readLine + `
+import json, socket, time
 host, port = line.decode().strip().rsplit(":", 1)
 t0 = time.monotonic()
 try:

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// echoRunner reads one line from fd 3, prints it, replies with it upper-cased, and exits.
-const echoRunner = `
-import os, sys
+// readLine is the start of a runner: it opens fd 3 as f and reads one line from it into line.
+const readLine = `
+import os
 f = os.fdopen(3, "r+b", buffering=0)
 line = b""
 while not line.endswith(b"\n"):
@@ -19,6 +19,11 @@ while not line.endswith(b"\n"):
     if not c:
         break
     line += c
+`
+
+// echoRunner reads one line from fd 3, prints it, replies with it upper-cased, and exits.
+const echoRunner = readLine + `
+import sys
 print("got", line.decode().strip(), flush=True)
 print("to stderr", file=sys.stderr, flush=True)
 f.write(line.upper())
