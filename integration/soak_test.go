@@ -48,10 +48,14 @@ func soakIdle(t *testing.T) time.Duration {
 	return 80 * time.Second
 }
 
-// soakSlack is how much slower than the first phase a phase's median may be: 2×, or 25 ms when
+// soakSlack is how much slower than the first phase a phase's median may be: 2×, or 50 ms when
 // that is more. The regression it guards is 5 s per call; a 2-core machine that runs other test
-// packages beside this one moves a 5 ms median by more than 2× now and then.
-const soakSlack = 25 * time.Millisecond
+// packages beside this one (make test runs two at once) moves a 3 ms median by more than 2× now and
+// then. A tool whose median is over its bound is measured again, up to soakTries times, and its
+// best median counts: load comes and goes, a call that waits on a timeout waits every time.
+const soakSlack = 50 * time.Millisecond
+
+const soakTries = 3
 
 // soakCeiling bounds every phase's median, the first included: each tool here answers in
 // milliseconds, so a median of a second means a call waits on some timeout (the broker's was 5 s).
@@ -115,6 +119,19 @@ func TestSoak(t *testing.T) {
 	phase := func(name string, busy int) {
 		t.Helper()
 		medians := soakPhase(t, h, ws, tools)
+		bound := func(tool string) time.Duration {
+			if base == nil {
+				return soakCeiling
+			}
+			return min(soakCeiling, max(2*base[tool], base[tool]+soakSlack))
+		}
+		for _, tool := range tools {
+			for try := 1; try < soakTries && medians[tool.name] > bound(tool.name); try++ {
+				again := soakPhase(t, h, ws, []soakTool{tool})[tool.name]
+				t.Logf("phase %s: %s took %v, over %v; measured again: %v", name, tool.name, medians[tool.name], bound(tool.name), again)
+				medians[tool.name] = min(medians[tool.name], again)
+			}
+		}
 		line := []string{}
 		for _, tool := range tools {
 			line = append(line, fmt.Sprintf("%s %v", tool.name, medians[tool.name].Round(100*time.Microsecond)))
@@ -122,18 +139,17 @@ func TestSoak(t *testing.T) {
 		t.Logf("phase %-34s medians: %s", name+":", strings.Join(line, ", "))
 		for _, tool := range tools {
 			if got := medians[tool.name]; got > soakCeiling {
-				t.Errorf("phase %s: %s took %v (median of %d): a trivial call must not take a second; something waits on a timeout",
-					name, tool.name, got, soakCallsPerTool)
+				t.Errorf("phase %s: %s took %v (best median of %d calls in %d tries): a trivial call must not take a second; something waits on a timeout",
+					name, tool.name, got, soakCallsPerTool, soakTries)
 			}
 		}
 		if base == nil {
 			base = medians
 		} else {
 			for _, tool := range tools {
-				limit := max(2*base[tool.name], base[tool.name]+soakSlack)
-				if got := medians[tool.name]; got > limit {
-					t.Errorf("phase %s: %s took %v (median of %d), more than %v (first phase: %v)",
-						name, tool.name, got, soakCallsPerTool, limit, base[tool.name])
+				if got, limit := medians[tool.name], bound(tool.name); got > limit {
+					t.Errorf("phase %s: %s took %v (best median of %d calls in %d tries), more than %v (first phase: %v)",
+						name, tool.name, got, soakCallsPerTool, soakTries, limit, base[tool.name])
 				}
 			}
 		}
