@@ -132,8 +132,6 @@ func runSuite(ctx context.Context, m *testing.M, rt *runsc.Runtime, rootfs strin
 	return code
 }
 
-func envOr(k, def string) string { return sandboxtest.EnvOr(k, def) }
-
 // conn serves the walled kind (or the open one) to one test over the SDK's in-process gRPC.
 func conn(t *testing.T, open bool) *sdktest.Conn {
 	t.Helper()

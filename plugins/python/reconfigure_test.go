@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
+	"github.com/toolhost/toolhost/runsc/sandboxtest"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -22,7 +23,7 @@ func TestReconfigureKeepsRunsInFlight(t *testing.T) {
 	prefix := testPrefix("thrc")
 	repo, _ := filepath.Abs("../..")
 	table := func(workMB int) json.RawMessage {
-		raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": envOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+		raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": sandboxtest.EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
 			"state_dir": env.stateDir, "sandbox_prefix": prefix, "work_mb": workMB})
 		return raw
 	}

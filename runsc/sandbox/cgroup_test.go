@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc/sandboxtest"
 )
 
 // testCgroup makes a cgroup of the test's own in the freezer and pids hierarchies (pids.max
@@ -22,7 +24,7 @@ func testCgroup(t *testing.T) (id string, pids, freezer string) {
 		t.Skip("cgroups need root")
 	}
 	freezerRoot := filepath.Join(CgroupRoot, "freezer")
-	if _, err := os.Stat(filepath.Join(freezerRoot, "freezer.state")); err != nil && !exists(filepath.Join(freezerRoot, "cgroup.procs")) {
+	if _, err := os.Stat(filepath.Join(freezerRoot, "freezer.state")); err != nil && !sandboxtest.Exists(filepath.Join(freezerRoot, "cgroup.procs")) {
 		t.Skip("no cgroup v1 freezer at " + freezerRoot)
 	}
 	prefix := testEnv.prefix

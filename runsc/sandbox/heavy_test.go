@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc/sandboxtest"
 )
 
 // TestMeasureHeavyImports compares, on a rootfs with python3-numpy (make the second rootfs with
@@ -28,8 +30,8 @@ func TestMeasureHeavyImports(t *testing.T) {
 	if testEnv.skip != "" {
 		t.Skip(testEnv.skip)
 	}
-	rootfs, _ := filepath.Abs(envOr("TOOLHOST_ROOTFS_NUMPY", "../../build/rootfs-numpy"))
-	if !exists(filepath.Join(rootfs, "usr/lib/python3/dist-packages/numpy")) {
+	rootfs, _ := filepath.Abs(sandboxtest.EnvOr("TOOLHOST_ROOTFS_NUMPY", "../../build/rootfs-numpy"))
+	if !sandboxtest.Exists(filepath.Join(rootfs, "usr/lib/python3/dist-packages/numpy")) {
 		t.Skip("no numpy rootfs at " + rootfs + ": runsc/rootfs/build.sh build/rootfs-numpy python3-numpy")
 	}
 	base := newTestManager(t, NetworkOptions{})

@@ -54,10 +54,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func envOr(k, def string) string { return sandboxtest.EnvOr(k, def) }
-
-func exists(p string) bool { return sandboxtest.Exists(p) }
-
 // newTestManager returns a manager on the test state folder; its sandboxes are closed when the
 // test ends.
 func newTestManager(t *testing.T, netOpts NetworkOptions) *Manager {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc/sandboxtest"
 )
 
 // markRunner says it is ready, waits for one request, answers "fresh" when neither /work nor
@@ -197,7 +199,7 @@ func TestPoolHandOutSetsTheRunsLimits(t *testing.T) {
 	if got := readUint(filepath.Join(mem, "memory.limit_in_bytes")); got != 160<<20 {
 		t.Errorf("memory.limit_in_bytes = %d; want %d", got, 160<<20)
 	}
-	if exists(filepath.Join(mem, "memory.memsw.limit_in_bytes")) {
+	if sandboxtest.Exists(filepath.Join(mem, "memory.memsw.limit_in_bytes")) {
 		if got := readUint(filepath.Join(mem, "memory.memsw.limit_in_bytes")); got != 160<<20 {
 			t.Errorf("memory.memsw.limit_in_bytes = %d; want %d", got, 160<<20)
 		}
