@@ -2,7 +2,8 @@
 // the tool files, strictly (an unknown key, a wrong type or a bad value is an
 // error at its file and line), with defaults filled in and paths resolved.
 //
-// It knows the host's own tables only. Every other table ([http], [python],
+// It knows the host's own tables only ([server], [plugins], [runs], [log],
+// [model], [[tokens]], [[tool]]). Every other table ([http], [python],
 // [kinds.NAME]) belongs to a kind and is kept as written: the kind's plugin
 // says what it takes (its config schema) and checks it (its Configure), and
 // KindTable and KindError turn the one into the plugin's input and the other
@@ -34,6 +35,7 @@ type Config struct {
 	Runs     RunsConfig
 	Tokens   []Token
 	Log      LogConfig
+	Model    ModelConfig
 	// Kinds holds every kind's table as written, by kind: a top-level table
 	// that is not the host's own ([http], [python]) or a [kinds.<name>]
 	// table. Values are as decoded: string, int64, float64, bool, time
@@ -117,6 +119,7 @@ func Default() *Config {
 		Plugins: PluginsConfig{Dir: "/usr/lib/toolhost/plugins", SHA256: map[string]string{}, StartTimeoutSeconds: 10},
 		Runs:    RunsConfig{KeepMinutes: 60, MaxRunningPerToken: 8},
 		Log:     LogConfig{Level: "info", Format: "text"},
+		Model:   defaultModel(),
 		Kinds:   map[string]map[string]any{},
 		kindAt:  map[string]string{},
 	}
@@ -230,6 +233,10 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 			d.oneOf("log.format", c.Log.Format, "text", "json")
 		}
 		t.done()
+	}
+
+	if v, ok := top.get("model"); ok {
+		d.decodeModel(v, &c.Model, dir)
 	}
 
 	// Every other table belongs to a kind: [http], [python], or a
@@ -440,7 +447,7 @@ var (
 
 // hostKeys are the host's own top-level keys, in the order of the example
 // config; any other top-level table is a kind's.
-var hostKeys = []string{"server", "plugins", "tools_dir", "runs", "tokens", "log", "kinds", "tool"}
+var hostKeys = []string{"server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "kinds", "tool"}
 
 func checkHex(s string) string {
 	switch {

@@ -106,6 +106,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		"plugins.sha256": nil,
 		"runs":           {"keep_minutes", "max_running_per_token"},
 		"log":            {"level", "format"},
+		"model":          {"base_url", "model", "api_key_env", "api_key_file", "timeout_seconds", "max_tokens"},
 	}
 	// The built-in kinds' settings, as their schemas list them.
 	schemas := kindSchemas(t)
