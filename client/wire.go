@@ -65,6 +65,10 @@ type Event struct {
 	Tool string `json:"tool,omitempty"`
 	// Data is set on stdout and stderr: text as printed, valid UTF-8.
 	Data string `json:"data,omitempty"`
+	// Node, on stdout and stderr, names the part of the run that printed
+	// Data: a graph's node id (its nested calls and model answers); unset
+	// for the run itself.
+	Node string `json:"node,omitempty"`
 	// Fraction and Message are set on progress (Message, Level on log).
 	Fraction *float64 `json:"fraction,omitempty"`
 	Message  string   `json:"message,omitempty"`

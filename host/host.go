@@ -282,7 +282,7 @@ func (h *Host) recheck(gen int64, defs []config.Tool) {
 		var still []config.Tool
 		for _, def := range defs {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			t, err := tools.Check(ctx, def, h.kinds)
+			t, err := tools.Check(ctx, def, h.kinds, h.registry.CatalogWith(def))
 			cancel()
 			switch {
 			case err == nil:
@@ -367,7 +367,7 @@ func (h *Host) failedKinds() []string {
 
 // CheckTool checks one tool definition with its kind's plugin.
 func (h *Host) CheckTool(ctx context.Context, def config.Tool) (*tools.Tool, error) {
-	return tools.Check(ctx, def, h.kinds)
+	return tools.Check(ctx, def, h.kinds, h.registry.CatalogWith(def))
 }
 
 // Handler is the host's HTTP handler: the API, the web UI and /metrics,

@@ -23,15 +23,15 @@ type countingHost struct {
 	calls []string
 }
 
-func (h *countingHost) CallTool(_ context.Context, parent, tool string, args json.RawMessage) (sdk.ToolResult, error) {
+func (h *countingHost) CallTool(_ context.Context, req sdk.ToolCall) (sdk.ToolResult, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.calls = append(h.calls, parent+">"+tool+string(args))
+	h.calls = append(h.calls, req.ParentRunID+">"+req.Tool+string(req.Args))
 	return sdk.ToolResult{Result: json.RawMessage(`{"inner":true}`), Printed: "hi"}, nil
 }
 
-func (h *countingHost) AskModel(context.Context, string, string, string) (string, error) {
-	return "", errors.New("no model")
+func (h *countingHost) AskModel(context.Context, sdk.ModelRequest) (sdk.ModelAnswer, error) {
+	return sdk.ModelAnswer{}, errors.New("no model")
 }
 
 func (h *countingHost) seen() []string {

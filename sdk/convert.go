@@ -34,13 +34,26 @@ func fieldErrorsToProto(fe FieldErrors) []*pluginv1.FieldError {
 func eventToProto(e Event) *pluginv1.Event {
 	switch {
 	case e.Stdout != nil:
-		return &pluginv1.Event{Kind: &pluginv1.Event_Stdout{Stdout: &pluginv1.Output{Data: e.Stdout}}}
+		return &pluginv1.Event{Kind: &pluginv1.Event_Stdout{Stdout: &pluginv1.Output{Data: e.Stdout, Node: e.Node}}}
 	case e.Stderr != nil:
-		return &pluginv1.Event{Kind: &pluginv1.Event_Stderr{Stderr: &pluginv1.Output{Data: e.Stderr}}}
+		return &pluginv1.Event{Kind: &pluginv1.Event_Stderr{Stderr: &pluginv1.Output{Data: e.Stderr, Node: e.Node}}}
 	case e.Progress != nil:
 		return &pluginv1.Event{Kind: &pluginv1.Event_Progress{Progress: &pluginv1.Progress{Fraction: e.Progress.Fraction, Message: e.Progress.Message}}}
 	case e.Log != nil:
 		return &pluginv1.Event{Kind: &pluginv1.Event_Log{Log: &pluginv1.Log{Level: e.Log.Level, Message: e.Log.Message}}}
 	}
 	return nil
+}
+
+// eventFromProto is a nested run's event, as the host streams it.
+func eventFromProto(pe *pluginv1.Event) (Event, bool) {
+	switch k := pe.GetKind().(type) {
+	case *pluginv1.Event_Stdout:
+		return Event{Stdout: k.Stdout.GetData(), Node: k.Stdout.GetNode()}, true
+	case *pluginv1.Event_Stderr:
+		return Event{Stderr: k.Stderr.GetData(), Node: k.Stderr.GetNode()}, true
+	case *pluginv1.Event_Progress:
+		return Event{Progress: &Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage()}}, true
+	}
+	return Event{}, false
 }

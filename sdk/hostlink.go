@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -159,18 +158,18 @@ func (h lazyHost) client(ctx context.Context) (*hostClient, error) {
 	return &hostClient{client: pluginv1.NewHostServiceClient(conn)}, nil
 }
 
-func (h lazyHost) CallTool(ctx context.Context, parentRunID, tool string, args json.RawMessage) (ToolResult, error) {
+func (h lazyHost) CallTool(ctx context.Context, req ToolCall) (ToolResult, error) {
 	c, err := h.client(ctx)
 	if err != nil {
 		return ToolResult{}, err
 	}
-	return c.CallTool(ctx, parentRunID, tool, args)
+	return c.CallTool(ctx, req)
 }
 
-func (h lazyHost) AskModel(ctx context.Context, parentRunID, system, prompt string) (string, error) {
+func (h lazyHost) AskModel(ctx context.Context, req ModelRequest) (ModelAnswer, error) {
 	c, err := h.client(ctx)
 	if err != nil {
-		return "", err
+		return ModelAnswer{}, err
 	}
-	return c.AskModel(ctx, parentRunID, system, prompt)
+	return c.AskModel(ctx, req)
 }

@@ -29,7 +29,7 @@ func (callingKind) Check(_ context.Context, tool sdk.Tool) (json.RawMessage, err
 	return tool.Run, nil
 }
 func (callingKind) Invoke(ctx context.Context, call sdk.Call, _ sdk.Emit) (json.RawMessage, error) {
-	res, err := call.Host.CallTool(ctx, call.RunID, "inner", json.RawMessage(`{}`))
+	res, err := call.Host.CallTool(ctx, sdk.ToolCall{ParentRunID: call.RunID, Tool: "inner", Args: json.RawMessage(`{}`)})
 	if err != nil {
 		return nil, err
 	}
@@ -38,11 +38,11 @@ func (callingKind) Invoke(ctx context.Context, call sdk.Call, _ sdk.Emit) (json.
 
 type answeringHost struct{}
 
-func (answeringHost) CallTool(context.Context, string, string, json.RawMessage) (sdk.ToolResult, error) {
+func (answeringHost) CallTool(context.Context, sdk.ToolCall) (sdk.ToolResult, error) {
 	return sdk.ToolResult{Result: json.RawMessage(`"inner answered"`)}, nil
 }
-func (answeringHost) AskModel(context.Context, string, string, string) (string, error) {
-	return "", errors.New("no model")
+func (answeringHost) AskModel(context.Context, sdk.ModelRequest) (sdk.ModelAnswer, error) {
+	return sdk.ModelAnswer{}, errors.New("no model")
 }
 
 // start serves p in-process over go-plugin's test connection (real unix

@@ -3,7 +3,12 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
@@ -15,10 +20,27 @@ type hostClient struct {
 
 var _ Host = (*hostClient)(nil)
 
-func (c *hostClient) CallTool(ctx context.Context, parentRunID, tool string, args json.RawMessage) (ToolResult, error) {
-	resp, err := c.client.CallTool(ctx, &pluginv1.CallToolRequest{ParentRunId: parentRunID, Tool: tool, ArgsJson: string(args)})
+// errHostStopped is a stream from the host that ended without its
+// terminal event.
+var errHostStopped = errors.New("the host's answer stopped before its end")
+
+func (c *hostClient) CallTool(ctx context.Context, req ToolCall) (ToolResult, error) {
+	preq := &pluginv1.CallToolRequest{ParentRunId: req.ParentRunID, Tool: req.Tool, ArgsJson: string(req.Args)}
+	stream, err := c.client.CallToolStream(ctx, preq)
+	if err == nil {
+		var res ToolResult
+		res, err = c.readToolStream(stream, req.OnEvent)
+		if err == nil {
+			return res, nil
+		}
+	}
+	if status.Code(err) != codes.Unimplemented {
+		return ToolResult{}, fmt.Errorf("the host didn't call %s: %w", req.Tool, err)
+	}
+	// A host older than CallToolStream: the whole answer at the end.
+	resp, err := c.client.CallTool(ctx, preq)
 	if err != nil {
-		return ToolResult{}, fmt.Errorf("the host didn't call %s: %w", tool, err)
+		return ToolResult{}, fmt.Errorf("the host didn't call %s: %w", req.Tool, err)
 	}
 	res := ToolResult{Printed: resp.GetPrinted(), Error: resp.GetError().ToError()}
 	if resp.GetResultJson() != "" {
@@ -27,13 +49,86 @@ func (c *hostClient) CallTool(ctx context.Context, parentRunID, tool string, arg
 	return res, nil
 }
 
-func (c *hostClient) AskModel(ctx context.Context, parentRunID, system, prompt string) (string, error) {
-	resp, err := c.client.AskModel(ctx, &pluginv1.AskModelRequest{ParentRunId: parentRunID, System: system, Prompt: prompt})
+// readToolStream reads a nested run's events up to its terminal one.
+func (c *hostClient) readToolStream(stream pluginv1.HostService_CallToolStreamClient, onEvent func(Event)) (ToolResult, error) {
+	var printed []byte
+	for {
+		pe, err := stream.Recv()
+		if err == io.EOF {
+			return ToolResult{}, errHostStopped
+		}
+		if err != nil {
+			return ToolResult{}, err
+		}
+		switch k := pe.GetKind().(type) {
+		case *pluginv1.Event_Result:
+			return ToolResult{Result: json.RawMessage(k.Result.GetJson()), Printed: string(printed)}, nil
+		case *pluginv1.Event_Error:
+			return ToolResult{Error: k.Error.ToError(), Printed: string(printed)}, nil
+		case *pluginv1.Event_Stdout:
+			printed = append(printed, k.Stdout.GetData()...)
+		}
+		if ev, ok := eventFromProto(pe); ok && onEvent != nil {
+			onEvent(ev)
+		}
+	}
+}
+
+func (c *hostClient) AskModel(ctx context.Context, req ModelRequest) (ModelAnswer, error) {
+	preq := &pluginv1.AskModelRequest{
+		ParentRunId: req.ParentRunID, System: req.System, Prompt: req.Prompt,
+		Json: req.JSON, MaxTokens: uint32(max(req.MaxTokens, 0)),
+	}
+	stream, err := c.client.AskModelStream(ctx, preq)
+	if err == nil {
+		var ans ModelAnswer
+		if ans, err = readModelStream(stream, req.OnText); err == nil {
+			return ans, nil
+		}
+		var ue *Error
+		if errors.As(err, &ue) {
+			return ModelAnswer{}, ue
+		}
+	}
+	if status.Code(err) != codes.Unimplemented {
+		return ModelAnswer{}, fmt.Errorf("the host didn't ask the model: %w", err)
+	}
+	// A host older than AskModelStream.
+	resp, err := c.client.AskModel(ctx, preq)
 	if err != nil {
-		return "", fmt.Errorf("the host didn't ask the model: %w", err)
+		return ModelAnswer{}, fmt.Errorf("the host didn't ask the model: %w", err)
 	}
 	if resp.GetError() != nil {
-		return "", resp.GetError().ToError()
+		return ModelAnswer{}, resp.GetError().ToError()
 	}
-	return resp.GetText(), nil
+	if req.OnText != nil && resp.GetText() != "" {
+		req.OnText(resp.GetText())
+	}
+	return answerFromProto(resp), nil
+}
+
+func readModelStream(stream pluginv1.HostService_AskModelStreamClient, onText func(string)) (ModelAnswer, error) {
+	for {
+		me, err := stream.Recv()
+		if err == io.EOF {
+			return ModelAnswer{}, errHostStopped
+		}
+		if err != nil {
+			return ModelAnswer{}, err
+		}
+		switch k := me.GetKind().(type) {
+		case *pluginv1.ModelEvent_Text:
+			if onText != nil {
+				onText(k.Text)
+			}
+		case *pluginv1.ModelEvent_Answer:
+			return answerFromProto(k.Answer), nil
+		case *pluginv1.ModelEvent_Error:
+			return ModelAnswer{}, k.Error.ToError()
+		}
+	}
+}
+
+func answerFromProto(r *pluginv1.AskModelResponse) ModelAnswer {
+	return ModelAnswer{Text: r.GetText(), Model: r.GetModel(), InputTokens: int(r.GetInputTokens()), OutputTokens: int(r.GetOutputTokens())}
 }

@@ -50,6 +50,10 @@ type Info struct {
 	// it against the config file's folder. Configure stays the validator;
 	// see docs/plugins.md.
 	ConfigSchema json.RawMessage
+	// WantsCatalog says the kind's Check takes the other tools the host
+	// serves. A kind does not set it: Serve says so for a kind that is a
+	// CatalogChecker, and the host reads it from Describe.
+	WantsCatalog bool
 }
 
 // Tool is a tool as the host loaded it.
@@ -92,18 +96,70 @@ type Call struct {
 
 // Host is what a kind may ask of the host during a call.
 type Host interface {
-	// CallTool calls another tool with the rights of the calling run.
-	CallTool(ctx context.Context, parentRunID, tool string, args json.RawMessage) (ToolResult, error)
-	// AskModel asks the configured model; not served by hosts of protocol
-	// version 1 yet.
-	AskModel(ctx context.Context, parentRunID, system, prompt string) (string, error)
+	// CallTool calls another tool with the rights of the calling run: the
+	// host checks its arguments, the caller's role and limits as for a call
+	// from a client. The nested run's output reaches req.OnEvent as it is
+	// printed. A call the host refused, or a nested run that failed, is a
+	// ToolResult with Error set; the error returned is the transport's.
+	CallTool(ctx context.Context, req ToolCall) (ToolResult, error)
+	// AskModel asks the host's model ([model] in its config). The answer
+	// reaches req.OnText as it is written, and the whole is returned. A
+	// model that can't answer is an *Error (codes model_unreachable,
+	// model_unauthorized, model_not_found, model_rate_limited,
+	// model_failed, model_cut_off, timeout, unsupported).
+	AskModel(ctx context.Context, req ModelRequest) (ModelAnswer, error)
+}
+
+// ToolCall is a nested call of a tool.
+type ToolCall struct {
+	// ParentRunID is the RunID of the run that makes the call.
+	ParentRunID string
+	Tool        string
+	// Args is a JSON object; nil is {}.
+	Args json.RawMessage
+	// OnEvent, when set, receives the nested run's stdout, stderr and
+	// progress as they happen, from one goroutine at a time.
+	OnEvent func(Event)
 }
 
 // ToolResult is the outcome of a nested tool call: a result, or an error.
 type ToolResult struct {
-	Result  json.RawMessage
+	Result json.RawMessage
+	// Printed is what the nested run wrote to stdout.
 	Printed string
 	Error   *Error
+}
+
+// ModelRequest is a question for the host's model.
+type ModelRequest struct {
+	// ParentRunID is the RunID of the run that asks.
+	ParentRunID    string
+	System, Prompt string
+	// JSON asks for a JSON object as the answer.
+	JSON bool
+	// MaxTokens caps the answer; 0 takes the host's [model] max_tokens.
+	MaxTokens int
+	// OnText, when set, receives each piece of the answer as it is
+	// written, from one goroutine at a time.
+	OnText func(string)
+}
+
+// ModelAnswer is the model's whole answer.
+type ModelAnswer struct {
+	Text string
+	// Model is the model that answered.
+	Model                     string
+	InputTokens, OutputTokens int
+}
+
+// CatalogChecker is a Kind whose Check needs the other tools the host
+// serves (a graph checks the tools its nodes call): the host then calls
+// CheckWithCatalog instead of Check, with every tool loaded with this one
+// (itself included; each with name, effect, params and source, and Run
+// only {"type": kind}). Check is still called by hosts that send no
+// catalog.
+type CatalogChecker interface {
+	CheckWithCatalog(ctx context.Context, tool Tool, catalog []Tool) (json.RawMessage, error)
 }
 
 // FieldError is one problem with a tool or a config table, at a field.
@@ -135,6 +191,9 @@ type Event struct {
 	Stderr   []byte
 	Progress *Progress
 	Log      *Log
+	// Node is the part of the run that Stdout or Stderr comes from: a
+	// graph's node id; "" for the run itself.
+	Node string
 }
 
 // Progress reports how far a run has got.

@@ -60,7 +60,7 @@ func (k *echoKind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (js
 		<-ctx.Done()
 		return nil, ctx.Err()
 	case "call":
-		res, err := call.Host.CallTool(ctx, call.RunID, "inner", json.RawMessage(`{"x":1}`))
+		res, err := call.Host.CallTool(ctx, sdk.ToolCall{ParentRunID: call.RunID, Tool: "inner", Args: json.RawMessage(`{"x":1}`)})
 		if err != nil {
 			return nil, err
 		}
@@ -162,13 +162,13 @@ func TestDescribeNamesKindAndProtocol(t *testing.T) {
 
 type innerHost struct{ calls []string }
 
-func (h *innerHost) CallTool(_ context.Context, parent, tool string, args json.RawMessage) (sdk.ToolResult, error) {
-	h.calls = append(h.calls, parent+">"+tool+string(args))
+func (h *innerHost) CallTool(_ context.Context, req sdk.ToolCall) (sdk.ToolResult, error) {
+	h.calls = append(h.calls, req.ParentRunID+">"+req.Tool+string(req.Args))
 	return sdk.ToolResult{Result: json.RawMessage(`{"inner":true}`), Printed: "hi"}, nil
 }
 
-func (h *innerHost) AskModel(context.Context, string, string, string) (string, error) {
-	return "", errors.New("no model")
+func (h *innerHost) AskModel(context.Context, sdk.ModelRequest) (sdk.ModelAnswer, error) {
+	return sdk.ModelAnswer{}, errors.New("no model")
 }
 
 func TestHostServiceOverBroker(t *testing.T) {

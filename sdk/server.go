@@ -39,6 +39,7 @@ func (s *kindServer) Describe(ctx context.Context, _ *pluginv1.DescribeRequest) 
 		Kind: info.Kind, Version: info.Version, RunSchema: schema,
 		ConfigSchema:     string(info.ConfigSchema),
 		ProtocolVersions: []uint32{ProtocolVersion},
+		WantsCatalog:     wantsCatalog(s.impl),
 	}, nil
 }
 
@@ -63,7 +64,17 @@ func (s *kindServer) Configure(ctx context.Context, req *pluginv1.ConfigureReque
 }
 
 func (s *kindServer) Check(ctx context.Context, req *pluginv1.CheckRequest) (*pluginv1.CheckResponse, error) {
-	run, err := s.impl.Check(ctx, toolFromProto(req.GetTool()))
+	var run json.RawMessage
+	var err error
+	if cc, ok := s.impl.(CatalogChecker); ok && req.GetCatalog() != nil {
+		catalog := make([]Tool, len(req.GetCatalog()))
+		for i, t := range req.GetCatalog() {
+			catalog[i] = toolFromProto(t)
+		}
+		run, err = cc.CheckWithCatalog(ctx, toolFromProto(req.GetTool()), catalog)
+	} else {
+		run, err = s.impl.Check(ctx, toolFromProto(req.GetTool()))
+	}
 	if err != nil {
 		var fe FieldErrors
 		if errors.As(err, &fe) && len(fe) > 0 {
@@ -137,4 +148,9 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 	done = true
 	mu.Unlock()
 	return err
+}
+
+func wantsCatalog(k Kind) bool {
+	_, ok := k.(CatalogChecker)
+	return ok
 }

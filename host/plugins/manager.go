@@ -514,13 +514,17 @@ func (p *Plugin) current(ctx context.Context) (*hostside.KindClient, *plugin.Cli
 	}
 }
 
-// Check asks the plugin to check a tool.
-func (p *Plugin) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error) {
+// Check asks the plugin to check a tool; the catalog of the tools loaded
+// with it goes along when the kind wants it (sdk.Info.WantsCatalog).
+func (p *Plugin) Check(ctx context.Context, tool sdk.Tool, catalog []sdk.Tool) (json.RawMessage, error) {
 	kc, _, err := p.current(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return kc.Check(ctx, tool)
+	if !p.Info().WantsCatalog {
+		catalog = nil
+	}
+	return kc.Check(ctx, tool, catalog)
 }
 
 // Invoke runs a tool in the plugin. When the plugin dies during the run,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -46,6 +47,17 @@ type Dispatcher struct {
 	places map[string]int
 	// placeFreed is closed and replaced whenever a place comes free.
 	placeFreed chan struct{}
+	// calls counts the nested calls (tools and model) made under each
+	// top-level run, by the top-level run's id.
+	calls map[string]int
+	// model answers AskModel; nil when the host has none.
+	model Model
+}
+
+// Model answers the questions runs ask the model (AskModel). The host's is
+// package model's Client, built from [model].
+type Model interface {
+	Ask(ctx context.Context, req sdk.ModelRequest) (sdk.ModelAnswer, error)
 }
 
 // Caller is what the dispatcher knows of a principal: whether it may
@@ -79,6 +91,11 @@ type Callers func(principal string) Caller
 // MaxNesting bounds tools calling tools calling tools.
 const MaxNesting = 8
 
+// MaxNestedCalls bounds the nested calls (of tools and of the model) made
+// under one top-level run, however deep: a graph that fans out into more
+// is stopped.
+const MaxNestedCalls = 1000
+
 // NewDispatcher returns a Dispatcher serving the registry's tools.
 func NewDispatcher(reg *tools.Registry, plugins Plugins, log hclog.Logger, keep time.Duration) *Dispatcher {
 	if log == nil {
@@ -86,8 +103,16 @@ func NewDispatcher(reg *tools.Registry, plugins Plugins, log hclog.Logger, keep 
 	}
 	return &Dispatcher{
 		registry: reg, plugins: plugins, log: log, keep: keep, runs: map[string]*Run{}, parent: map[string]string{},
-		places: map[string]int{}, placeFreed: make(chan struct{}),
+		places: map[string]int{}, placeFreed: make(chan struct{}), calls: map[string]int{},
 	}
+}
+
+// SetModel sets what answers the runs' questions for the model, for the
+// questions from now on; nil answers that no model is configured.
+func (d *Dispatcher) SetModel(m Model) {
+	d.mu.Lock()
+	d.model = m
+	d.mu.Unlock()
 }
 
 // SetCallers sets what each principal may do, for the calls from now on;
@@ -249,6 +274,34 @@ func (d *Dispatcher) Going(principal string) int {
 	return d.places[principal]
 }
 
+// nestedCall counts one more nested call under the top-level run of
+// parent, or says why it may not be made: the parent is unknown, its
+// principal may no longer run tools, or the top-level run made
+// MaxNestedCalls already. It returns the parent.
+func (d *Dispatcher) nestedCall(parentRunID, what string) (*Run, *sdk.Error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	parent, ok := d.runs[parentRunID]
+	if !ok || parent.Done() {
+		return nil, &sdk.Error{Code: errcode.UnknownRun, Message: fmt.Sprintf("%s must be made by a run that is going on, named by its id", what)}
+	}
+	if d.callers != nil {
+		if c := d.callers(parent.Principal); c.Refused != "" {
+			return nil, &sdk.Error{Code: errcode.Forbidden, Message: c.Refused}
+		}
+	}
+	root := parentRunID
+	for p, ok := d.parent[root]; ok; p, ok = d.parent[root] {
+		root = p
+	}
+	if d.calls[root] >= MaxNestedCalls {
+		return nil, &sdk.Error{Code: errcode.TooManyCalls, Message: fmt.Sprintf(
+			"the run %s already made %d nested calls of tools and the model, the most one call may make; %s was refused", root, MaxNestedCalls, what)}
+	}
+	d.calls[root]++
+	return parent, nil
+}
+
 func (d *Dispatcher) depth(id string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -262,7 +315,11 @@ func (d *Dispatcher) depth(id string) int {
 func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, inv Invoker, args json.RawMessage) {
 	defer run.cancel()
 	started := time.Now()
-	var out, errs textStream
+	// One text stream per stream and node, so a character split across
+	// two chunks of one node is never mixed with another node's.
+	type streamKey struct{ typ, node string }
+	var streams []streamKey
+	texts := map[streamKey]*textStream{}
 	var mu sync.Mutex // onEvent may be called while the result is being appended
 	result, err := inv.Invoke(ctx, hostside.Invocation{
 		Tool: tool.SDK(), Args: args, RunID: run.ID, Principal: run.Principal, Session: run.Session,
@@ -270,13 +327,19 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case e.Stdout != nil:
-			if s := out.text(e.Stdout); s != "" {
-				run.append(Event{Type: "stdout", Data: s})
+		case e.Stdout != nil || e.Stderr != nil:
+			k, data := streamKey{client.TypeStdout, e.Node}, e.Stdout
+			if e.Stdout == nil {
+				k, data = streamKey{client.TypeStderr, e.Node}, e.Stderr
 			}
-		case e.Stderr != nil:
-			if s := errs.text(e.Stderr); s != "" {
-				run.append(Event{Type: "stderr", Data: s})
+			ts := texts[k]
+			if ts == nil {
+				ts = &textStream{}
+				texts[k] = ts
+				streams = append(streams, k)
+			}
+			if s := ts.text(data); s != "" {
+				run.append(Event{Type: k.typ, Data: s, Node: k.node})
 			}
 		case e.Progress != nil:
 			f := e.Progress.Fraction
@@ -286,11 +349,10 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 		}
 	})
 	mu.Lock()
-	if s := out.flush(); s != "" {
-		run.append(Event{Type: "stdout", Data: s})
-	}
-	if s := errs.flush(); s != "" {
-		run.append(Event{Type: "stderr", Data: s})
+	for _, k := range streams {
+		if s := texts[k].flush(); s != "" {
+			run.append(Event{Type: k.typ, Data: s, Node: k.node})
+		}
 	}
 	mu.Unlock()
 	end := Event{Type: "result", Result: result}
@@ -341,6 +403,7 @@ func (d *Dispatcher) Sweep(now time.Time) {
 		if e := r.Ended(); !e.IsZero() && now.Sub(e) > d.keep {
 			delete(d.runs, id)
 			delete(d.parent, id)
+			delete(d.calls, id)
 			r.discard()
 		}
 	}
@@ -372,16 +435,15 @@ func (d *Dispatcher) CancelAll() {
 	}
 }
 
-// CallTool runs a tool for a plugin's nested call and waits for its end.
-// It is the host's side of sdk.Host.
-func (d *Dispatcher) CallTool(ctx context.Context, parentRunID, tool string, args json.RawMessage) (sdk.ToolResult, error) {
-	principal, session := "", ""
-	if p, ok := d.Get(parentRunID); ok {
-		principal, session = p.Principal, p.Session
-	} else {
-		return sdk.ToolResult{Error: &sdk.Error{Code: errcode.UnknownRun, Message: "a nested call must name the run that makes it"}}, nil
+// CallTool runs a tool for a plugin's nested call and waits for its end,
+// passing its output to req.OnEvent as it comes. It is the host's side of
+// sdk.Host.
+func (d *Dispatcher) CallTool(ctx context.Context, req sdk.ToolCall) (sdk.ToolResult, error) {
+	parent, refused := d.nestedCall(req.ParentRunID, "a call of "+req.Tool)
+	if refused != nil {
+		return sdk.ToolResult{Error: refused}, nil
 	}
-	run, err := d.start(ctx, Request{Tool: tool, Args: args, Principal: principal, Session: session, Parent: parentRunID}, true)
+	run, err := d.start(ctx, Request{Tool: req.Tool, Args: req.Args, Principal: parent.Principal, Session: parent.Session, Parent: parent.ID}, true)
 	if err != nil {
 		var ce *sdk.Error
 		if errors.As(err, &ce) {
@@ -389,7 +451,7 @@ func (d *Dispatcher) CallTool(ctx context.Context, parentRunID, tool string, arg
 		}
 		return sdk.ToolResult{}, err
 	}
-	last, err := run.Wait(ctx)
+	last, err := follow(ctx, run, req.OnEvent)
 	if err != nil {
 		run.Cancel()
 		return sdk.ToolResult{}, err
@@ -401,9 +463,54 @@ func (d *Dispatcher) CallTool(ctx context.Context, parentRunID, tool string, arg
 	return sdk.ToolResult{Result: last.Result, Printed: printed}, nil
 }
 
-// AskModel is not served by this host yet.
-func (d *Dispatcher) AskModel(context.Context, string, string, string) (string, error) {
-	return "", &sdk.Error{Code: errcode.Unsupported, Message: "this host has no model configured"}
+// follow passes a run's output to onEvent (when set) as it comes, and
+// returns its terminal event.
+func follow(ctx context.Context, run *Run, onEvent func(sdk.Event)) (Event, error) {
+	if onEvent == nil {
+		return run.Wait(ctx)
+	}
+	for from := uint64(0); ; {
+		batch, err := run.Next(ctx, from)
+		if err != nil {
+			return Event{}, err
+		}
+		if len(batch) == 0 {
+			return run.Wait(ctx)
+		}
+		for _, e := range batch {
+			switch e.Type {
+			case client.TypeStdout:
+				onEvent(sdk.Event{Stdout: []byte(e.Data), Node: e.Node})
+			case client.TypeStderr:
+				onEvent(sdk.Event{Stderr: []byte(e.Data), Node: e.Node})
+			case client.TypeProgress:
+				f := 0.0
+				if e.Fraction != nil {
+					f = *e.Fraction
+				}
+				onEvent(sdk.Event{Progress: &sdk.Progress{Fraction: f, Message: e.Message}})
+			}
+			if e.Terminal() {
+				return e, nil
+			}
+		}
+		from = batch[len(batch)-1].Seq + 1
+	}
+}
+
+// AskModel asks the host's model for a run. It is the host's side of
+// sdk.Host.
+func (d *Dispatcher) AskModel(ctx context.Context, req sdk.ModelRequest) (sdk.ModelAnswer, error) {
+	if _, refused := d.nestedCall(req.ParentRunID, "a question for the model"); refused != nil {
+		return sdk.ModelAnswer{}, refused
+	}
+	d.mu.Lock()
+	m := d.model
+	d.mu.Unlock()
+	if m == nil {
+		return sdk.ModelAnswer{}, &sdk.Error{Code: errcode.Unsupported, Message: "this host has no model configured: set [model] base_url and model in its config"}
+	}
+	return m.Ask(ctx, req)
 }
 
 var _ sdk.Host = (*Dispatcher)(nil)

@@ -52,7 +52,7 @@ func (k *nestKind) Invoke(ctx context.Context, inv hostside.Invocation, _ func(s
 		if a.N == 0 {
 			return json.RawMessage(`0`), nil
 		}
-		res, err := k.d.CallTool(ctx, inv.RunID, "chain", fmt.Appendf(nil, `{"n":%d}`, a.N-1))
+		res, err := k.d.CallTool(ctx, sdk.ToolCall{ParentRunID: inv.RunID, Tool: "chain", Args: fmt.Appendf(nil, `{"n":%d}`, a.N-1)})
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +65,7 @@ func (k *nestKind) Invoke(ctx context.Context, inv hostside.Invocation, _ func(s
 		results := make([]string, 3)
 		for i := range results {
 			wg.Go(func() {
-				res, err := k.d.CallTool(ctx, inv.RunID, "leaf", nil)
+				res, err := k.d.CallTool(ctx, sdk.ToolCall{ParentRunID: inv.RunID, Tool: "leaf"})
 				switch {
 				case err != nil:
 					results[i] = err.Error()
@@ -202,7 +202,7 @@ func TestANestedCallOfARevokedCallerIsRefused(t *testing.T) {
 	d.SetCallers(func(p string) Caller {
 		return Caller{Refused: fmt.Sprintf("the token %q was removed from the config", p)}
 	})
-	res, err := d.CallTool(context.Background(), parent.ID, "leaf", nil)
+	res, err := d.CallTool(context.Background(), sdk.ToolCall{ParentRunID: parent.ID, Tool: "leaf"})
 	if err != nil || res.Error == nil || res.Error.Code != "forbidden" || !strings.Contains(res.Error.Message, `"gone" was removed`) {
 		t.Fatalf("a nested call of a removed token: %+v, %v", res, err)
 	}

@@ -37,9 +37,36 @@ func (t *Tool) SDK() sdk.Tool {
 	return sdk.Tool{Name: t.Name, Description: t.Description, Effect: t.Effect, Params: params, Run: t.Run, Source: t.Source}
 }
 
-// Checker checks a tool of one kind; a plugin is one.
+// Checker checks a tool of one kind; a plugin is one. catalog is every
+// tool loaded with it (see Catalog), for kinds whose tools call others.
 type Checker interface {
-	Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error)
+	Check(ctx context.Context, tool sdk.Tool, catalog []sdk.Tool) (json.RawMessage, error)
+}
+
+// Catalog is defs as a kind's Check sees the tools loaded with the one it
+// checks: name, description, effect, params and source, and a run table
+// of only {"type": kind}.
+func Catalog(defs []config.Tool) []sdk.Tool {
+	out := make([]sdk.Tool, 0, len(defs))
+	for _, def := range defs {
+		t := Tool{Tool: def, Kind: def.Type()}
+		t.Run, _ = json.Marshal(map[string]string{"type": def.Type()})
+		out = append(out, t.SDK())
+	}
+	return out
+}
+
+// CatalogWith is the catalog of the tools served now, with def added (or
+// in place of the served tool of its name): what a tool checked on its
+// own is checked against.
+func (r *Registry) CatalogWith(def config.Tool) []sdk.Tool {
+	defs := []config.Tool{def}
+	for _, t := range r.List() {
+		if t.Name != def.Name {
+			defs = append(defs, t.Tool)
+		}
+	}
+	return Catalog(defs)
 }
 
 // Kinds finds the checker of a kind. ok is false when no plugin serves it;
@@ -112,8 +139,9 @@ func Unchecked(err error) bool {
 // could not be checked just now are also in later, to be checked again.
 // Names are unique already (config.AllTools reports a name used twice).
 func CheckAll(ctx context.Context, defs []config.Tool, kinds Kinds) (ok []*Tool, errs config.Errors, later []config.Tool) {
+	catalog := Catalog(defs)
 	for _, def := range defs {
-		t, err := Check(ctx, def, kinds)
+		t, err := Check(ctx, def, kinds, catalog)
 		if Unchecked(err) {
 			later = append(later, def)
 		}
@@ -134,9 +162,10 @@ func CheckAll(ctx context.Context, defs []config.Tool, kinds Kinds) (ok []*Tool,
 	return ok, errs, later
 }
 
-// Check checks one tool with its kind's plugin. A tool the plugin refuses
-// gives config.Errors placed at the lines of the fields named.
-func Check(ctx context.Context, def config.Tool, kinds Kinds) (*Tool, error) {
+// Check checks one tool with its kind's plugin, against the catalog of the
+// tools loaded with it. A tool the plugin refuses gives config.Errors
+// placed at the lines of the fields named.
+func Check(ctx context.Context, def config.Tool, kinds Kinds, catalog []sdk.Tool) (*Tool, error) {
 	kind, _ := def.Run["type"].(string)
 	checker, ok, why := kinds(kind)
 	if !ok {
@@ -152,7 +181,7 @@ func Check(ctx context.Context, def config.Tool, kinds Kinds) (*Tool, error) {
 		return nil, fmt.Errorf("the run table of %s can't be sent to its plugin: %w", def.Name, err)
 	}
 	t.Run = raw
-	norm, err := checker.Check(ctx, t.SDK())
+	norm, err := checker.Check(ctx, t.SDK(), catalog)
 	if err != nil {
 		var fe sdk.FieldErrors
 		if !errors.As(err, &fe) {

@@ -37,6 +37,9 @@ const (
 	UnknownTool = "unknown_tool"
 	// TooDeep: tools called tools deeper than the host allows.
 	TooDeep = "too_deep"
+	// TooManyCalls: a run and the runs under it made more nested calls
+	// (of tools and the model) than the host allows one call to make.
+	TooManyCalls = "too_many_calls"
 	// Forbidden: the caller's role does not allow it, or the run is
 	// someone else's.
 	Forbidden = "forbidden"
@@ -61,6 +64,30 @@ const (
 	TokenRevoked = "token_revoked"
 	// TokenDowngraded: the token's role was lowered.
 	TokenDowngraded = "token_downgraded"
+
+	// The model's codes: why the host's model ([model] in its config)
+	// gave no answer. A run that asked it ends with the code unless its
+	// kind says otherwise. No model configured is Unsupported; a model
+	// that took longer than [model] timeout_seconds is Timeout.
+
+	// ModelUnreachable: the model's server can't be reached (nothing
+	// listens at base_url, the name does not resolve, TLS fails).
+	ModelUnreachable = "model_unreachable"
+	// ModelUnauthorized: the model's server refused the API key, or wants
+	// one and none is configured (HTTP 401 or 403).
+	ModelUnauthorized = "model_unauthorized"
+	// ModelNotFound: the model's server does not serve the configured
+	// model (HTTP 404).
+	ModelNotFound = "model_not_found"
+	// ModelRateLimited: the model's server is refusing calls for now
+	// (HTTP 429), still after the one wait it asked for.
+	ModelRateLimited = "model_rate_limited"
+	// ModelFailed: the model's server failed (HTTP 5xx), refused the
+	// request for another reason, or sent an error in its answer.
+	ModelFailed = "model_failed"
+	// ModelCutOff: the answer stopped midway: the stream ended without
+	// the model saying it had finished.
+	ModelCutOff = "model_cut_off"
 )
 
 // Error is a failure as the user reads it: a short machine-readable code

@@ -31,7 +31,7 @@ func (c *KindClient) Describe(ctx context.Context) (sdk.Info, []uint32, error) {
 	if err != nil {
 		return sdk.Info{}, nil, fmt.Errorf("the plugin didn't describe itself: %w", err)
 	}
-	info := sdk.Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema())}
+	info := sdk.Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema()), WantsCatalog: resp.GetWantsCatalog()}
 	if s := resp.GetConfigSchema(); s != "" {
 		info.ConfigSchema = json.RawMessage(s)
 	}
@@ -55,10 +55,16 @@ func (c *KindClient) Configure(ctx context.Context, config json.RawMessage) erro
 	return nil
 }
 
-// Check asks the plugin to check a tool. A bad tool comes back as
-// FieldErrors; any other error means the plugin could not be asked.
-func (c *KindClient) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error) {
-	resp, err := c.client.Check(ctx, &pluginv1.CheckRequest{Tool: toolToProto(tool)})
+// Check asks the plugin to check a tool, with the catalog of the tools
+// loaded with it when the kind wants one (sdk.Info.WantsCatalog; nil sends
+// none). A bad tool comes back as FieldErrors; any other error means the
+// plugin could not be asked.
+func (c *KindClient) Check(ctx context.Context, tool sdk.Tool, catalog []sdk.Tool) (json.RawMessage, error) {
+	req := &pluginv1.CheckRequest{Tool: toolToProto(tool)}
+	for _, t := range catalog {
+		req.Catalog = append(req.Catalog, toolToProto(t))
+	}
+	resp, err := c.client.Check(ctx, req)
 	if err != nil {
 		return nil, &CheckUnavailableError{Reason: status.Convert(err).Message()}
 	}

@@ -33,13 +33,27 @@ func fieldErrorsFromProto(pe []*pluginv1.FieldError) sdk.FieldErrors {
 func eventFromProto(pe *pluginv1.Event) (sdk.Event, bool) {
 	switch k := pe.GetKind().(type) {
 	case *pluginv1.Event_Stdout:
-		return sdk.Event{Stdout: k.Stdout.GetData()}, true
+		return sdk.Event{Stdout: k.Stdout.GetData(), Node: k.Stdout.GetNode()}, true
 	case *pluginv1.Event_Stderr:
-		return sdk.Event{Stderr: k.Stderr.GetData()}, true
+		return sdk.Event{Stderr: k.Stderr.GetData(), Node: k.Stderr.GetNode()}, true
 	case *pluginv1.Event_Progress:
 		return sdk.Event{Progress: &sdk.Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage()}}, true
 	case *pluginv1.Event_Log:
 		return sdk.Event{Log: &sdk.Log{Level: k.Log.GetLevel(), Message: k.Log.GetMessage()}}, true
 	}
 	return sdk.Event{}, false
+}
+
+// eventToProto is a nested run's event as HostService streams it to the
+// plugin that made the call.
+func eventToProto(e sdk.Event) *pluginv1.Event {
+	switch {
+	case e.Stdout != nil:
+		return &pluginv1.Event{Kind: &pluginv1.Event_Stdout{Stdout: &pluginv1.Output{Data: e.Stdout, Node: e.Node}}}
+	case e.Stderr != nil:
+		return &pluginv1.Event{Kind: &pluginv1.Event_Stderr{Stderr: &pluginv1.Output{Data: e.Stderr, Node: e.Node}}}
+	case e.Progress != nil:
+		return &pluginv1.Event{Kind: &pluginv1.Event_Progress{Progress: &pluginv1.Progress{Fraction: e.Progress.Fraction, Message: e.Progress.Message}}}
+	}
+	return nil
 }

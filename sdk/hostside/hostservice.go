@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,21 +22,97 @@ type hostServer struct {
 var _ pluginv1.HostServiceServer = (*hostServer)(nil)
 
 func (s *hostServer) CallTool(ctx context.Context, req *pluginv1.CallToolRequest) (*pluginv1.CallToolResponse, error) {
-	res, err := s.host.CallTool(ctx, req.GetParentRunId(), req.GetTool(), json.RawMessage(req.GetArgsJson()))
+	res, err := s.host.CallTool(ctx, toolCallFromProto(req))
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &pluginv1.CallToolResponse{ResultJson: string(res.Result), Printed: res.Printed, Error: pluginv1.FromError(res.Error)}, nil
 }
 
+func (s *hostServer) CallToolStream(req *pluginv1.CallToolRequest, stream pluginv1.HostService_CallToolStreamServer) error {
+	var mu sync.Mutex
+	var sendErr error
+	send := func(pe *pluginv1.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if sendErr == nil {
+			sendErr = stream.Send(pe)
+		}
+	}
+	call := toolCallFromProto(req)
+	streamed := false
+	call.OnEvent = func(e sdk.Event) {
+		if pe := eventToProto(e); pe != nil {
+			streamed = streamed || e.Stdout != nil
+			send(pe)
+		}
+	}
+	res, err := s.host.CallTool(stream.Context(), call)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if !streamed && res.Printed != "" {
+		// A host that tells only at the end what the run printed.
+		send(&pluginv1.Event{Kind: &pluginv1.Event_Stdout{Stdout: &pluginv1.Output{Data: []byte(res.Printed)}}})
+	}
+	if res.Error != nil {
+		send(&pluginv1.Event{Kind: &pluginv1.Event_Error{Error: pluginv1.FromError(res.Error)}})
+	} else {
+		send(&pluginv1.Event{Kind: &pluginv1.Event_Result{Result: &pluginv1.Result{Json: string(res.Result)}}})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return sendErr
+}
+
+func toolCallFromProto(req *pluginv1.CallToolRequest) sdk.ToolCall {
+	return sdk.ToolCall{ParentRunID: req.GetParentRunId(), Tool: req.GetTool(), Args: json.RawMessage(req.GetArgsJson())}
+}
+
+func modelRequestFromProto(req *pluginv1.AskModelRequest) sdk.ModelRequest {
+	return sdk.ModelRequest{
+		ParentRunID: req.GetParentRunId(), System: req.GetSystem(), Prompt: req.GetPrompt(),
+		JSON: req.GetJson(), MaxTokens: int(req.GetMaxTokens()),
+	}
+}
+
+func answerToProto(a sdk.ModelAnswer) *pluginv1.AskModelResponse {
+	return &pluginv1.AskModelResponse{
+		Text: a.Text, Model: a.Model,
+		InputTokens: uint32(max(a.InputTokens, 0)), OutputTokens: uint32(max(a.OutputTokens, 0)),
+	}
+}
+
 func (s *hostServer) AskModel(ctx context.Context, req *pluginv1.AskModelRequest) (*pluginv1.AskModelResponse, error) {
-	text, err := s.host.AskModel(ctx, req.GetParentRunId(), req.GetSystem(), req.GetPrompt())
+	ans, err := s.host.AskModel(ctx, modelRequestFromProto(req))
 	if err != nil {
 		var ue *sdk.Error
 		if errors.As(err, &ue) {
 			return &pluginv1.AskModelResponse{Error: pluginv1.FromError(ue)}, nil
 		}
-		return nil, status.Error(codes.Unimplemented, err.Error())
+		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &pluginv1.AskModelResponse{Text: text}, nil
+	return answerToProto(ans), nil
+}
+
+func (s *hostServer) AskModelStream(req *pluginv1.AskModelRequest, stream pluginv1.HostService_AskModelStreamServer) error {
+	var sendErr error
+	mreq := modelRequestFromProto(req)
+	mreq.OnText = func(text string) {
+		if sendErr == nil {
+			sendErr = stream.Send(&pluginv1.ModelEvent{Kind: &pluginv1.ModelEvent_Text{Text: text}})
+		}
+	}
+	ans, err := s.host.AskModel(stream.Context(), mreq)
+	if sendErr != nil {
+		return sendErr
+	}
+	if err != nil {
+		var ue *sdk.Error
+		if !errors.As(err, &ue) {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return stream.Send(&pluginv1.ModelEvent{Kind: &pluginv1.ModelEvent_Error{Error: pluginv1.FromError(ue)}})
+	}
+	return stream.Send(&pluginv1.ModelEvent{Kind: &pluginv1.ModelEvent_Answer{Answer: answerToProto(ans)}})
 }

@@ -58,6 +58,18 @@ func StartPlugin(t testing.TB, p *sdk.KindPlugin, host sdk.Host, multiplex bool)
 	return &Conn{KindClient: raw.(*hostside.KindClient), t: t, conn: client.Conn}
 }
 
+// Check checks a tool as the host does with no other tools loaded: the
+// catalog holds the tool alone, for kinds that want one.
+func (c *Conn) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error) {
+	return c.KindClient.Check(ctx, tool, []sdk.Tool{tool})
+}
+
+// CheckWithCatalog checks a tool as the host does with the given tools
+// loaded beside it (sdk.CatalogChecker).
+func (c *Conn) CheckWithCatalog(ctx context.Context, tool sdk.Tool, catalog []sdk.Tool) (json.RawMessage, error) {
+	return c.KindClient.Check(ctx, tool, catalog)
+}
+
 // ClientConn is the gRPC connection under c, for tests that speak the
 // protocol raw.
 func (c *Conn) ClientConn() *grpc.ClientConn { return c.conn }
@@ -138,10 +150,10 @@ func Tool(t testing.TB, name string, run map[string]any, params ...sdk.Param) sd
 
 type refusingHost struct{}
 
-func (refusingHost) CallTool(context.Context, string, string, json.RawMessage) (sdk.ToolResult, error) {
+func (refusingHost) CallTool(context.Context, sdk.ToolCall) (sdk.ToolResult, error) {
 	return sdk.ToolResult{}, &sdk.Error{Code: errcode.NoHost, Message: "this test serves no tools to call"}
 }
 
-func (refusingHost) AskModel(context.Context, string, string, string) (string, error) {
-	return "", &sdk.Error{Code: errcode.NoHost, Message: "this test serves no model"}
+func (refusingHost) AskModel(context.Context, sdk.ModelRequest) (sdk.ModelAnswer, error) {
+	return sdk.ModelAnswer{}, &sdk.Error{Code: errcode.NoHost, Message: "this test serves no model"}
 }

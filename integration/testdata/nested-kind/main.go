@@ -94,7 +94,7 @@ func (nested) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.Ra
 	if err != nil {
 		return nil, err
 	}
-	res, err := call.Host.CallTool(ctx, call.RunID, r.Tool, raw)
+	res, err := call.Host.CallTool(ctx, sdk.ToolCall{ParentRunID: call.RunID, Tool: r.Tool, Args: raw})
 	if err != nil {
 		return nil, sdk.Errorf("host_unreachable", "%s could not call %s through the host: %v", call.Tool.Name, r.Tool, err)
 	}

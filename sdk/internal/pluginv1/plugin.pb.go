@@ -86,7 +86,11 @@ type DescribeResponse struct {
 	// resolves against the config file's folder before Configure. Nested
 	// tables are nested "object" properties. The kind's Configure stays the
 	// validator. Added in protocol 1; older plugins leave it empty.
-	ConfigSchema  string `protobuf:"bytes,5,opt,name=config_schema,json=configSchema,proto3" json:"config_schema,omitempty"`
+	ConfigSchema string `protobuf:"bytes,5,opt,name=config_schema,json=configSchema,proto3" json:"config_schema,omitempty"`
+	// The kind's Check needs the other tools the host serves with it (a
+	// graph checks the tools it calls): the host then fills
+	// CheckRequest.catalog. Added in protocol 1.
+	WantsCatalog  bool `protobuf:"varint,6,opt,name=wants_catalog,json=wantsCatalog,proto3" json:"wants_catalog,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -154,6 +158,13 @@ func (x *DescribeResponse) GetConfigSchema() string {
 		return x.ConfigSchema
 	}
 	return ""
+}
+
+func (x *DescribeResponse) GetWantsCatalog() bool {
+	if x != nil {
+		return x.WantsCatalog
+	}
+	return false
 }
 
 type ConfigureRequest struct {
@@ -755,8 +766,12 @@ func (x *Tool) GetSource() string {
 }
 
 type CheckRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tool          *Tool                  `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tool  *Tool                  `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The tools the host loads with this one (itself included), when the
+	// kind asked for them (DescribeResponse.wants_catalog): name, effect,
+	// params and source; run_json holds only {"type": kind}.
+	Catalog       []*Tool `protobuf:"bytes,2,rep,name=catalog,proto3" json:"catalog,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -794,6 +809,13 @@ func (*CheckRequest) Descriptor() ([]byte, []int) {
 func (x *CheckRequest) GetTool() *Tool {
 	if x != nil {
 		return x.Tool
+	}
+	return nil
+}
+
+func (x *CheckRequest) GetCatalog() []*Tool {
+	if x != nil {
+		return x.Catalog
 	}
 	return nil
 }
@@ -1197,8 +1219,11 @@ func (*Event_Result) isEvent_Kind() {}
 func (*Event_Error) isEvent_Kind() {}
 
 type Output struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// The part of the run the output comes from: a graph's node id; empty
+	// for the run itself. Added in protocol 1.
+	Node          string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1238,6 +1263,13 @@ func (x *Output) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *Output) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
 }
 
 type Progress struct {
@@ -1570,10 +1602,15 @@ func (x *CallToolResponse) GetError() *Error {
 }
 
 type AskModelRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ParentRunId   string                 `protobuf:"bytes,1,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
-	System        string                 `protobuf:"bytes,2,opt,name=system,proto3" json:"system,omitempty"`
-	Prompt        string                 `protobuf:"bytes,3,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ParentRunId string                 `protobuf:"bytes,1,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	System      string                 `protobuf:"bytes,2,opt,name=system,proto3" json:"system,omitempty"`
+	Prompt      string                 `protobuf:"bytes,3,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// Ask for a JSON object as the answer. Added in protocol 1.
+	Json bool `protobuf:"varint,4,opt,name=json,proto3" json:"json,omitempty"`
+	// The most tokens the answer may have; 0 takes the host's [model]
+	// max_tokens. Added in protocol 1.
+	MaxTokens     uint32 `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1629,10 +1666,28 @@ func (x *AskModelRequest) GetPrompt() string {
 	return ""
 }
 
+func (x *AskModelRequest) GetJson() bool {
+	if x != nil {
+		return x.Json
+	}
+	return false
+}
+
+func (x *AskModelRequest) GetMaxTokens() uint32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
 type AskModelResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
-	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Text  string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	Error *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// The model that answered and what the call cost. Added in protocol 1.
+	Model         string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	InputTokens   uint32 `protobuf:"varint,4,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens  uint32 `protobuf:"varint,5,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1681,19 +1736,143 @@ func (x *AskModelResponse) GetError() *Error {
 	return nil
 }
 
+func (x *AskModelResponse) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *AskModelResponse) GetInputTokens() uint32 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *AskModelResponse) GetOutputTokens() uint32 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+// ModelEvent is one event of AskModelStream.
+type ModelEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ModelEvent_Text
+	//	*ModelEvent_Answer
+	//	*ModelEvent_Error
+	Kind          isModelEvent_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelEvent) Reset() {
+	*x = ModelEvent{}
+	mi := &file_v1_plugin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelEvent) ProtoMessage() {}
+
+func (x *ModelEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelEvent.ProtoReflect.Descriptor instead.
+func (*ModelEvent) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ModelEvent) GetKind() isModelEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ModelEvent) GetText() string {
+	if x != nil {
+		if x, ok := x.Kind.(*ModelEvent_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *ModelEvent) GetAnswer() *AskModelResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*ModelEvent_Answer); ok {
+			return x.Answer
+		}
+	}
+	return nil
+}
+
+func (x *ModelEvent) GetError() *Error {
+	if x != nil {
+		if x, ok := x.Kind.(*ModelEvent_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isModelEvent_Kind interface {
+	isModelEvent_Kind()
+}
+
+type ModelEvent_Text struct {
+	// A piece of the answer, as written.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3,oneof"`
+}
+
+type ModelEvent_Answer struct {
+	// The end: the whole answer (error unset).
+	Answer *AskModelResponse `protobuf:"bytes,2,opt,name=answer,proto3,oneof"`
+}
+
+type ModelEvent_Error struct {
+	// The end: the model could not answer.
+	Error *Error `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*ModelEvent_Text) isModelEvent_Kind() {}
+
+func (*ModelEvent_Answer) isModelEvent_Kind() {}
+
+func (*ModelEvent_Error) isModelEvent_Kind() {}
+
 var File_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x0fv1/plugin.proto\x12\x12toolhost.plugin.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xb1\x01\n" +
+	"\x0fDescribeRequest\"\xd6\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12+\n" +
 	"\x11protocol_versions\x18\x02 \x03(\rR\x10protocolVersions\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
 	"run_schema\x18\x04 \x01(\tR\trunSchema\x12#\n" +
-	"\rconfig_schema\x18\x05 \x01(\tR\fconfigSchema\"[\n" +
+	"\rconfig_schema\x18\x05 \x01(\tR\fconfigSchema\x12#\n" +
+	"\rwants_catalog\x18\x06 \x01(\bR\fwantsCatalog\"[\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
 	"configJson\x12&\n" +
@@ -1735,9 +1914,10 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\x06effect\x18\x03 \x01(\tR\x06effect\x121\n" +
 	"\x06params\x18\x04 \x03(\v2\x19.toolhost.plugin.v1.ParamR\x06params\x12\x19\n" +
 	"\brun_json\x18\x05 \x01(\tR\arunJson\x12\x16\n" +
-	"\x06source\x18\x06 \x01(\tR\x06source\"<\n" +
+	"\x06source\x18\x06 \x01(\tR\x06source\"p\n" +
 	"\fCheckRequest\x12,\n" +
-	"\x04tool\x18\x01 \x01(\v2\x18.toolhost.plugin.v1.ToolR\x04tool\":\n" +
+	"\x04tool\x18\x01 \x01(\v2\x18.toolhost.plugin.v1.ToolR\x04tool\x122\n" +
+	"\acatalog\x18\x02 \x03(\v2\x18.toolhost.plugin.v1.ToolR\acatalog\":\n" +
 	"\n" +
 	"FieldError\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
@@ -1762,9 +1942,10 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\x03log\x18\x05 \x01(\v2\x17.toolhost.plugin.v1.LogH\x00R\x03log\x124\n" +
 	"\x06result\x18\x06 \x01(\v2\x1a.toolhost.plugin.v1.ResultH\x00R\x06result\x121\n" +
 	"\x05error\x18\a \x01(\v2\x19.toolhost.plugin.v1.ErrorH\x00R\x05errorB\x06\n" +
-	"\x04kind\"\x1c\n" +
+	"\x04kind\"0\n" +
 	"\x06Output\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"@\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\"@\n" +
 	"\bProgress\x12\x1a\n" +
 	"\bfraction\x18\x01 \x01(\x01R\bfraction\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"5\n" +
@@ -1784,24 +1965,38 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x18\n" +
 	"\aprinted\x18\x02 \x01(\tR\aprinted\x12/\n" +
-	"\x05error\x18\x03 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error\"e\n" +
+	"\x05error\x18\x03 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error\"\x98\x01\n" +
 	"\x0fAskModelRequest\x12\"\n" +
 	"\rparent_run_id\x18\x01 \x01(\tR\vparentRunId\x12\x16\n" +
 	"\x06system\x18\x02 \x01(\tR\x06system\x12\x16\n" +
-	"\x06prompt\x18\x03 \x01(\tR\x06prompt\"W\n" +
+	"\x06prompt\x18\x03 \x01(\tR\x06prompt\x12\x12\n" +
+	"\x04json\x18\x04 \x01(\bR\x04json\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x05 \x01(\rR\tmaxTokens\"\xb5\x01\n" +
 	"\x10AskModelResponse\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12/\n" +
-	"\x05error\x18\x02 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error2\xf4\x03\n" +
+	"\x05error\x18\x02 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12!\n" +
+	"\finput_tokens\x18\x04 \x01(\rR\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x05 \x01(\rR\foutputTokens\"\x9d\x01\n" +
+	"\n" +
+	"ModelEvent\x12\x14\n" +
+	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x12>\n" +
+	"\x06answer\x18\x02 \x01(\v2$.toolhost.plugin.v1.AskModelResponseH\x00R\x06answer\x121\n" +
+	"\x05error\x18\x03 \x01(\v2\x19.toolhost.plugin.v1.ErrorH\x00R\x05errorB\x06\n" +
+	"\x04kind2\xf4\x03\n" +
 	"\x04Kind\x12U\n" +
 	"\bDescribe\x12#.toolhost.plugin.v1.DescribeRequest\x1a$.toolhost.plugin.v1.DescribeResponse\x12X\n" +
 	"\tConfigure\x12$.toolhost.plugin.v1.ConfigureRequest\x1a%.toolhost.plugin.v1.ConfigureResponse\x12L\n" +
 	"\x05Check\x12 .toolhost.plugin.v1.CheckRequest\x1a!.toolhost.plugin.v1.CheckResponse\x12H\n" +
 	"\x06Invoke\x12!.toolhost.plugin.v1.InvokeRequest\x1a\x19.toolhost.plugin.v1.Event0\x01\x12R\n" +
 	"\aMetrics\x12\".toolhost.plugin.v1.MetricsRequest\x1a#.toolhost.plugin.v1.MetricsResponse\x12O\n" +
-	"\x06Doctor\x12!.toolhost.plugin.v1.DoctorRequest\x1a\".toolhost.plugin.v1.DoctorResponse2\xbb\x01\n" +
+	"\x06Doctor\x12!.toolhost.plugin.v1.DoctorRequest\x1a\".toolhost.plugin.v1.DoctorResponse2\xe8\x02\n" +
 	"\vHostService\x12U\n" +
 	"\bCallTool\x12#.toolhost.plugin.v1.CallToolRequest\x1a$.toolhost.plugin.v1.CallToolResponse\x12U\n" +
-	"\bAskModel\x12#.toolhost.plugin.v1.AskModelRequest\x1a$.toolhost.plugin.v1.AskModelResponseB=Z;github.com/toolhost/toolhost/sdk/internal/pluginv1;pluginv1b\x06proto3"
+	"\bAskModel\x12#.toolhost.plugin.v1.AskModelRequest\x1a$.toolhost.plugin.v1.AskModelResponse\x12R\n" +
+	"\x0eCallToolStream\x12#.toolhost.plugin.v1.CallToolRequest\x1a\x19.toolhost.plugin.v1.Event0\x01\x12W\n" +
+	"\x0eAskModelStream\x12#.toolhost.plugin.v1.AskModelRequest\x1a\x1e.toolhost.plugin.v1.ModelEvent0\x01B=Z;github.com/toolhost/toolhost/sdk/internal/pluginv1;pluginv1b\x06proto3"
 
 var (
 	file_v1_plugin_proto_rawDescOnce sync.Once
@@ -1815,7 +2010,7 @@ func file_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_v1_plugin_proto_rawDescData
 }
 
-var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_v1_plugin_proto_goTypes = []any{
 	(*DescribeRequest)(nil),   // 0: toolhost.plugin.v1.DescribeRequest
 	(*DescribeResponse)(nil),  // 1: toolhost.plugin.v1.DescribeResponse
@@ -1844,47 +2039,55 @@ var file_v1_plugin_proto_goTypes = []any{
 	(*CallToolResponse)(nil),  // 24: toolhost.plugin.v1.CallToolResponse
 	(*AskModelRequest)(nil),   // 25: toolhost.plugin.v1.AskModelRequest
 	(*AskModelResponse)(nil),  // 26: toolhost.plugin.v1.AskModelResponse
-	nil,                       // 27: toolhost.plugin.v1.Metric.LabelsEntry
+	(*ModelEvent)(nil),        // 27: toolhost.plugin.v1.ModelEvent
+	nil,                       // 28: toolhost.plugin.v1.Metric.LabelsEntry
 }
 var file_v1_plugin_proto_depIdxs = []int32{
 	13, // 0: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
 	6,  // 1: toolhost.plugin.v1.DoctorResponse.checks:type_name -> toolhost.plugin.v1.DoctorCheck
 	9,  // 2: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
-	27, // 3: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
+	28, // 3: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
 	10, // 4: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
 	11, // 5: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	13, // 6: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
-	11, // 7: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	15, // 8: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
-	18, // 9: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
-	18, // 10: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
-	19, // 11: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
-	20, // 12: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
-	21, // 13: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
-	22, // 14: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
-	22, // 15: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
-	22, // 16: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
-	0,  // 17: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
-	2,  // 18: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
-	12, // 19: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
-	16, // 20: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
-	7,  // 21: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
-	4,  // 22: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
-	23, // 23: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
-	25, // 24: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
-	1,  // 25: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
-	3,  // 26: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
-	14, // 27: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
-	17, // 28: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
-	8,  // 29: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
-	5,  // 30: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
-	24, // 31: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
-	26, // 32: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	11, // 6: toolhost.plugin.v1.CheckRequest.catalog:type_name -> toolhost.plugin.v1.Tool
+	13, // 7: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
+	11, // 8: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
+	15, // 9: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
+	18, // 10: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
+	18, // 11: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
+	19, // 12: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
+	20, // 13: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
+	21, // 14: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
+	22, // 15: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
+	22, // 16: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
+	22, // 17: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
+	26, // 18: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
+	22, // 19: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
+	0,  // 20: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
+	2,  // 21: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
+	12, // 22: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
+	16, // 23: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
+	7,  // 24: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
+	4,  // 25: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
+	23, // 26: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
+	25, // 27: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
+	23, // 28: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
+	25, // 29: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
+	1,  // 30: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
+	3,  // 31: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
+	14, // 32: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
+	17, // 33: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
+	8,  // 34: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
+	5,  // 35: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
+	24, // 36: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
+	26, // 37: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
+	17, // 38: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
+	27, // 39: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
+	30, // [30:40] is the sub-list for method output_type
+	20, // [20:30] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_v1_plugin_proto_init() }
@@ -1900,13 +2103,18 @@ func file_v1_plugin_proto_init() {
 		(*Event_Result)(nil),
 		(*Event_Error)(nil),
 	}
+	file_v1_plugin_proto_msgTypes[27].OneofWrappers = []any{
+		(*ModelEvent_Text)(nil),
+		(*ModelEvent_Answer)(nil),
+		(*ModelEvent_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_plugin_proto_rawDesc), len(file_v1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

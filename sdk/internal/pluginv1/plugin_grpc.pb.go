@@ -373,8 +373,10 @@ var Kind_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	HostService_CallTool_FullMethodName = "/toolhost.plugin.v1.HostService/CallTool"
-	HostService_AskModel_FullMethodName = "/toolhost.plugin.v1.HostService/AskModel"
+	HostService_CallTool_FullMethodName       = "/toolhost.plugin.v1.HostService/CallTool"
+	HostService_AskModel_FullMethodName       = "/toolhost.plugin.v1.HostService/AskModel"
+	HostService_CallToolStream_FullMethodName = "/toolhost.plugin.v1.HostService/CallToolStream"
+	HostService_AskModelStream_FullMethodName = "/toolhost.plugin.v1.HostService/AskModelStream"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -387,9 +389,20 @@ type HostServiceClient interface {
 	// CallTool calls another tool; it passes the same checks as a call from
 	// a client, with the rights of the run that made it.
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
-	// AskModel is declared for a later version of the host; today it answers
-	// UNIMPLEMENTED.
+	// AskModel asks the host's model ([model] in its config) and answers
+	// when the whole answer is in. AskModelStream is the same call, streaming.
 	AskModel(ctx context.Context, in *AskModelRequest, opts ...grpc.CallOption) (*AskModelResponse, error)
+	// CallToolStream is CallTool with the nested run's output streamed as it
+	// is printed: stdout, stderr and progress events, then exactly one
+	// terminal result or error (the nested run's own). A call the host
+	// refuses before it runs ends with that error at once. Added in
+	// protocol 1; a host without it answers UNIMPLEMENTED.
+	CallToolStream(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
+	// AskModelStream asks the host's model and streams the answer as it is
+	// written: text pieces, then exactly one answer (the whole text and its
+	// token counts) or error. Added in protocol 1; a host without it answers
+	// UNIMPLEMENTED.
+	AskModelStream(ctx context.Context, in *AskModelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ModelEvent], error)
 }
 
 type hostServiceClient struct {
@@ -420,6 +433,44 @@ func (c *hostServiceClient) AskModel(ctx context.Context, in *AskModelRequest, o
 	return out, nil
 }
 
+func (c *hostServiceClient) CallToolStream(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &HostService_ServiceDesc.Streams[0], HostService_CallToolStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CallToolRequest, Event]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_CallToolStreamClient = grpc.ServerStreamingClient[Event]
+
+func (c *hostServiceClient) AskModelStream(ctx context.Context, in *AskModelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ModelEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &HostService_ServiceDesc.Streams[1], HostService_AskModelStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AskModelRequest, ModelEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_AskModelStreamClient = grpc.ServerStreamingClient[ModelEvent]
+
 // HostServiceServer is the server API for HostService service.
 // All implementations must embed UnimplementedHostServiceServer
 // for forward compatibility.
@@ -430,9 +481,20 @@ type HostServiceServer interface {
 	// CallTool calls another tool; it passes the same checks as a call from
 	// a client, with the rights of the run that made it.
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
-	// AskModel is declared for a later version of the host; today it answers
-	// UNIMPLEMENTED.
+	// AskModel asks the host's model ([model] in its config) and answers
+	// when the whole answer is in. AskModelStream is the same call, streaming.
 	AskModel(context.Context, *AskModelRequest) (*AskModelResponse, error)
+	// CallToolStream is CallTool with the nested run's output streamed as it
+	// is printed: stdout, stderr and progress events, then exactly one
+	// terminal result or error (the nested run's own). A call the host
+	// refuses before it runs ends with that error at once. Added in
+	// protocol 1; a host without it answers UNIMPLEMENTED.
+	CallToolStream(*CallToolRequest, grpc.ServerStreamingServer[Event]) error
+	// AskModelStream asks the host's model and streams the answer as it is
+	// written: text pieces, then exactly one answer (the whole text and its
+	// token counts) or error. Added in protocol 1; a host without it answers
+	// UNIMPLEMENTED.
+	AskModelStream(*AskModelRequest, grpc.ServerStreamingServer[ModelEvent]) error
 	mustEmbedUnimplementedHostServiceServer()
 }
 
@@ -448,6 +510,12 @@ func (UnimplementedHostServiceServer) CallTool(context.Context, *CallToolRequest
 }
 func (UnimplementedHostServiceServer) AskModel(context.Context, *AskModelRequest) (*AskModelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AskModel not implemented")
+}
+func (UnimplementedHostServiceServer) CallToolStream(*CallToolRequest, grpc.ServerStreamingServer[Event]) error {
+	return status.Error(codes.Unimplemented, "method CallToolStream not implemented")
+}
+func (UnimplementedHostServiceServer) AskModelStream(*AskModelRequest, grpc.ServerStreamingServer[ModelEvent]) error {
+	return status.Error(codes.Unimplemented, "method AskModelStream not implemented")
 }
 func (UnimplementedHostServiceServer) mustEmbedUnimplementedHostServiceServer() {}
 func (UnimplementedHostServiceServer) testEmbeddedByValue()                     {}
@@ -506,6 +574,28 @@ func _HostService_AskModel_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HostService_CallToolStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CallToolRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HostServiceServer).CallToolStream(m, &grpc.GenericServerStream[CallToolRequest, Event]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_CallToolStreamServer = grpc.ServerStreamingServer[Event]
+
+func _HostService_AskModelStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(AskModelRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HostServiceServer).AskModelStream(m, &grpc.GenericServerStream[AskModelRequest, ModelEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_AskModelStreamServer = grpc.ServerStreamingServer[ModelEvent]
+
 // HostService_ServiceDesc is the grpc.ServiceDesc for HostService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -522,6 +612,17 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _HostService_AskModel_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CallToolStream",
+			Handler:       _HostService_CallToolStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "AskModelStream",
+			Handler:       _HostService_AskModelStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "v1/plugin.proto",
 }
