@@ -1,0 +1,953 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/toolhost/toolhost/sdk"
+)
+
+// The node types, in the order the format lists them.
+const (
+	typeArg      = "arg"
+	typeConst    = "const"
+	typeTemplate = "template"
+	typePick     = "pick"
+	typeJoin     = "join"
+	typeChoose   = "choose"
+	typeAskModel = "ask_model"
+	typeCallTool = "call_tool"
+	typeReturn   = "return"
+)
+
+// nodeFields are the fields of each node type besides id and type, in the
+// order the normalised run writes them.
+var nodeFields = map[string][]string{
+	typeArg:      {"param"},
+	typeConst:    {"value"},
+	typeTemplate: {"text"},
+	typePick:     {"from", "path"},
+	typeJoin:     {"inputs", "separator"},
+	typeChoose:   {"if", "then", "else", "equals"},
+	typeAskModel: {"prompt", "system", "format"},
+	typeCallTool: {"tool", "args"},
+	typeReturn:   {"value"},
+}
+
+// nodeTypes are the node types in the format's order, for messages.
+var nodeTypes = []string{typeArg, typeConst, typeTemplate, typePick, typeJoin, typeChoose, typeAskModel, typeCallTool, typeReturn}
+
+// idRE is what a node id looks like.
+var idRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// toolNameRE is what a tool's name looks like (config's nameRE).
+var toolNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
+
+// maxNodes bounds a graph's size, so that a run table can't make Check or
+// a run do unbounded work.
+const maxNodes = 1000
+
+// graph is a checked run table.
+type graph struct {
+	nodes []*node
+	byID  map[string]*node
+	ret   *node
+	// layout is run.layout as written, by node id.
+	layout map[string]json.RawMessage
+}
+
+// node is one node of a graph. Only the fields of its type are set.
+type node struct {
+	index int
+	id    string
+	typ   string
+
+	param string // arg
+
+	value    json.RawMessage // const, as written (compact)
+	constVal any             // const, decoded
+
+	text string   // template
+	tmpl template // template, parsed
+
+	from string   // pick
+	path []string // pick
+
+	inputs    []string // join
+	separator string   // join
+
+	cond, then, els string // choose
+	hasEquals       bool   // choose
+	equals          json.RawMessage
+	equalsVal       any
+
+	prompt, system string // ask_model
+	hasSystem      bool
+	format         string
+
+	tool string // call_tool
+	args []arg  // call_tool, in the order written (sorted by param)
+
+	ret string // return
+
+	// deps are the nodes this one reads, once each, in the order of its
+	// fields; resolved after parsing.
+	deps []*node
+	// waits says whether working out the value may wait on the host: a
+	// call_tool or ask_model is this node or under it.
+	waits bool
+}
+
+// arg is one argument of a call_tool node: the called tool's param and the
+// node that gives it.
+type arg struct {
+	param string
+	from  string
+}
+
+// ref is one reference a node makes: the field it is written in (a path
+// below the node, e.g. "args.path") and the node id it names.
+type ref struct {
+	field string
+	id    string
+}
+
+// refs lists every reference n makes, in the order of its fields.
+func (n *node) refs() []ref {
+	switch n.typ {
+	case typeTemplate:
+		var rs []ref
+		for _, p := range n.tmpl {
+			if p.name != "" {
+				rs = append(rs, ref{"text", p.name})
+			}
+		}
+		return rs
+	case typePick:
+		return []ref{{"from", n.from}}
+	case typeJoin:
+		rs := make([]ref, len(n.inputs))
+		for i, id := range n.inputs {
+			rs[i] = ref{fmt.Sprintf("inputs[%d]", i), id}
+		}
+		return rs
+	case typeChoose:
+		return []ref{{"if", n.cond}, {"then", n.then}, {"else", n.els}}
+	case typeAskModel:
+		return []ref{{"prompt", n.prompt}}
+	case typeCallTool:
+		rs := make([]ref, len(n.args))
+		for i, a := range n.args {
+			rs[i] = ref{"args." + a.param, a.from}
+		}
+		return rs
+	case typeReturn:
+		return []ref{{"value", n.ret}}
+	}
+	return nil
+}
+
+// checker collects the problems of one run table.
+type checker struct {
+	tool    sdk.Tool
+	catalog map[string]sdk.Tool // nil: call_tool targets are not checked
+	errs    sdk.FieldErrors
+}
+
+// nodePath is the path of node i, or of one of its fields.
+func nodePath(i int, field string) string {
+	p := fmt.Sprintf("run.nodes[%d]", i)
+	if field != "" {
+		p += "." + field
+	}
+	return p
+}
+
+func (c *checker) addf(path, format string, a ...any) {
+	c.errs = append(c.errs, sdk.FieldError{Path: path, Message: fmt.Sprintf(format, a...)})
+}
+
+// nodef adds a problem of node n at one of its fields.
+func (c *checker) nodef(n *node, field, format string, a ...any) {
+	c.addf(nodePath(n.index, field), "node %q: %s", n.id, fmt.Sprintf(format, a...))
+}
+
+// compile checks a graph tool's run table. catalog holds the tools the
+// host serves, by name; nil skips the checks of call_tool targets (the
+// plain Check, with no catalog).
+func compile(tool sdk.Tool, catalog map[string]sdk.Tool) (*graph, error) {
+	c := &checker{tool: tool, catalog: catalog}
+	g := c.parse(tool.Run)
+	if g != nil {
+		c.check(g)
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	g.markWaits()
+	return g, nil
+}
+
+// markWaits sets each node's waits. The graph has no cycle.
+func (g *graph) markWaits() {
+	done := make(map[*node]bool, len(g.nodes))
+	var mark func(n *node) bool
+	mark = func(n *node) bool {
+		if !done[n] {
+			done[n] = true
+			n.waits = n.typ == typeCallTool || n.typ == typeAskModel
+			for _, d := range n.deps {
+				if mark(d) {
+					n.waits = true
+				}
+			}
+		}
+		return n.waits
+	}
+	for _, n := range g.nodes {
+		mark(n)
+	}
+}
+
+// parse reads the run table; what it can't read is reported and left out.
+func (c *checker) parse(raw json.RawMessage) *graph {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		c.addf("run", "must be a table with type = \"graph\" and [[run.nodes]]")
+		return nil
+	}
+	g := &graph{byID: map[string]*node{}}
+	for _, k := range sortedKeys(top) {
+		switch k {
+		case "type":
+			var s string
+			if json.Unmarshal(top[k], &s) != nil || s != "graph" {
+				c.addf("run.type", "must be \"graph\" for a graph tool")
+			}
+		case "nodes", "layout":
+		default:
+			c.addf("run."+k, "%q is not a field of a graph's run table; its fields are type, nodes and layout", k)
+		}
+	}
+	var items []json.RawMessage
+	if v, ok := top["nodes"]; !ok {
+		c.addf("run", "the graph has no nodes: add [[run.nodes]] tables, at least an arg or const node and a return node")
+		return g
+	} else if err := json.Unmarshal(v, &items); err != nil {
+		c.addf("run.nodes", "must be a list of node tables ([[run.nodes]])")
+		return g
+	}
+	if len(items) > maxNodes {
+		c.addf("run.nodes", "a graph has at most %d nodes; this one has %d", maxNodes, len(items))
+		return g
+	}
+	firstAt := map[string]int{}
+	for i, item := range items {
+		n := c.parseNode(i, item)
+		if n == nil {
+			continue
+		}
+		if j, dup := firstAt[n.id]; dup {
+			c.nodef(n, "id", "the id is already the id of run.nodes[%d]: give each node its own id", j)
+			continue
+		}
+		firstAt[n.id] = i
+		g.nodes = append(g.nodes, n)
+		g.byID[n.id] = n
+	}
+	if v, ok := top["layout"]; ok {
+		if err := json.Unmarshal(v, &g.layout); err != nil || g.layout == nil {
+			c.addf("run.layout", "must be a table of node ids to positions, e.g. fetch = { x = 240, y = 80 }")
+			g.layout = nil
+		}
+	}
+	return g
+}
+
+// fieldReader reads the fields of one node table.
+type fieldReader struct {
+	c    *checker
+	n    *node
+	m    map[string]json.RawMessage
+	used map[string]bool
+}
+
+// raw is the field's JSON, marked as read.
+func (f *fieldReader) raw(key string) (json.RawMessage, bool) {
+	f.used[key] = true
+	v, ok := f.m[key]
+	return v, ok
+}
+
+// missing reports a required field that is not there.
+func (f *fieldReader) missing(key, what string) {
+	f.c.addf(nodePath(f.n.index, ""), "node %q: a %s node needs %s: add %s = %s", f.n.id, f.n.typ, key, key, what)
+}
+
+// str reads a string field; ok is false when it is absent or not a string
+// (which is reported when required or wrong).
+func (f *fieldReader) str(key string, required bool, what string) (string, bool) {
+	v, present := f.raw(key)
+	if !present {
+		if required {
+			f.missing(key, what)
+		}
+		return "", false
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil || isNull(v) {
+		f.c.nodef(f.n, key, "%s must be text, not %s", key, describeJSON(v))
+		return "", false
+	}
+	return s, true
+}
+
+// ref reads a field that names a node.
+func (f *fieldReader) ref(key string) string {
+	s, ok := f.str(key, true, `"the id of a node"`)
+	if !ok {
+		return ""
+	}
+	if !idRE.MatchString(s) {
+		f.c.nodef(f.n, key, "%s must be the id of a node, and %q is not an id (letters, digits and _, not starting with a digit)", key, clip(s, 40))
+		return ""
+	}
+	return s
+}
+
+// parseNode reads one node; nil when it has no usable id or type.
+func (c *checker) parseNode(i int, raw json.RawMessage) *node {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		c.addf(nodePath(i, ""), "must be a node table, with id, type and the type's fields")
+		return nil
+	}
+	n := &node{index: i}
+	v, ok := m["id"]
+	if !ok {
+		c.addf(nodePath(i, ""), "the node has no id: add id = \"...\" (letters, digits and _)")
+		return nil
+	}
+	if json.Unmarshal(v, &n.id) != nil || isNull(v) {
+		c.addf(nodePath(i, "id"), "the node's id must be text, not %s", describeJSON(v))
+		return nil
+	}
+	if !idRE.MatchString(n.id) {
+		c.addf(nodePath(i, "id"), "%q is not a node id: an id is 1 to 64 letters, digits and _, not starting with a digit", clip(n.id, 70))
+		return nil
+	}
+	v, ok = m["type"]
+	if !ok {
+		c.addf(nodePath(i, ""), "node %q has no type: add type = one of %s", n.id, strings.Join(nodeTypes, ", "))
+		return nil
+	}
+	if json.Unmarshal(v, &n.typ) != nil || nodeFields[n.typ] == nil {
+		msg := fmt.Sprintf("node %q: the type must be one of %s, not %s", n.id, strings.Join(nodeTypes, ", "), clip(string(v), 40))
+		if s := closest(n.typ, nodeTypes); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		c.addf(nodePath(i, "type"), "%s", msg)
+		return nil
+	}
+	f := &fieldReader{c: c, n: n, m: m, used: map[string]bool{"id": true, "type": true}}
+	switch n.typ {
+	case typeArg:
+		if s, ok := f.str("param", true, `"the name of one of the tool's parameters"`); ok {
+			n.param = s
+		}
+	case typeConst:
+		if v, ok := f.raw("value"); !ok {
+			f.missing("value", "any value")
+		} else {
+			n.value, n.constVal = compactJSON(v)
+		}
+	case typeTemplate:
+		if s, ok := f.str("text", true, `"text with {{node_id}} placeholders"`); ok {
+			n.text = s
+			t, err := parseTemplate(s)
+			if err != nil {
+				c.nodef(n, "text", "%v", err)
+			} else {
+				n.tmpl = t
+			}
+		}
+	case typePick:
+		n.from = f.ref("from")
+		if s, ok := f.str("path", true, `"a dotted path such as items.0.name"`); ok {
+			if p, msg := parsePath(s); msg != "" {
+				c.nodef(n, "path", "%s", msg)
+			} else {
+				n.path = p
+			}
+		}
+	case typeJoin:
+		n.separator = "\n"
+		if s, ok := f.str("separator", false, ""); ok {
+			n.separator = s
+		}
+		if v, ok := f.raw("inputs"); !ok {
+			f.missing("inputs", `["the id of a node", …]`)
+		} else if err := json.Unmarshal(v, &n.inputs); err != nil || isNull(v) {
+			c.nodef(n, "inputs", "inputs must be a list of node ids, not %s", describeJSON(v))
+			n.inputs = nil
+		} else if len(n.inputs) == 0 {
+			c.nodef(n, "inputs", "inputs is empty: list the nodes whose values are joined")
+		} else {
+			for j, id := range n.inputs {
+				if !idRE.MatchString(id) {
+					c.nodef(n, fmt.Sprintf("inputs[%d]", j), "%q is not a node id (letters, digits and _, not starting with a digit)", clip(id, 40))
+					n.inputs[j] = ""
+				}
+			}
+		}
+	case typeChoose:
+		n.cond = f.ref("if")
+		n.then = f.ref("then")
+		n.els = f.ref("else")
+		if v, ok := f.raw("equals"); ok {
+			n.hasEquals = true
+			n.equals, n.equalsVal = compactJSON(v)
+		}
+	case typeAskModel:
+		n.prompt = f.ref("prompt")
+		if s, ok := f.str("system", false, ""); ok {
+			n.system, n.hasSystem = s, true
+		}
+		n.format = "text"
+		if s, ok := f.str("format", false, ""); ok {
+			if s != "text" && s != "json" {
+				c.nodef(n, "format", "format must be \"text\" or \"json\", not %q", clip(s, 40))
+			} else {
+				n.format = s
+			}
+		}
+	case typeCallTool:
+		if s, ok := f.str("tool", true, `"the name of a tool"`); ok {
+			if !toolNameRE.MatchString(s) {
+				c.nodef(n, "tool", "%q is not a tool name", clip(s, 70))
+			} else {
+				n.tool = s
+			}
+		}
+		if v, ok := f.raw("args"); ok {
+			var am map[string]json.RawMessage
+			if err := json.Unmarshal(v, &am); err != nil || am == nil {
+				c.nodef(n, "args", "args must be a table of the called tool's parameters to node ids, e.g. args = { path = \"item_id\" }")
+			}
+			for _, p := range sortedKeys(am) {
+				var id string
+				if err := json.Unmarshal(am[p], &id); err != nil || isNull(am[p]) {
+					c.nodef(n, "args."+p, "args.%s must be the id of the node that gives it, not %s", p, describeJSON(am[p]))
+					continue
+				}
+				if !idRE.MatchString(id) {
+					c.nodef(n, "args."+p, "args.%s must be the id of the node that gives it, and %q is not an id", p, clip(id, 40))
+					continue
+				}
+				n.args = append(n.args, arg{param: p, from: id})
+			}
+		}
+	case typeReturn:
+		n.ret = f.ref("value")
+	}
+	for _, k := range sortedKeys(m) {
+		if !f.used[k] {
+			msg := fmt.Sprintf("node %q: a %s node has no field %q; its fields are id, type, %s", n.id, n.typ, clip(k, 40), strings.Join(nodeFields[n.typ], ", "))
+			if s := closest(k, nodeFields[n.typ]); s != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", s)
+			}
+			c.addf(nodePath(i, k), "%s", msg)
+		}
+	}
+	return n
+}
+
+// check checks what spans nodes: references, cycles, the return node,
+// args, call_tool targets, types, nodes that never run, and the layout.
+func (c *checker) check(g *graph) {
+	broken := len(c.errs) > 0
+	// References resolve.
+	for _, n := range g.nodes {
+		seen := map[string]bool{}
+		for _, r := range n.refs() {
+			if r.id == "" {
+				broken = true // reported when parsed
+				continue
+			}
+			d, ok := g.byID[r.id]
+			switch {
+			case !ok:
+				broken = true
+				what := fmt.Sprintf("there is no node %q", r.id)
+				if r.field == "text" {
+					what = fmt.Sprintf("the placeholder {{%s}} names no node", r.id)
+				}
+				if s := closest(r.id, slices.Collect(mapKeys(g.byID))); s != "" {
+					what += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				c.nodef(n, r.field, "%s", what)
+			case d.typ == typeReturn:
+				broken = true
+				c.nodef(n, r.field, "%q is the return node: nothing reads the return node; read the node it returns instead", r.id)
+			case !seen[r.id]:
+				seen[r.id] = true
+				n.deps = append(n.deps, d)
+			}
+		}
+	}
+
+	// Exactly one return node.
+	for _, n := range g.nodes {
+		if n.typ != typeReturn {
+			continue
+		}
+		if g.ret != nil {
+			broken = true
+			c.nodef(n, "type", "a graph has exactly one return node, and %q is one already", g.ret.id)
+			continue
+		}
+		g.ret = n
+	}
+	if g.ret == nil && len(g.nodes) > 0 {
+		broken = true
+		c.addf("run.nodes", "the graph has no return node: add one, with type = \"return\" and value = the id of the node whose value the tool returns")
+	}
+
+	// No cycle.
+	if c.cycles(g) {
+		broken = true
+	}
+
+	// Every arg names a parameter; every required parameter is read.
+	read := map[string]bool{}
+	for _, n := range g.nodes {
+		if n.typ != typeArg || n.param == "" {
+			continue
+		}
+		if paramOf(c.tool.Params, n.param) == nil {
+			msg := fmt.Sprintf("the tool has no parameter %q", n.param)
+			if len(c.tool.Params) == 0 {
+				msg += ": it has no parameters; add a [[params]] table or use a const node"
+			} else {
+				msg += "; its parameters are " + paramNames(c.tool.Params)
+				if s := closest(n.param, paramNameList(c.tool.Params)); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+			}
+			c.nodef(n, "param", "%s", msg)
+			continue
+		}
+		read[n.param] = true
+	}
+	for i, p := range c.tool.Params {
+		if p.Required && !read[p.Name] {
+			c.addf(fmt.Sprintf("params[%d]", i), "no arg node reads the required parameter %q: add a node with type = \"arg\" and param = %q, and wire it in", p.Name, p.Name)
+		}
+	}
+
+	// Types, and call_tool targets when there is a catalog.
+	if !broken {
+		types := c.types(g)
+		for _, n := range g.nodes {
+			switch n.typ {
+			case typePick:
+				if t := types[n.deps[0]]; t.scalar() {
+					c.nodef(n, "from", "a pick reads into a JSON object or list, and %q gives %s", n.from, t.words())
+				}
+			case typeCallTool:
+				c.checkCall(n, types)
+			}
+		}
+	} else if c.catalog != nil {
+		for _, n := range g.nodes {
+			if n.typ == typeCallTool {
+				c.checkCall(n, nil)
+			}
+		}
+	}
+
+	// Every node runs: the return depends on it.
+	if !broken && g.ret != nil {
+		live := map[*node]bool{}
+		var mark func(*node)
+		mark = func(n *node) {
+			if live[n] {
+				return
+			}
+			live[n] = true
+			for _, d := range n.deps {
+				mark(d)
+			}
+		}
+		mark(g.ret)
+		for _, n := range g.nodes {
+			if !live[n] {
+				c.nodef(n, "", "the return node doesn't depend on this node, so it would never run: wire it in or delete it")
+			}
+		}
+	}
+
+	// The layout names nodes and places them at numbers.
+	for _, id := range sortedKeys(g.layout) {
+		path := "run.layout." + id
+		if _, ok := g.byID[id]; !ok {
+			msg := fmt.Sprintf("there is no node %q to place", clip(id, 40))
+			if s := closest(id, slices.Collect(mapKeys(g.byID))); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			c.addf(path, "%s: the layout's keys are node ids", msg)
+			continue
+		}
+		var pos map[string]json.RawMessage
+		if err := json.Unmarshal(g.layout[id], &pos); err != nil || pos == nil {
+			c.addf(path, "node %q: its place must be a table like { x = 240, y = 80 }, not %s", id, describeJSON(g.layout[id]))
+			continue
+		}
+		for _, k := range []string{"x", "y"} {
+			var f float64
+			if v, ok := pos[k]; !ok {
+				c.addf(path, "node %q: its place has no %s: write { x = 240, y = 80 }", id, k)
+			} else if err := json.Unmarshal(v, &f); err != nil || isNull(v) {
+				c.addf(path+"."+k, "node %q: %s must be a number, not %s", id, k, describeJSON(v))
+			}
+		}
+	}
+}
+
+// checkCall checks a call_tool node against the catalog: the tool exists,
+// its required parameters are wired, no argument names a parameter it
+// doesn't have, and each argument's type fits (when types is not nil).
+func (c *checker) checkCall(n *node, types map[*node]vtype) {
+	if c.catalog == nil || n.tool == "" {
+		return
+	}
+	target, ok := c.catalog[n.tool]
+	if n.tool == c.tool.Name {
+		target, ok = c.tool, true // a graph may call itself (as it is now); the host bounds the depth
+	}
+	if !ok {
+		msg := fmt.Sprintf("there is no tool named %q", n.tool)
+		if s := closest(n.tool, slices.Collect(mapKeys(c.catalog))); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		c.nodef(n, "tool", "%s", msg)
+		return
+	}
+	wired := map[string]bool{}
+	for _, a := range n.args {
+		wired[a.param] = true
+		p := paramOf(target.Params, a.param)
+		if p == nil {
+			msg := fmt.Sprintf("%s has no parameter %q", target.Name, a.param)
+			if len(target.Params) == 0 {
+				msg += "; it takes no arguments"
+			} else {
+				msg += "; its parameters are " + paramNames(target.Params)
+				if s := closest(a.param, paramNameList(target.Params)); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+			}
+			c.nodef(n, "args."+a.param, "%s", msg)
+			continue
+		}
+		if types == nil {
+			continue
+		}
+		var from *node
+		for _, d := range n.deps {
+			if d.id == a.from {
+				from = d
+			}
+		}
+		if from == nil {
+			continue
+		}
+		if t := types[from]; !t.fits(p.Kind) {
+			c.nodef(n, "args."+a.param, "%s's parameter %q takes %s, and %q gives %s%s", target.Name, a.param, kindWords(p.Kind), a.from, t.words(), t.hint(p.Kind, a.from))
+		}
+	}
+	for _, p := range target.Params {
+		if p.Required && !wired[p.Name] {
+			c.nodef(n, "args", "%s needs its parameter %q: add args.%s = the id of the node that gives it", target.Name, p.Name, p.Name)
+		}
+	}
+}
+
+// cycles reports every cycle of references, naming the nodes on it, and
+// says whether there was one.
+func (c *checker) cycles(g *graph) bool {
+	const (
+		unseen = iota
+		onPath
+		finished
+	)
+	state := make(map[*node]int, len(g.nodes))
+	reported := map[*node]bool{}
+	var stack []*node
+	found := false
+	var visit func(n *node)
+	visit = func(n *node) {
+		state[n] = onPath
+		stack = append(stack, n)
+		for _, d := range n.deps {
+			switch state[d] {
+			case unseen:
+				visit(d)
+			case onPath:
+				i := slices.Index(stack, d)
+				cyc := slices.Clone(stack[i:])
+				if slices.ContainsFunc(cyc, func(m *node) bool { return reported[m] }) {
+					continue
+				}
+				found = true
+				for _, m := range cyc {
+					reported[m] = true
+				}
+				// Start at the node written first, so the message is the same
+				// whichever node the search began with.
+				first := 0
+				for j, m := range cyc {
+					if m.index < cyc[first].index {
+						first = j
+					}
+				}
+				cyc = append(cyc[first:], cyc[:first]...)
+				names := make([]string, 0, len(cyc)+1)
+				for _, m := range cyc {
+					names = append(names, strconv.Quote(m.id))
+				}
+				names = append(names, strconv.Quote(cyc[0].id))
+				field := ""
+				for _, r := range cyc[0].refs() {
+					if r.id == cyc[1%len(cyc)].id {
+						field = r.field
+						break
+					}
+				}
+				c.nodef(cyc[0], field, "the nodes depend on each other in a circle, %s, so none of them can run: take one of these inputs from another node", strings.Join(names, " → "))
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[n] = finished
+	}
+	for _, n := range g.nodes {
+		if state[n] == unseen {
+			visit(n)
+		}
+	}
+	return found
+}
+
+// normalise writes the run table back with defaults filled in and the
+// layout as written.
+func (g *graph) normalise() json.RawMessage {
+	var b bytes.Buffer
+	b.WriteString(`{"type":"graph","nodes":[`)
+	for i, n := range g.nodes {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		o := object{&b, false}
+		b.WriteByte('{')
+		o.field("id", n.id)
+		o.field("type", n.typ)
+		switch n.typ {
+		case typeArg:
+			o.field("param", n.param)
+		case typeConst:
+			o.raw("value", n.value)
+		case typeTemplate:
+			o.field("text", n.text)
+		case typePick:
+			o.field("from", n.from)
+			o.field("path", strings.Join(n.path, "."))
+		case typeJoin:
+			o.field("inputs", n.inputs)
+			o.field("separator", n.separator)
+		case typeChoose:
+			o.field("if", n.cond)
+			o.field("then", n.then)
+			o.field("else", n.els)
+			if n.hasEquals {
+				o.raw("equals", n.equals)
+			}
+		case typeAskModel:
+			o.field("prompt", n.prompt)
+			if n.hasSystem {
+				o.field("system", n.system)
+			}
+			o.field("format", n.format)
+		case typeCallTool:
+			o.field("tool", n.tool)
+			args := make(map[string]string, len(n.args))
+			for _, a := range n.args {
+				args[a.param] = a.from
+			}
+			o.field("args", args)
+		case typeReturn:
+			o.field("value", n.ret)
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	if g.layout != nil {
+		b.WriteString(`,"layout":`)
+		b.Write(mustJSON(g.layout))
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// object writes the fields of a JSON object in order.
+type object struct {
+	b    *bytes.Buffer
+	more bool
+}
+
+func (o *object) raw(key string, v json.RawMessage) {
+	if o.more {
+		o.b.WriteByte(',')
+	}
+	o.more = true
+	o.b.Write(mustJSON(key))
+	o.b.WriteByte(':')
+	o.b.Write(v)
+}
+
+func (o *object) field(key string, v any) { o.raw(key, mustJSON(v)) }
+
+// mustJSON marshals what always marshals (strings, lists and maps of them,
+// raw JSON), without HTML escaping.
+func mustJSON(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err) // only values that always marshal are given
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// parsePath splits a pick's dotted path, or says what is wrong with it.
+func parsePath(s string) ([]string, string) {
+	if s == "" {
+		return nil, "path is empty: write a dotted path such as items.0.name"
+	}
+	parts := strings.Split(s, ".")
+	if slices.Contains(parts, "") {
+		return nil, fmt.Sprintf("the path %q has an empty step: write steps between single dots, such as items.0.name", clip(s, 60))
+	}
+	return parts, ""
+}
+
+// compactJSON compacts raw JSON and decodes it with numbers kept as
+// written.
+func compactJSON(v json.RawMessage) (json.RawMessage, any) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		return v, nil
+	}
+	val, _ := decodeJSON(b.Bytes())
+	return b.Bytes(), val
+}
+
+func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
+
+// describeJSON names what a JSON value is, for messages.
+func describeJSON(v json.RawMessage) string {
+	s := bytes.TrimSpace(v)
+	if len(s) == 0 {
+		return "nothing"
+	}
+	switch s[0] {
+	case '"':
+		return "text"
+	case '{':
+		return "a table"
+	case '[':
+		return "a list"
+	case 't', 'f':
+		return "true/false"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func paramOf(ps []sdk.Param, name string) *sdk.Param {
+	for i := range ps {
+		if ps[i].Name == name {
+			return &ps[i]
+		}
+	}
+	return nil
+}
+
+func paramNameList(ps []sdk.Param) []string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	return names
+}
+
+func paramNames(ps []sdk.Param) string { return strings.Join(paramNameList(ps), ", ") }
+
+// clip shortens s to at most n bytes (on a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// closest is the candidate nearest to s when it is near enough to be a
+// slip of the keyboard, else "".
+func closest(s string, candidates []string) string {
+	best, bestD := "", 3
+	if len(s) <= 3 {
+		bestD = 2
+	}
+	slices.Sort(candidates)
+	for _, c := range candidates {
+		if d := distance(strings.ToLower(s), strings.ToLower(c)); d < bestD && c != s {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance of a and b (bytes), bounded to
+// short strings.
+func distance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
