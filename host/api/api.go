@@ -1,5 +1,6 @@
 // Package api serves the host's HTTP API: health, metrics, the tool list
-// as function specs, checking a tool, calling a tool over plain HTTP,
+// as function specs, checking a tool, reading, writing and deleting a
+// tool's file (admins), calling a tool over plain HTTP,
 // reading a run back, the websocket protocol (docs/protocol.md), and the
 // web UI's files; it lets in only callers with a good token, and when the
 // tokens change it closes the websockets whose token no longer holds.
@@ -59,6 +60,9 @@ type Options struct {
 	// Metrics serves GET /metrics, behind the same checks as every
 	// endpoint (a token of any role); nil serves none.
 	Metrics http.Handler
+	// ToolFiles are the tool files that GET, PUT and DELETE
+	// /api/v1/tools/{name} read and write; nil writes none.
+	ToolFiles ToolFiles
 }
 
 // Server is the HTTP handler of the API.
@@ -151,6 +155,9 @@ func New(opts Options) *Server {
 	}
 	s.mux.HandleFunc("GET /api/v1/tools", s.authed(s.listTools))
 	s.mux.HandleFunc("POST /api/v1/tools/check", s.authed(s.checkTool))
+	s.mux.HandleFunc("GET /api/v1/tools/{name}", s.authed(s.getTool))
+	s.mux.HandleFunc("PUT /api/v1/tools/{name}", s.authed(s.putTool))
+	s.mux.HandleFunc("DELETE /api/v1/tools/{name}", s.authed(s.deleteTool))
 	s.mux.HandleFunc("POST /api/v1/tools/{name}/call", s.authed(s.callTool))
 	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.authed(s.getRun))
 	s.mux.HandleFunc("GET /api/v1/ws", s.websocket)
@@ -271,39 +278,24 @@ func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, _ auth.Identi
 	writeJSON(w, http.StatusOK, map[string]any{"tools": s.specs()})
 }
 
-// checkTool takes a tool in TOML and returns it normalised or the errors;
-// nothing is saved.
+// checkTool takes a tool in TOML (or JSON) and returns it normalised or
+// the errors; nothing is saved.
 func (s *Server) checkTool(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	if !id.CanCall() {
 		forbidden(w, fmt.Sprintf("%s is a %s and may not check tools", id.Name, id.Role))
 		return
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil || len(data) > maxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "a tool must be at most 1 MiB of TOML")
+	src, def, err := parseTool(r, "")
+	if err != nil {
+		writeRefusal(w, src, err)
 		return
 	}
-	def, err := config.ParseTool("request", data)
-	if err == nil {
-		var t *tools.Tool
-		if t, err = s.opts.Check(r.Context(), def); err == nil {
-			var run any
-			_ = json.Unmarshal(t.Run, &run)
-			writeJSON(w, http.StatusOK, map[string]any{"ok": true, "tool": map[string]any{
-				"name": t.Name, "description": t.Description, "effect": t.Effect, "params": t.Params, "run": run,
-			}, "spec": t.Spec()})
-			return
-		}
+	t, err := s.opts.Check(r.Context(), def)
+	if err != nil {
+		writeRefusal(w, src, err)
+		return
 	}
-	var ce config.Errors
-	if !errors.As(err, &ce) {
-		ce = config.Errors{{File: "request", Message: err.Error()}}
-	}
-	list := make([]map[string]any, len(ce))
-	for i, e := range ce {
-		list[i] = map[string]any{"line": e.Line, "field": e.Field, "message": e.Message, "text": e.Error()}
-	}
-	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"ok": false, "errors": list})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "tool": toolJSON(t), "spec": t.Spec()})
 }
 
 // callTool runs a tool and answers when it ends: for curl users.
