@@ -26,6 +26,11 @@ const (
 	codeNotJSON     = "not_json"
 )
 
+// maxText bounds the text a template or join node makes, so that a graph
+// whose texts double node after node stops with an error instead of
+// taking the plugin's memory (every graph run shares the process).
+const maxText = 16 << 20
+
 // runner is one run of a graph: every node's value, worked out at most
 // once, from the return node down, as the run needs it.
 type runner struct {
@@ -144,15 +149,15 @@ func (r *runner) eval(ctx context.Context, n *node) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		var b strings.Builder
-		for _, p := range n.tmpl {
+		parts := make([]string, len(n.tmpl))
+		for i, p := range n.tmpl {
 			if p.name == "" {
-				b.WriteString(p.lit)
+				parts[i] = p.lit
 			} else {
-				b.WriteString(textOf(vals[r.g.byID[p.name]]))
+				parts[i] = textOf(vals[r.g.byID[p.name]])
 			}
 		}
-		return b.String(), nil
+		return joinText(n, parts, "")
 	case typeJoin:
 		vals, err := r.values(ctx, n.deps)
 		if err != nil {
@@ -162,7 +167,7 @@ func (r *runner) eval(ctx context.Context, n *node) (any, error) {
 		for i, id := range n.inputs {
 			parts[i] = textOf(vals[r.g.byID[id]])
 		}
-		return strings.Join(parts, n.separator), nil
+		return joinText(n, parts, n.separator)
 	case typePick:
 		v, err := r.value(ctx, n.deps[0])
 		if err != nil {
@@ -195,6 +200,19 @@ func (r *runner) eval(ctx context.Context, n *node) (any, error) {
 		return r.value(ctx, n.deps[0])
 	}
 	return nil, fmt.Errorf("node %q: a %s node can't run", n.id, n.typ) // parse keeps only known types
+}
+
+// joinText joins the parts of node n's text, refusing a text over
+// maxText before making it.
+func joinText(n *node, parts []string, sep string) (string, error) {
+	size := len(sep) * max(len(parts)-1, 0)
+	for _, p := range parts {
+		size += len(p)
+	}
+	if size > maxText {
+		return "", sdk.Errorf(errcode.TooLarge, "node %q: its text would be %d MiB, over the %d MiB a node's text may be", n.id, size>>20, maxText>>20)
+	}
+	return strings.Join(parts, sep), nil
 }
 
 // count takes one of the run's nested calls, or says the run has made
