@@ -33,6 +33,7 @@ func text(name string, required bool) sdk.Param {
 func catalog() []sdk.Tool {
 	return []sdk.Tool{
 		{Name: "get_json", Params: []sdk.Param{{Name: "resource", Kind: "text", Required: true}, {Name: "id", Kind: "integer", Required: true}}},
+		{Name: "delete_item", Effect: "change"},
 		{Name: "word_count", Params: []sdk.Param{text("text", true)}},
 		{Name: "scale", Params: []sdk.Param{{Name: "x", Kind: "number", Required: true}, {Name: "flag", Kind: "bool"}, {Name: "items", Kind: "list"}, {Name: "any", Kind: "json"}}},
 	}
@@ -144,6 +145,8 @@ func TestCheckRules(t *testing.T) {
 			{"id": "obj", "type": "const", "value": n{"k": 1}},
 			{"id": "s", "type": "call_tool", "tool": "scale", "args": n{"x": "x", "items": "obj"}}, ret("s")},
 			true, "run.nodes[2].args.items", []string{`node "s"`, `takes a list, and "obj" gives a table`}},
+		{"a tool that reads calls no tool that changes", nil, []n{{"id": "del", "type": "call_tool", "tool": "delete_item"}, ret("del")},
+			true, "run.nodes[0].tool", []string{`node "del"`, `delete_item changes things (effect = "change")`, `effect = "change" too`}},
 		{"a pick reads into JSON", id, []n{arg, {"id": "p", "type": "pick", "from": "a", "path": "x"}, ret("p")},
 			false, "run.nodes[1].from", []string{`node "p"`, `"a" gives text`}},
 		{"a pick's path has no empty step", id, []n{arg, {"id": "p", "type": "pick", "from": "a", "path": "x..y"}, ret("p")},

@@ -638,6 +638,11 @@ func (c *checker) checkCall(n *node, types map[*node]vtype) {
 		c.nodef(n, "tool", "%s", msg)
 		return
 	}
+	if target.Effect == "change" && c.tool.Effect != "change" {
+		// Else a caller that lets "read" tools run unasked would run one
+		// that changes things through it.
+		c.nodef(n, "tool", "%s changes things (effect = \"change\"), so a tool that calls it changes things too: give this tool effect = \"change\" too", target.Name)
+	}
 	wired := map[string]bool{}
 	for _, a := range n.args {
 		wired[a.param] = true
