@@ -35,6 +35,9 @@ var Version = "dev"
 // Host is one running toolhost.
 type Host struct {
 	cfgMu sync.RWMutex
+	// toolsMu makes loads of the tools one at a time, so the last to
+	// start is the last to replace the served set.
+	toolsMu sync.Mutex
 	// loads counts tool loads, so a late re-check of an older load stops.
 	loads    atomic.Int64
 	cfg      *config.Config
@@ -82,6 +85,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 		Tokens:         auth.New(cfg.Tokens),
 		UI:             ui.Handler(),
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		ToolFiles:      &toolFiles{h: h},
 	})
 	return h
 }
@@ -253,6 +257,8 @@ func (h *Host) config() *config.Config {
 // loadTools checks every tool of the config in force and serves those that
 // pass, all at once.
 func (h *Host) loadTools(ctx context.Context) config.Errors {
+	h.toolsMu.Lock()
+	defer h.toolsMu.Unlock()
 	defs, errs := h.config().AllTools()
 	checked, cerrs, later := tools.CheckAll(ctx, defs, h.kinds)
 	problems := append(errs, cerrs...)
