@@ -144,7 +144,7 @@ type sentTool struct {
 }
 
 // readTool reads the tool in the request's body: TOML (Content-Type
-// application/toml, text/plain or none) or JSON (application/json, the
+// application/toml, text/plain, curl's default or none) or JSON (application/json, the
 // shape check returns), which is made TOML. When name is not "" and the
 // tool has no name, it is given name.
 func readTool(r *http.Request, name string) (sentTool, error) {
@@ -159,7 +159,9 @@ func readTool(r *http.Request, name string) (sentTool, error) {
 		}
 	}
 	switch media {
-	case "", "application/toml", "text/plain", "text/x-toml":
+	// curl -d and --data-binary send form-urlencoded unless told otherwise:
+	// the body is the file as written, so it is read as TOML.
+	case "", "application/toml", "text/plain", "text/x-toml", "application/x-www-form-urlencoded":
 		if name == "" {
 			return sentTool{data: data}, nil
 		}

@@ -270,8 +270,12 @@ func TestPutToolAsJSON(t *testing.T) {
 	if status, body, _ := do(t, h, "PUT", "/api/v1/tools/hello", "ada-token", `{"description":`, "Content-Type", "application/json"); status != 400 || errCode(body) != "bad_request" {
 		t.Errorf("broken JSON: %d %v", status, body)
 	}
-	if status, body, _ := do(t, h, "PUT", "/api/v1/tools/hello", "ada-token", newTool, "Content-Type", "application/x-www-form-urlencoded"); status != 415 {
-		t.Errorf("a form: %d %v", status, body)
+	if status, body, _ := do(t, h, "PUT", "/api/v1/tools/hello", "ada-token", newTool, "Content-Type", "multipart/form-data; boundary=x"); status != 415 || errCode(body) != "unsupported_media_type" {
+		t.Errorf("a multipart form: %d %v", status, body)
+	}
+	// curl -d sends its default Content-Type: the body is read as TOML.
+	if status, body, _ := do(t, h, "PUT", "/api/v1/tools/hello", "ada-token", newTool, "Content-Type", "application/x-www-form-urlencoded"); status != 200 {
+		t.Errorf("curl's default Content-Type: %d %v", status, body)
 	}
 	// check takes JSON too.
 	if status, body, _ := do(t, h, "POST", "/api/v1/tools/check", "ed-token", `{"name":"x","description":"x","run":{"type":"fake"}}`, "Content-Type", "application/json"); status != 200 || body["tool"].(map[string]any)["name"] != "x" {
