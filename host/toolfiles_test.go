@@ -190,7 +190,7 @@ func TestWrittenToolIsServedAtOnce(t *testing.T) {
 	if got := th.callPath(t, "greet", "ann"); got != "/by-hand/ann" {
 		t.Fatalf("calling greet after a hand edit and a reload: %s", got)
 	}
-	if status, body := th.send(t, "GET", "/api/v1/tools/greet", "ed-token", "", ""); status != 200 || !strings.Contains(body["toml"].(string), "/by-hand/") || body["source"] != file+":1" || body["editable"] != true {
+	if status, body := th.send(t, "GET", "/api/v1/tools/greet", "ada-token", "", ""); status != 200 || !strings.Contains(body["toml"].(string), "/by-hand/") || body["source"] != file+":1" || body["editable"] != true {
 		t.Fatalf("GET greet after the hand edit: %d %v", status, body)
 	}
 
@@ -299,7 +299,7 @@ func TestToolRoundTripsAsJSONAndTOML(t *testing.T) {
 	if b, _ := os.ReadFile(file); string(b) != text {
 		t.Errorf("PUT TOML wrote %q; want it as sent", b)
 	}
-	if _, got := th.send(t, "GET", "/api/v1/tools/greet", "ed-token", "", ""); got["toml"] != text {
+	if _, got := th.send(t, "GET", "/api/v1/tools/greet", "ada-token", "", ""); got["toml"] != text {
 		t.Errorf("GET gives the text %q", got["toml"])
 	}
 }
@@ -512,4 +512,27 @@ func errorsAs(err error, target **api.ToolFileError) bool {
 		*target = e
 	}
 	return ok
+}
+
+// TestPutReplacesTheFileThatDefinesTheTool: a tool an admin wrote by hand
+// in a file of another name is replaced in that file; no second file
+// defines it.
+func TestPutReplacesTheFileThatDefinesTheTool(t *testing.T) {
+	up := echoUpstream(t)
+	tools := t.TempDir()
+	legacy := filepath.Join(tools, "legacy.toml")
+	if err := os.WriteFile(legacy, []byte(greetTool("greet", up+"/old")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	th := newToolsHost(t, tools, "")
+	status, body := th.send(t, "PUT", "/api/v1/tools/greet", "ada-token", "", greetTool("greet", up+"/new"))
+	if status != 200 || body["file"] != legacy {
+		t.Fatalf("PUT greet: %d %v; want 200 and %s", status, body, legacy)
+	}
+	if es := entries(t, tools); !slices.Equal(es, []string{"legacy.toml"}) {
+		t.Errorf("the tools folder holds %v", es)
+	}
+	if got := th.callPath(t, "greet", "x"); got != "/new/x" {
+		t.Errorf("calling greet: %s", got)
+	}
 }

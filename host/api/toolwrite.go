@@ -381,9 +381,9 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Iden
 }
 
 // getTool gives a tool's definition, for the web UI's editor: as check
-// gives it (as served, when it is), where it is defined, and whether the
-// API may change it.
-func (s *Server) getTool(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
+// gives it (as served, when it is), where it is defined, whether the API
+// may change it, and, to those who may, the file's text.
+func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	name, err := toolName(r)
 	if err != nil {
 		writeRefusal(w, sentTool{}, err)
@@ -409,7 +409,8 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, _ auth.Identity
 	if !f.Editable {
 		body["not_editable"] = f.NotEditable
 	}
-	if f.Text != "" {
+	// The file's text, comments and all, is for those who may edit it.
+	if f.Text != "" && mayWrite(id, f.Def.Type()) == nil {
 		body["toml"] = f.Text
 	}
 	writeJSON(w, http.StatusOK, body)
