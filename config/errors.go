@@ -69,3 +69,14 @@ func errorsOrNil(es Errors) error {
 func (es *Errors) addf(file string, line int, field, format string, args ...any) {
 	*es = append(*es, Error{File: file, Line: line, Field: field, Message: fmt.Sprintf(format, args...)})
 }
+
+// ErrorAt places a problem with a value of the host's own tables
+// ("model.api_key_env") at its file and line; a value not written is
+// placed at its table, or at the file.
+func (c *Config) ErrorAt(field, message string) Error {
+	e := Error{File: c.File, Field: field, Message: message}
+	if c.doc != nil {
+		e.File, e.Line = c.doc.file, c.doc.lineAt(field)
+	}
+	return e
+}

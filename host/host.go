@@ -243,6 +243,9 @@ func (h *Host) Start(ctx context.Context) Problems {
 		h.log.Error("plugin not started", "kind", p.Kind, "why", why)
 	}
 	pr.Config = append(pr.Config, cfg.StrayKindTables(h.plugins.Kinds(), failed)...)
+	m, merrs := modelOf(cfg)
+	h.runs.SetModel(m)
+	pr.Config = append(pr.Config, merrs...)
 	pr.Tools = h.loadTools(ctx)
 	return pr
 }
@@ -341,6 +344,8 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
 		}
 	}
 	pr.Config = append(pr.Config, cfg.StrayKindTables(h.plugins.Kinds(), h.failedKinds())...)
+	m, merrs := modelOf(cfg)
+	pr.Config = append(pr.Config, merrs...)
 	if len(pr.Config) > 0 {
 		for _, p := range took {
 			if err := p.Reconfigure(ctx, kindTable(old, p.Info().Kind, p.Info(), h.log)); err != nil {
@@ -354,6 +359,7 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
 	h.cfg = cfg
 	h.cfgMu.Unlock()
 	h.runs.SetCallers(callers(cfg))
+	h.runs.SetModel(m)
 	h.api.SetTokens(auth.New(cfg.Tokens))
 	if len(cfg.Tokens) == 0 {
 		h.log.Warn("NO TOKENS ARE CONFIGURED after the reload: every caller on this machine is an admin, and nobody else is served")
