@@ -248,7 +248,7 @@ func reportOf(t *testing.T, g *graphHost, phase string) {
 	ws.Send(map[string]any{"type": "call", "id": "c1", "tool": "item_report", "args": map[string]any{"id": "7"}})
 	frames := ws.UntilEnd("c1", 2*time.Minute)
 	last := frames[len(frames)-1]
-	question := "the item 7 of four words has 5 words"
+	question := "the item 7 of four words has 6 words"
 	if last.Str("type") != "result" || last["result"] != modeltest.Echo(question) {
 		t.Fatalf("%s: item_report ended with %v\nhost log:\n%s", phase, last, g.Stderr())
 	}
