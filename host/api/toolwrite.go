@@ -383,6 +383,11 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Iden
 // getTool gives a tool's definition, for the web UI's editor: as check
 // gives it (as served, when it is), where it is defined, whether the API
 // may change it, and, to those who may, the file's text.
+// runIsOpen are the kinds whose run tables every signed-in role may read
+// (GET /api/v1/tools/{name}): a graph's wiring and a prompt's text are what
+// the web UI draws for everyone; other kinds' run tables are for admins.
+var runIsOpen = map[string]bool{"graph": true, "prompt": true}
+
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	name, err := toolName(r)
 	if err != nil {
@@ -405,6 +410,13 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		t := &tools.Tool{Tool: f.Def, Kind: f.Def.Type()}
 		t.Run, _ = json.Marshal(f.Def.Run)
 		body["tool"], body["served"] = toolJSON(t), false
+	}
+	if kind := f.Def.Type(); id.Role != auth.Admin && !runIsOpen[kind] {
+		// An http tool's headers or a kind's settings may hold a secret
+		// written into the file; the drawings and prompts the editor shows
+		// to everyone hold none.
+		body["tool"].(map[string]any)["run"] = map[string]any{"type": kind}
+		body["run_hidden"] = fmt.Sprintf("only admins read the run table of a %s tool: it may hold secrets such as headers", kind)
 	}
 	if !f.Editable {
 		body["not_editable"] = f.NotEditable

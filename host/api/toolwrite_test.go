@@ -99,6 +99,10 @@ func newWriteHost(t *testing.T) (*testHost, *fakeFiles) {
 		"lines":    {Def: config.Tool{Name: "lines", Source: "/tools/lines.toml:1", File: "/tools/lines.toml", Run: map[string]any{"type": "fake"}}, Editable: true, Text: "name = \"lines\"\n"},
 		"inconfig": {Def: config.Tool{Name: "inconfig", Source: "/etc/toolhost.toml:12", Run: map[string]any{"type": "fake"}}, NotEditable: "the tool inconfig is defined in the main config at /etc/toolhost.toml:12; change it there"},
 		"pytool":   {Def: config.Tool{Name: "pytool", Source: "/tools/pytool.toml:1", File: "/tools/pytool.toml", Run: map[string]any{"type": "python"}}, Editable: true},
+		"keyed": {Def: config.Tool{Name: "keyed", Source: "/tools/keyed.toml:1", File: "/tools/keyed.toml", Run: map[string]any{
+			"type": "http", "url": "https://api.example.com/", "headers": map[string]any{"Authorization": "Bearer s3cret"}}}, Editable: true},
+		"drawn": {Def: config.Tool{Name: "drawn", Source: "/tools/drawn.toml:1", File: "/tools/drawn.toml", Run: map[string]any{
+			"type": "graph", "nodes": []any{map[string]any{"id": "out", "type": "return", "value": "out"}}}}, Editable: true},
 	}}
 	h := newTestHost(t, Options{Check: fakeCheck, ToolFiles: files, Tokens: auth.New([]config.Token{
 		{Name: "ada", SHA256: sum("ada-token"), Role: "admin"},
@@ -248,7 +252,7 @@ func TestPutToolAsJSON(t *testing.T) {
 	if data, _ := files.wrote("hello"); data != want {
 		t.Errorf("wrote:\n%s\nwant:\n%s", data, want)
 	}
-	_, got, _ := do(t, h, "GET", "/api/v1/tools/hello", "vic-token", "")
+	_, got, _ := do(t, h, "GET", "/api/v1/tools/hello", "ada-token", "")
 	again, _ := json.Marshal(got["tool"])
 	if status, body, _ := do(t, h, "PUT", "/api/v1/tools/hello", "ada-token", string(again), "Content-Type", "application/json"); status != 200 {
 		t.Fatalf("PUT what GET gave: %d %v", status, body)
@@ -358,6 +362,29 @@ func TestGetToolForTheEditor(t *testing.T) {
 	status, body, _ = do(t, h, "GET", "/api/v1/tools/pytool", "vic-token", "")
 	if tool, _ := body["tool"].(map[string]any); status != 200 || body["served"] != false || tool["run"].(map[string]any)["type"] != "python" {
 		t.Errorf("GET a tool not served: %d %v", status, body)
+	}
+}
+
+// TestOnlyAdminsReadRunTablesThatMayHoldSecrets: an http tool's headers
+// may hold a key; a viewer or editor reading the tool gets its kind, not
+// its run table. An admin gets it whole.
+func TestOnlyAdminsReadRunTablesThatMayHoldSecrets(t *testing.T) {
+	h, _ := newWriteHost(t)
+	for _, tok := range []string{"vic-token", "ed-token"} {
+		status, body, _ := do(t, h, "GET", "/api/v1/tools/keyed", tok, "")
+		raw := mustJSON(t, body)
+		if status != 200 || strings.Contains(raw, "s3cret") || body["run_hidden"] == nil || body["tool"].(map[string]any)["run"].(map[string]any)["type"] != "http" {
+			t.Errorf("GET keyed with %s: %d %s", tok, status, raw)
+		}
+		// A graph's wiring is what the canvas draws for everyone.
+		status, body, _ = do(t, h, "GET", "/api/v1/tools/drawn", tok, "")
+		if run, _ := body["tool"].(map[string]any)["run"].(map[string]any); status != 200 || run["nodes"] == nil || body["run_hidden"] != nil {
+			t.Errorf("GET drawn with %s: %d %v", tok, status, body)
+		}
+	}
+	if status, body, _ := do(t, h, "GET", "/api/v1/tools/keyed", "ada-token", ""); status != 200 || !strings.Contains(mustJSON(t, body), "s3cret") || body["run_hidden"] != nil {
+		raw := mustJSON(t, body)
+		t.Errorf("GET keyed as an admin: %d %s", status, raw)
 	}
 }
 
