@@ -268,7 +268,7 @@ func TestToolRoundTripsAsJSONAndTOML(t *testing.T) {
 	// same again: the round trip is a fixed point after one turn.
 	getPut := func() ([]byte, string) {
 		t.Helper()
-		status, got := th.send(t, "GET", "/api/v1/tools/greet", "ed-token", "", "")
+		status, got := th.send(t, "GET", "/api/v1/tools/greet", "ada-token", "", "")
 		if status != 200 || got["served"] != true {
 			t.Fatalf("GET: %d %v", status, got)
 		}
