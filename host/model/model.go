@@ -447,8 +447,8 @@ func (c *Client) describe(ctx context.Context, a *attempt, err error) error {
 			"does not follow it (it would take the API key along): if the model is there, set [model] base_url to it", c.cfg.BaseURL, re.to)
 	}
 	if !a.responded {
-		return errcode.Errorf(errcode.ModelUnreachable, "the model at %s can't be reached: %s. Is the model server running? "+
-			"Set [model] base_url to where it listens", c.cfg.BaseURL, c.redact(transportReason(err)))
+		return errcode.Errorf(errcode.ModelUnreachable, "the model at %s can't be reached: %s. Is the model server running (Ollama: `ollama serve`, "+
+			"then `ollama pull %s`)? Set [model] base_url to where it listens and [model] model to a model it serves", c.cfg.BaseURL, c.redact(transportReason(err)), c.cfg.Model)
 	}
 	var synErr *json.SyntaxError
 	if errors.As(err, &synErr) {

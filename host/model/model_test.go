@@ -271,7 +271,8 @@ func TestUnreachable(t *testing.T) {
 	c := client(t, srv.URL, nil)
 	_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
 	assertFails(t, err, errcode.ModelUnreachable, "the model at "+srv.URL+" can't be reached: the connection was refused",
-		"Is the model server running? Set [model] base_url to where it listens")
+		"Is the model server running (Ollama: `ollama serve`, then `ollama pull "+modeltest.DefaultModel+"`)?",
+		"Set [model] base_url to where it listens and [model] model to a model it serves")
 }
 
 func TestUnresolvable(t *testing.T) {
