@@ -37,6 +37,14 @@ const (
 	UnknownTool = "unknown_tool"
 	// TooDeep: tools called tools deeper than the host allows.
 	TooDeep = "too_deep"
+	// NotFound: no such session, or no such file in it (a session of
+	// another caller is not found either).
+	NotFound = "not_found"
+	// BadPath: a path that leaves its folder (.., absolute, a symbolic link
+	// pointing out) or names what is not a regular file.
+	BadPath = "bad_path"
+	// DiskFull: a session's workspace has no room left ([sessions] disk_mb).
+	DiskFull = "disk_full"
 	// TooManyCalls: a run and the runs under it made more nested calls
 	// (of tools and the model) than the host allows one call to make.
 	TooManyCalls = "too_many_calls"
