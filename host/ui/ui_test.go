@@ -11,7 +11,7 @@ import (
 func TestHandlerServesThePageItsFilesAndASafePolicy(t *testing.T) {
 	srv := httptest.NewServer(Handler())
 	defer srv.Close()
-	for path, want := range map[string]string{"/": `<script src="app.js"`, "/app.js": "PROTOCOL = 1", "/app.css": "prefers-color-scheme: dark"} {
+	for path, want := range map[string]string{"/": `<script src="editor.js"`, "/app.js": "PROTOCOL = 1", "/editor.js": "class ToolhostEditor", "/app.css": "prefers-color-scheme: dark"} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)

@@ -36,6 +36,8 @@
     nextId: 1,
     retry: 0,
     pending: [], // frames to send once signed in
+    selectAfterTools: "", // a tool to open once the list has it (just saved)
+    defTicket: 0, // the newest definition asked for
   };
 
   // ---- storage ----
@@ -127,7 +129,11 @@
     $("who").hidden = !f.auth_required;
     $("who").textContent = `${f.principal} · ${f.role}`;
     $("signout").hidden = !f.auth_required;
+    $("admin-actions").hidden = f.role !== "admin";
     showApp();
+    // Signed in again, maybe in another role: what may be edited changes.
+    if (state.tool && (state.tool.kind === "graph" || state.tool.kind === "prompt")) loadDefinition(state.tool.function.name);
+    else if (editor.ed && f.role !== "admin") editor.hide();
     state.ws.send(JSON.stringify({ type: "list_tools", id: "tools" }));
     // Pick the current run up where it was.
     const r = state.run;
@@ -186,6 +192,10 @@
 
   $("signout").addEventListener("click", () => {
     store.setToken("");
+    $("toast").hidden = true;
+    // The next to sign in gets the list anew.
+    state.tools = [];
+    renderTools();
     const ws = state.ws;
     state.ws = null;
     if (ws) ws.close();
@@ -199,8 +209,18 @@
     state.tools = tools.slice().sort((a, b) => a.function.name.localeCompare(b.function.name));
     $("tool-count").textContent = `${state.tools.length}`;
     renderTools();
+    if (state.selectAfterTools) {
+      const t = state.tools.find((x) => x.function.name === state.selectAfterTools);
+      state.selectAfterTools = "";
+      if (t) return selectTool(t);
+    }
+    if (state.tool) {
+      // The list may have changed (a tool saved): keep the spec current.
+      const t = state.tools.find((x) => x.function.name === state.tool.function.name);
+      if (t) state.tool = t;
+    }
     const want = decodeURIComponent(location.hash.replace(/^#tool=/, ""));
-    if (!state.tool && want) {
+    if (!state.tool && want && !editor.ed) {
       const t = state.tools.find((x) => x.function.name === want);
       if (t) selectTool(t);
     }
@@ -241,6 +261,12 @@
     history.replaceState(null, "", `#tool=${encodeURIComponent(fn.name)}`);
     $("empty").hidden = true;
     $("tool-view").hidden = false;
+    if (state.run && state.run.tool !== fn.name && state.run.state !== "running") $("run-view").hidden = true;
+    if (t.kind === "graph" || t.kind === "prompt") loadDefinition(fn.name);
+    else {
+      state.defTicket++;
+      editor.hide();
+    }
     $("tool-name").textContent = fn.name;
     $("tool-desc").textContent = fn.description || "";
     $("tool-kind").textContent = t.kind || "";
@@ -262,6 +288,73 @@
     const first = fields.querySelector("input, textarea, select");
     if (first) first.focus();
   }
+
+  // ---- tool definitions: the graph canvas and the prompt form ----
+  // api makes an HTTP request to the host with this tab's token.
+  async function api(method, path, body) {
+    const headers = { Accept: "application/json" };
+    const tok = store.token();
+    if (tok) headers.Authorization = `Bearer ${tok}`;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const resp = await fetch(path, {
+      method, headers, cache: "no-store", credentials: "omit",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let data = null;
+    try { data = await resp.json(); } catch { data = null; }
+    return { status: resp.status, body: data };
+  }
+
+  const editor = new window.ToolhostEditor({
+    root: $("def-view"),
+    request: api,
+    tools: () => state.tools,
+    toast,
+    saved: (name) => {
+      // The host serves it at once: ask for the list again and open it.
+      state.selectAfterTools = name;
+      send({ type: "list_tools", id: "tools" });
+    },
+  });
+
+  async function loadDefinition(name) {
+    const ticket = ++state.defTicket;
+    editor.message("Loading the tool's definition…");
+    let resp;
+    try {
+      resp = await api("GET", `/api/v1/tools/${encodeURIComponent(name)}`);
+    } catch (e) {
+      if (ticket === state.defTicket) editor.message(`The host could not be reached for this tool's definition: ${e.message}.`);
+      return;
+    }
+    if (ticket !== state.defTicket) return;
+    const b = resp.body || {};
+    if (resp.status !== 200 || !b.tool || !b.tool.run) {
+      editor.message(`The host did not give this tool's definition: ${sentence((b.error && b.error.message) || `it answered ${resp.status}`)}`);
+      return;
+    }
+    editor.open(Object.assign({}, b.tool, { source: b.source }), {
+      editable: state.role === "admin" && b.editable === true,
+      why: state.role !== "admin" ? "Only admins change tools." : (b.not_editable || ""),
+    });
+  }
+
+  function openNew(kind) {
+    if (state.role !== "admin") return;
+    state.tool = null;
+    state.defTicket++;
+    history.replaceState(null, "", `#new=${kind}`);
+    $("empty").hidden = true;
+    $("tool-view").hidden = true;
+    if (!state.run || state.run.state !== "running") $("run-view").hidden = true;
+    renderTools();
+    if (kind === "prompt") editor.newPrompt();
+    else editor.newGraph();
+    const name = $("def-name");
+    if (name) name.focus();
+  }
+  $("new-graph").addEventListener("click", () => openNew("graph"));
+  $("new-prompt").addEventListener("click", () => openNew("prompt"));
 
   function field(name, schema, required) {
     const kind = kindOf(schema);
@@ -463,7 +556,11 @@
         break;
       case "stdout":
       case "stderr":
-        out.append(el("span", { class: `line ${f.type}`, text: f.data }));
+        // Output of a graph's node (its nested call or model answer) is
+        // marked with the node.
+        out.append(f.node
+          ? el("span", { class: `line ${f.type} nested`, "data-node": f.node }, el("span", { class: "node-tag", text: f.node }), f.data)
+          : el("span", { class: `line ${f.type}`, text: f.data }));
         r.chunks = (r.chunks || 0) + 1;
         if (out.children.length > MAX_SHOWN) {
           // Keep the page quick: show the newest output only.
@@ -476,9 +573,15 @@
         }
         $("output-count").textContent = `${r.chunks} chunk${r.chunks === 1 ? "" : "s"}`;
         break;
-      case "progress":
-        out.append(el("span", { class: "line note", text: `${Math.round((f.fraction || 0) * 100)}%${f.message ? " — " + f.message : ""}\n` }));
+      case "progress": {
+        // A fraction outside 0..1 (a graph's "node done" sends -1) says
+        // only the message.
+        const known = typeof f.fraction === "number" && f.fraction >= 0 && f.fraction <= 1;
+        const pct = known ? `${Math.round(f.fraction * 100)}%` : "";
+        const text = pct && f.message ? `${pct} — ${f.message}` : pct || f.message || "";
+        if (text) out.append(el("span", { class: "line note", "data-node": f.node || null, text: `${text}\n` }));
         break;
+      }
       case "result": {
         r.ended = Date.now();
         $("result").textContent = pretty(f.result);
