@@ -107,6 +107,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		"runs":           {"keep_minutes", "max_running_per_token"},
 		"log":            {"level", "format"},
 		"model":          {"base_url", "model", "api_key_env", "api_key_file", "timeout_seconds", "max_tokens"},
+		"sessions":       {"enabled", "who", "seconds", "disk_mb", "memory_mb", "idle_minutes", "keep_hours", "network", "package_hosts", "proxy_listen"},
 	}
 	// The built-in kinds' settings, as their schemas list them.
 	schemas := kindSchemas(t)

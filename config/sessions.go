@@ -1,0 +1,158 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+)
+
+// SessionsConfig is [sessions]: conversation sandboxes. A call that names a
+// session runs the built-in tools run_python, run_bash, sandbox_files and
+// sandbox_file in that conversation's own sandbox, whose files stay between
+// runs; the host keeps who owns which session and a ledger of the runs.
+type SessionsConfig struct {
+	// Enabled serves the built-in session tools and the sessions API.
+	// Default false. Read at start only.
+	Enabled bool
+	// Who may use conversation sandboxes: "editors" (editors and admins,
+	// the default) or "admins". Viewers never may.
+	Who string
+	// Seconds is the most one run in a session may take on the clock.
+	// Default 60, 1..600.
+	Seconds int
+	// DiskMB is the size of each session's workspace (/work), a limit
+	// that holds. Default 1024, 16..1048576.
+	DiskMB int
+	// MemoryMB is the memory of each session's sandbox. Default 512,
+	// 16..65536.
+	MemoryMB int
+	// IdleMinutes: a sandbox unused this long is stopped; its files stay.
+	// Default 15, 1..1440.
+	IdleMinutes int
+	// KeepHours: a session unused this long is deleted, its files with
+	// it. Default 24, 1..8760.
+	KeepHours int
+	// Network is the network of a new session: "off" (the default),
+	// "web" (public addresses on ports 80 and 443) or "packages" (only the
+	// host's egress proxy, which lets through PackageHosts).
+	Network string
+	// PackageHosts are the host names the egress proxy lets a "packages"
+	// session reach: exact names ("pypi.org") or "*.example.org" for every
+	// name under example.org. Default none.
+	PackageHosts []string
+	// ProxyListen is where the egress proxy listens, an IP address and
+	// port; "" (the default) lets the host pick an address the sandboxes
+	// reach.
+	ProxyListen string
+}
+
+// The networks a session may have.
+const (
+	SessionNetworkOff      = "off"
+	SessionNetworkWeb      = "web"
+	SessionNetworkPackages = "packages"
+)
+
+// SessionNetworks are the networks a session may have, in the order the
+// docs give them.
+var SessionNetworks = []string{SessionNetworkOff, SessionNetworkWeb, SessionNetworkPackages}
+
+func defaultSessions() SessionsConfig {
+	return SessionsConfig{
+		Who: "editors", Seconds: 60, DiskMB: 1024, MemoryMB: 512, IdleMinutes: 15, KeepHours: 24,
+		Network: SessionNetworkOff, PackageHosts: []string{},
+	}
+}
+
+// decodeSessions reads [sessions] into s.
+func (d *decoder) decodeSessions(v any, s *SessionsConfig) {
+	t := d.table("sessions", v)
+	t.boolean("enabled", &s.Enabled)
+	if t.str("who", &s.Who) {
+		d.oneOf(t.at("who"), s.Who, "editors", "admins")
+	}
+	t.int("seconds", &s.Seconds, 1, 600)
+	t.int("disk_mb", &s.DiskMB, 16, 1<<20)
+	t.int("memory_mb", &s.MemoryMB, 16, 65536)
+	t.int("idle_minutes", &s.IdleMinutes, 1, 1440)
+	t.int("keep_hours", &s.KeepHours, 1, 8760)
+	if t.str("network", &s.Network) {
+		d.oneOf(t.at("network"), s.Network, SessionNetworks...)
+	}
+	var hosts []string
+	if t.strings("package_hosts", &hosts) {
+		seen := map[string]int{}
+		good := true
+		for i, h := range hosts {
+			p := indexPath(t.at("package_hosts"), i)
+			if msg := checkPackageHost(h); msg != "" {
+				d.addf(p, "%s", msg)
+				good = false
+				continue
+			}
+			if j, dup := seen[h]; dup {
+				d.addf(p, "%q is already package_hosts[%d]", h, j)
+				good = false
+				continue
+			}
+			seen[h] = i
+		}
+		if good {
+			s.PackageHosts = hosts
+		}
+	}
+	if s.Network == SessionNetworkPackages && len(hosts) == 0 && !d.hasErrorAt(t.at("package_hosts")) {
+		d.addf(t.at("network"), "new sessions would reach only the hosts of package_hosts, and it lists none: "+
+			"list your package index's hosts there (e.g. [\"pypi.org\", \"files.pythonhosted.org\"]), or make new sessions \"off\"")
+	}
+	if t.str("proxy_listen", &s.ProxyListen) && s.ProxyListen != "" {
+		if ap, err := netip.ParseAddrPort(s.ProxyListen); err != nil || ap.Addr().Zone() != "" {
+			d.addf(t.at("proxy_listen"), "must be an IP address and port the sandboxes can reach, like \"10.200.0.1:3128\" (or \"\" to let the host pick one), not %q", s.ProxyListen)
+		}
+	}
+	t.done()
+}
+
+// labelRE is one label of a host name: letters, digits and hyphens, not
+// starting or ending with a hyphen, at most 63 long.
+var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// checkPackageHost says what is wrong with an entry of package_hosts: a
+// host name in lowercase, or "*." and a domain of at least two labels.
+func checkPackageHost(h string) string {
+	const like = `a host name like "pypi.org", or "*.example.org" for every name under example.org`
+	name := strings.TrimPrefix(h, "*.")
+	wild := name != h
+	switch {
+	case h == "":
+		return "must not be empty: write " + like
+	case isIP(h):
+		return fmt.Sprintf("%q is an address: give the host's name, which the proxy resolves itself (it never lets a sandbox reach private or host addresses)", h)
+	case strings.ContainsAny(h, ":/"):
+		return fmt.Sprintf("must be %s, without a scheme, port or path, not %q", like, h)
+	case strings.HasSuffix(h, "."):
+		return fmt.Sprintf("write the name without its final dot: %q", strings.TrimSuffix(h, "."))
+	case strings.ToLower(h) != h:
+		return fmt.Sprintf("must be written in lowercase: %q", strings.ToLower(h))
+	case strings.Contains(name, "*"):
+		return fmt.Sprintf("a wildcard may only start the name, as \"*.\" followed by a domain: not %q", h)
+	case len(name) > 253:
+		return fmt.Sprintf("is longer than a host name may be (253 characters): %q", h)
+	}
+	labels := strings.Split(name, ".")
+	for _, l := range labels {
+		if !labelRE.MatchString(l) {
+			return fmt.Sprintf("must be %s, not %q: each part between dots is 1 to 63 letters, digits or hyphens, not starting or ending with a hyphen", like, h)
+		}
+	}
+	if wild && len(labels) < 2 {
+		return fmt.Sprintf("%q would let through every name under .%s: name a domain of at least two parts, like \"*.example.org\"", h, name)
+	}
+	return ""
+}
+
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	return err == nil
+}
