@@ -1,5 +1,6 @@
 // Package sdk is what a tool-kind plugin imports: the Kind interface a kind
-// implements (and the optional MetricsSource, Doctor and Closer), the event
+// implements (and the optional MetricsSource, Doctor, Closer and
+// SessionKeeper), the event
 // types it emits, its errors (package errcode's), and Serve to run it as a
 // plugin process. sdktest tests a kind without building a binary.
 //
@@ -54,6 +55,9 @@ type Info struct {
 	// serves. A kind does not set it: Serve says so for a kind that is a
 	// CatalogChecker, and the host reads it from Describe.
 	WantsCatalog bool
+	// ServesSessions says the kind keeps conversation sandboxes. A kind
+	// does not set it: Serve says so for a kind that is a SessionKeeper.
+	ServesSessions bool
 }
 
 // Tool is a tool as the host loaded it.
@@ -87,8 +91,16 @@ type Call struct {
 	RunID string
 	// Principal names who asked, for logs.
 	Principal string
-	// Session is the conversation the call belongs to, if any.
+	// Session is the conversation the call belongs to, if any: for a
+	// SessionKeeper, the backend id of the session whose sandbox runs it.
 	Session string
+	// SessionNetwork is the network of the session's sandbox when Session
+	// is set: SessionNetworkOff, SessionNetworkWeb or
+	// SessionNetworkPackages ("" from an older host: off).
+	SessionNetwork string
+	// SessionProxy is the egress proxy's URL for SessionNetworkPackages,
+	// with the session's own credentials (http://USER:PASS@ADDR).
+	SessionProxy string
 	// Host reaches back into the host (nested tool calls). It is never nil;
 	// when the host serves nothing its methods return an error.
 	Host Host

@@ -53,7 +53,8 @@ type KindPlugin struct {
 
 var _ plugin.GRPCPlugin = (*KindPlugin)(nil)
 
-// GRPCServer registers the kind's gRPC server.
+// GRPCServer registers the kind's gRPC server, and the Sessions service
+// beside it for a kind that is a SessionKeeper.
 func (p *KindPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
 	logger := p.Logger
 	if logger == nil {
@@ -64,6 +65,9 @@ func (p *KindPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error
 		host:   &hostLink{broker: broker, dialOpts: p.hostDialOpts},
 		logger: logger,
 	})
+	if keeper, ok := p.Impl.(SessionKeeper); ok {
+		pluginv1.RegisterSessionsServer(s, &sessionsServer{impl: keeper})
+	}
 	return nil
 }
 

@@ -40,6 +40,7 @@ func (s *kindServer) Describe(ctx context.Context, _ *pluginv1.DescribeRequest) 
 		ConfigSchema:     string(info.ConfigSchema),
 		ProtocolVersions: []uint32{ProtocolVersion},
 		WantsCatalog:     wantsCatalog(s.impl),
+		ServesSessions:   servesSessions(s.impl),
 	}, nil
 }
 
@@ -129,6 +130,9 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 		Principal: req.GetCall().GetPrincipal(),
 		Session:   req.GetCall().GetSession(),
 		Host:      lazyHost{link: s.host, id: req.GetCall().GetHostServiceId()},
+
+		SessionNetwork: req.GetCall().GetSessionNetwork(),
+		SessionProxy:   req.GetCall().GetSessionProxy(),
 	}
 	if len(call.Args) == 0 {
 		call.Args = json.RawMessage("{}")

@@ -22,6 +22,7 @@ import (
 // go-plugin's Dispense returns for sdk.PluginName.
 type KindClient struct {
 	client        pluginv1.KindClient
+	sessions      pluginv1.SessionsClient
 	hostServiceID uint32
 }
 
@@ -31,7 +32,7 @@ func (c *KindClient) Describe(ctx context.Context) (sdk.Info, []uint32, error) {
 	if err != nil {
 		return sdk.Info{}, nil, fmt.Errorf("the plugin didn't describe itself: %w", err)
 	}
-	info := sdk.Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema()), WantsCatalog: resp.GetWantsCatalog()}
+	info := sdk.Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema()), WantsCatalog: resp.GetWantsCatalog(), ServesSessions: resp.GetServesSessions()}
 	if s := resp.GetConfigSchema(); s != "" {
 		info.ConfigSchema = json.RawMessage(s)
 	}
@@ -89,7 +90,12 @@ type Invocation struct {
 	Args      json.RawMessage
 	RunID     string
 	Principal string
-	Session   string
+	// Session is the backend id of the conversation's session, if any.
+	Session string
+	// SessionNetwork and SessionProxy are the session's network ("off",
+	// "web" or "packages") and, for packages, the egress proxy's URL with
+	// the session's credentials.
+	SessionNetwork, SessionProxy string
 }
 
 // ErrStreamBroken reports that the plugin's stream ended without a result
@@ -106,7 +112,8 @@ func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(sd
 		ArgsJson: string(inv.Args),
 		Call: &pluginv1.Call{
 			RunId: inv.RunID, Principal: inv.Principal, Session: inv.Session,
-			HostServiceId: c.hostServiceID,
+			HostServiceId:  c.hostServiceID,
+			SessionNetwork: inv.SessionNetwork, SessionProxy: inv.SessionProxy,
 		},
 	})
 	if err != nil {

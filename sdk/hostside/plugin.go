@@ -43,7 +43,7 @@ func (p *KindPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
 // id in every Configure, and the plugin dials it at the first (see
 // sdk/hostlink.go for why then, and not per call).
 func (p *KindPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	c := &KindClient{client: pluginv1.NewKindClient(conn)}
+	c := &KindClient{client: pluginv1.NewKindClient(conn), sessions: pluginv1.NewSessionsClient(conn)}
 	if p.Host != nil {
 		c.hostServiceID = broker.NextId()
 		go broker.AcceptAndServe(c.hostServiceID, func(opts []grpc.ServerOption) *grpc.Server {

@@ -90,9 +90,12 @@ type DescribeResponse struct {
 	// The kind's Check needs the other tools the host serves with it (a
 	// graph checks the tools it calls): the host then fills
 	// CheckRequest.catalog. Added in protocol 1.
-	WantsCatalog  bool `protobuf:"varint,6,opt,name=wants_catalog,json=wantsCatalog,proto3" json:"wants_catalog,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	WantsCatalog bool `protobuf:"varint,6,opt,name=wants_catalog,json=wantsCatalog,proto3" json:"wants_catalog,omitempty"`
+	// The plugin serves the Sessions service beside Kind: its tools may run
+	// in conversation sandboxes. Added in protocol 1.
+	ServesSessions bool `protobuf:"varint,7,opt,name=serves_sessions,json=servesSessions,proto3" json:"serves_sessions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -163,6 +166,13 @@ func (x *DescribeResponse) GetConfigSchema() string {
 func (x *DescribeResponse) GetWantsCatalog() bool {
 	if x != nil {
 		return x.WantsCatalog
+	}
+	return false
+}
+
+func (x *DescribeResponse) GetServesSessions() bool {
+	if x != nil {
+		return x.ServesSessions
 	}
 	return false
 }
@@ -939,6 +949,14 @@ type Call struct {
 	// where a plugin dials it; kept for plugins that dial it here, on their
 	// first call (which finds it only within 5 s of the plugin's start).
 	HostServiceId uint32 `protobuf:"varint,4,opt,name=host_service_id,json=hostServiceId,proto3" json:"host_service_id,omitempty"`
+	// The network of the session's sandbox, when session is set: "off"
+	// (none), "web" (public addresses on ports 80 and 443) or "packages"
+	// (only the host's egress proxy, at session_proxy). Added in protocol 1.
+	SessionNetwork string `protobuf:"bytes,5,opt,name=session_network,json=sessionNetwork,proto3" json:"session_network,omitempty"`
+	// The egress proxy's URL for "packages", with the session's own
+	// credentials (http://USER:PASS@ADDR): set in the sandbox as HTTP_PROXY
+	// and HTTPS_PROXY. Added in protocol 1.
+	SessionProxy  string `protobuf:"bytes,6,opt,name=session_proxy,json=sessionProxy,proto3" json:"session_proxy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -999,6 +1017,20 @@ func (x *Call) GetHostServiceId() uint32 {
 		return x.HostServiceId
 	}
 	return 0
+}
+
+func (x *Call) GetSessionNetwork() string {
+	if x != nil {
+		return x.SessionNetwork
+	}
+	return ""
+}
+
+func (x *Call) GetSessionProxy() string {
+	if x != nil {
+		return x.SessionProxy
+	}
+	return ""
 }
 
 type InvokeRequest struct {
@@ -1859,12 +1891,671 @@ func (*ModelEvent_Answer) isModelEvent_Kind() {}
 
 func (*ModelEvent_Error) isModelEvent_Kind() {}
 
+// SessionsConfig is the host's [sessions] table as the plugin needs it.
+// Zero takes the plugin's default. Added in protocol 1.
+type SessionsConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The size of each session's workspace, in MiB.
+	DiskMb uint32 `protobuf:"varint,1,opt,name=disk_mb,json=diskMb,proto3" json:"disk_mb,omitempty"`
+	// The memory of each session's sandbox, in MiB.
+	MemoryMb uint32 `protobuf:"varint,2,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	// The most tasks (processes and threads) of each session's sandbox.
+	Pids uint32 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	// A sandbox unused this long is stopped (its files stay).
+	IdleMinutes uint32 `protobuf:"varint,4,opt,name=idle_minutes,json=idleMinutes,proto3" json:"idle_minutes,omitempty"`
+	// The host's egress proxy ("203.0.113.1:3128"), the one address a
+	// sandbox of network "packages" may reach; empty when none is served.
+	ProxyAddr string `protobuf:"bytes,5,opt,name=proxy_addr,json=proxyAddr,proto3" json:"proxy_addr,omitempty"`
+	// The most a run in a session may take on the clock, in seconds.
+	Seconds       uint32 `protobuf:"varint,6,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionsConfig) Reset() {
+	*x = SessionsConfig{}
+	mi := &file_v1_plugin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionsConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionsConfig) ProtoMessage() {}
+
+func (x *SessionsConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionsConfig.ProtoReflect.Descriptor instead.
+func (*SessionsConfig) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SessionsConfig) GetDiskMb() uint32 {
+	if x != nil {
+		return x.DiskMb
+	}
+	return 0
+}
+
+func (x *SessionsConfig) GetMemoryMb() uint32 {
+	if x != nil {
+		return x.MemoryMb
+	}
+	return 0
+}
+
+func (x *SessionsConfig) GetPids() uint32 {
+	if x != nil {
+		return x.Pids
+	}
+	return 0
+}
+
+func (x *SessionsConfig) GetIdleMinutes() uint32 {
+	if x != nil {
+		return x.IdleMinutes
+	}
+	return 0
+}
+
+func (x *SessionsConfig) GetProxyAddr() string {
+	if x != nil {
+		return x.ProxyAddr
+	}
+	return ""
+}
+
+func (x *SessionsConfig) GetSeconds() uint32 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+type SessionsConfigureResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionsConfigureResponse) Reset() {
+	*x = SessionsConfigureResponse{}
+	mi := &file_v1_plugin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionsConfigureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionsConfigureResponse) ProtoMessage() {}
+
+func (x *SessionsConfigureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionsConfigureResponse.ProtoReflect.Descriptor instead.
+func (*SessionsConfigureResponse) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{29}
+}
+
+// SessionRef names a session by its backend id.
+type SessionRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRef) Reset() {
+	*x = SessionRef{}
+	mi := &file_v1_plugin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRef) ProtoMessage() {}
+
+func (x *SessionRef) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRef.ProtoReflect.Descriptor instead.
+func (*SessionRef) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SessionRef) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+// FileInfo is one file or folder of a session's workspace.
+type FileInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relative to the workspace, with "/" between folders ("out/plot.png").
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Size int64  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Last modified, in Unix milliseconds.
+	ModTimeUnixMs int64 `protobuf:"varint,3,opt,name=mod_time_unix_ms,json=modTimeUnixMs,proto3" json:"mod_time_unix_ms,omitempty"`
+	Dir           bool  `protobuf:"varint,4,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileInfo) Reset() {
+	*x = FileInfo{}
+	mi := &file_v1_plugin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileInfo) ProtoMessage() {}
+
+func (x *FileInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
+func (*FileInfo) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FileInfo) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileInfo) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *FileInfo) GetModTimeUnixMs() int64 {
+	if x != nil {
+		return x.ModTimeUnixMs
+	}
+	return 0
+}
+
+func (x *FileInfo) GetDir() bool {
+	if x != nil {
+		return x.Dir
+	}
+	return false
+}
+
+type FileList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Files         []*FileInfo            `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileList) Reset() {
+	*x = FileList{}
+	mi := &file_v1_plugin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileList) ProtoMessage() {}
+
+func (x *FileList) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileList.ProtoReflect.Descriptor instead.
+func (*FileList) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *FileList) GetFiles() []*FileInfo {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// FileRequest names one file of a session's workspace.
+type FileRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// Relative to the workspace; "..", absolute paths and symbolic links
+	// that leave it are refused (bad_path).
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// ReadFile: the largest file sent; larger is too_large. 0 is the
+	// plugin's own bound.
+	MaxBytes      int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileRequest) Reset() {
+	*x = FileRequest{}
+	mi := &file_v1_plugin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileRequest) ProtoMessage() {}
+
+func (x *FileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileRequest.ProtoReflect.Descriptor instead.
+func (*FileRequest) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *FileRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *FileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// Chunk is a piece of a file, in order.
+type Chunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Chunk) Reset() {
+	*x = Chunk{}
+	mi := &file_v1_plugin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Chunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Chunk) ProtoMessage() {}
+
+func (x *Chunk) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
+func (*Chunk) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Chunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// WriteChunk is a piece of a file being written: the first names it.
+type WriteChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set in the first chunk only.
+	Session       string `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteChunk) Reset() {
+	*x = WriteChunk{}
+	mi := &file_v1_plugin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteChunk) ProtoMessage() {}
+
+func (x *WriteChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteChunk.ProtoReflect.Descriptor instead.
+func (*WriteChunk) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *WriteChunk) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *WriteChunk) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WriteChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type RemoveFileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveFileResponse) Reset() {
+	*x = RemoveFileResponse{}
+	mi := &file_v1_plugin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveFileResponse) ProtoMessage() {}
+
+func (x *RemoveFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveFileResponse.ProtoReflect.Descriptor instead.
+func (*RemoveFileResponse) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{36}
+}
+
+type StopSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopSessionResponse) Reset() {
+	*x = StopSessionResponse{}
+	mi := &file_v1_plugin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopSessionResponse) ProtoMessage() {}
+
+func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
+func (*StopSessionResponse) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{37}
+}
+
+type DeleteSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionResponse) Reset() {
+	*x = DeleteSessionResponse{}
+	mi := &file_v1_plugin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionResponse) ProtoMessage() {}
+
+func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{38}
+}
+
+type ReconcileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The backend ids of the sessions the host keeps.
+	Keep          []string `protobuf:"bytes,1,rep,name=keep,proto3" json:"keep,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileRequest) Reset() {
+	*x = ReconcileRequest{}
+	mi := &file_v1_plugin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileRequest) ProtoMessage() {}
+
+func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileRequest) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ReconcileRequest) GetKeep() []string {
+	if x != nil {
+		return x.Keep
+	}
+	return nil
+}
+
+type ReconcileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The backend ids whose workspaces were deleted.
+	Removed       []string `protobuf:"bytes,1,rep,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileResponse) Reset() {
+	*x = ReconcileResponse{}
+	mi := &file_v1_plugin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileResponse) ProtoMessage() {}
+
+func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
+func (*ReconcileResponse) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ReconcileResponse) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
 var File_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x0fv1/plugin.proto\x12\x12toolhost.plugin.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xd6\x01\n" +
+	"\x0fDescribeRequest\"\xff\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12+\n" +
 	"\x11protocol_versions\x18\x02 \x03(\rR\x10protocolVersions\x12\x18\n" +
@@ -1872,7 +2563,8 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"run_schema\x18\x04 \x01(\tR\trunSchema\x12#\n" +
 	"\rconfig_schema\x18\x05 \x01(\tR\fconfigSchema\x12#\n" +
-	"\rwants_catalog\x18\x06 \x01(\bR\fwantsCatalog\"[\n" +
+	"\rwants_catalog\x18\x06 \x01(\bR\fwantsCatalog\x12'\n" +
+	"\x0fserves_sessions\x18\a \x01(\bR\x0eservesSessions\"[\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
 	"configJson\x12&\n" +
@@ -1924,12 +2616,14 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"b\n" +
 	"\rCheckResponse\x12\x19\n" +
 	"\brun_json\x18\x01 \x01(\tR\arunJson\x126\n" +
-	"\x06errors\x18\x02 \x03(\v2\x1e.toolhost.plugin.v1.FieldErrorR\x06errors\"}\n" +
+	"\x06errors\x18\x02 \x03(\v2\x1e.toolhost.plugin.v1.FieldErrorR\x06errors\"\xcb\x01\n" +
 	"\x04Call\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x18\n" +
 	"\asession\x18\x03 \x01(\tR\asession\x12&\n" +
-	"\x0fhost_service_id\x18\x04 \x01(\rR\rhostServiceId\"\x88\x01\n" +
+	"\x0fhost_service_id\x18\x04 \x01(\rR\rhostServiceId\x12'\n" +
+	"\x0fsession_network\x18\x05 \x01(\tR\x0esessionNetwork\x12#\n" +
+	"\rsession_proxy\x18\x06 \x01(\tR\fsessionProxy\"\x88\x01\n" +
 	"\rInvokeRequest\x12,\n" +
 	"\x04tool\x18\x01 \x01(\v2\x18.toolhost.plugin.v1.ToolR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x02 \x01(\tR\bargsJson\x12,\n" +
@@ -1984,7 +2678,44 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x12>\n" +
 	"\x06answer\x18\x02 \x01(\v2$.toolhost.plugin.v1.AskModelResponseH\x00R\x06answer\x121\n" +
 	"\x05error\x18\x03 \x01(\v2\x19.toolhost.plugin.v1.ErrorH\x00R\x05errorB\x06\n" +
-	"\x04kind2\xf4\x03\n" +
+	"\x04kind\"\xb6\x01\n" +
+	"\x0eSessionsConfig\x12\x17\n" +
+	"\adisk_mb\x18\x01 \x01(\rR\x06diskMb\x12\x1b\n" +
+	"\tmemory_mb\x18\x02 \x01(\rR\bmemoryMb\x12\x12\n" +
+	"\x04pids\x18\x03 \x01(\rR\x04pids\x12!\n" +
+	"\fidle_minutes\x18\x04 \x01(\rR\vidleMinutes\x12\x1d\n" +
+	"\n" +
+	"proxy_addr\x18\x05 \x01(\tR\tproxyAddr\x12\x18\n" +
+	"\aseconds\x18\x06 \x01(\rR\aseconds\"\x1b\n" +
+	"\x19SessionsConfigureResponse\"&\n" +
+	"\n" +
+	"SessionRef\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"m\n" +
+	"\bFileInfo\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12'\n" +
+	"\x10mod_time_unix_ms\x18\x03 \x01(\x03R\rmodTimeUnixMs\x12\x10\n" +
+	"\x03dir\x18\x04 \x01(\bR\x03dir\">\n" +
+	"\bFileList\x122\n" +
+	"\x05files\x18\x01 \x03(\v2\x1c.toolhost.plugin.v1.FileInfoR\x05files\"X\n" +
+	"\vFileRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"\x1b\n" +
+	"\x05Chunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"N\n" +
+	"\n" +
+	"WriteChunk\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x14\n" +
+	"\x12RemoveFileResponse\"\x15\n" +
+	"\x13StopSessionResponse\"\x17\n" +
+	"\x15DeleteSessionResponse\"&\n" +
+	"\x10ReconcileRequest\x12\x12\n" +
+	"\x04keep\x18\x01 \x03(\tR\x04keep\"-\n" +
+	"\x11ReconcileResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x03(\tR\aremoved2\xf4\x03\n" +
 	"\x04Kind\x12U\n" +
 	"\bDescribe\x12#.toolhost.plugin.v1.DescribeRequest\x1a$.toolhost.plugin.v1.DescribeResponse\x12X\n" +
 	"\tConfigure\x12$.toolhost.plugin.v1.ConfigureRequest\x1a%.toolhost.plugin.v1.ConfigureResponse\x12L\n" +
@@ -1996,7 +2727,17 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\bCallTool\x12#.toolhost.plugin.v1.CallToolRequest\x1a$.toolhost.plugin.v1.CallToolResponse\x12U\n" +
 	"\bAskModel\x12#.toolhost.plugin.v1.AskModelRequest\x1a$.toolhost.plugin.v1.AskModelResponse\x12R\n" +
 	"\x0eCallToolStream\x12#.toolhost.plugin.v1.CallToolRequest\x1a\x19.toolhost.plugin.v1.Event0\x01\x12W\n" +
-	"\x0eAskModelStream\x12#.toolhost.plugin.v1.AskModelRequest\x1a\x1e.toolhost.plugin.v1.ModelEvent0\x01B=Z;github.com/toolhost/toolhost/sdk/internal/pluginv1;pluginv1b\x06proto3"
+	"\x0eAskModelStream\x12#.toolhost.plugin.v1.AskModelRequest\x1a\x1e.toolhost.plugin.v1.ModelEvent0\x012\xb1\x05\n" +
+	"\bSessions\x12^\n" +
+	"\tConfigure\x12\".toolhost.plugin.v1.SessionsConfig\x1a-.toolhost.plugin.v1.SessionsConfigureResponse\x12I\n" +
+	"\tListFiles\x12\x1e.toolhost.plugin.v1.SessionRef\x1a\x1c.toolhost.plugin.v1.FileList\x12H\n" +
+	"\bReadFile\x12\x1f.toolhost.plugin.v1.FileRequest\x1a\x19.toolhost.plugin.v1.Chunk0\x01\x12K\n" +
+	"\tWriteFile\x12\x1e.toolhost.plugin.v1.WriteChunk\x1a\x1c.toolhost.plugin.v1.FileInfo(\x01\x12U\n" +
+	"\n" +
+	"RemoveFile\x12\x1f.toolhost.plugin.v1.FileRequest\x1a&.toolhost.plugin.v1.RemoveFileResponse\x12V\n" +
+	"\vStopSession\x12\x1e.toolhost.plugin.v1.SessionRef\x1a'.toolhost.plugin.v1.StopSessionResponse\x12Z\n" +
+	"\rDeleteSession\x12\x1e.toolhost.plugin.v1.SessionRef\x1a).toolhost.plugin.v1.DeleteSessionResponse\x12X\n" +
+	"\tReconcile\x12$.toolhost.plugin.v1.ReconcileRequest\x1a%.toolhost.plugin.v1.ReconcileResponseB=Z;github.com/toolhost/toolhost/sdk/internal/pluginv1;pluginv1b\x06proto3"
 
 var (
 	file_v1_plugin_proto_rawDescOnce sync.Once
@@ -2010,43 +2751,56 @@ func file_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_v1_plugin_proto_rawDescData
 }
 
-var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_v1_plugin_proto_goTypes = []any{
-	(*DescribeRequest)(nil),   // 0: toolhost.plugin.v1.DescribeRequest
-	(*DescribeResponse)(nil),  // 1: toolhost.plugin.v1.DescribeResponse
-	(*ConfigureRequest)(nil),  // 2: toolhost.plugin.v1.ConfigureRequest
-	(*ConfigureResponse)(nil), // 3: toolhost.plugin.v1.ConfigureResponse
-	(*DoctorRequest)(nil),     // 4: toolhost.plugin.v1.DoctorRequest
-	(*DoctorResponse)(nil),    // 5: toolhost.plugin.v1.DoctorResponse
-	(*DoctorCheck)(nil),       // 6: toolhost.plugin.v1.DoctorCheck
-	(*MetricsRequest)(nil),    // 7: toolhost.plugin.v1.MetricsRequest
-	(*MetricsResponse)(nil),   // 8: toolhost.plugin.v1.MetricsResponse
-	(*Metric)(nil),            // 9: toolhost.plugin.v1.Metric
-	(*Param)(nil),             // 10: toolhost.plugin.v1.Param
-	(*Tool)(nil),              // 11: toolhost.plugin.v1.Tool
-	(*CheckRequest)(nil),      // 12: toolhost.plugin.v1.CheckRequest
-	(*FieldError)(nil),        // 13: toolhost.plugin.v1.FieldError
-	(*CheckResponse)(nil),     // 14: toolhost.plugin.v1.CheckResponse
-	(*Call)(nil),              // 15: toolhost.plugin.v1.Call
-	(*InvokeRequest)(nil),     // 16: toolhost.plugin.v1.InvokeRequest
-	(*Event)(nil),             // 17: toolhost.plugin.v1.Event
-	(*Output)(nil),            // 18: toolhost.plugin.v1.Output
-	(*Progress)(nil),          // 19: toolhost.plugin.v1.Progress
-	(*Log)(nil),               // 20: toolhost.plugin.v1.Log
-	(*Result)(nil),            // 21: toolhost.plugin.v1.Result
-	(*Error)(nil),             // 22: toolhost.plugin.v1.Error
-	(*CallToolRequest)(nil),   // 23: toolhost.plugin.v1.CallToolRequest
-	(*CallToolResponse)(nil),  // 24: toolhost.plugin.v1.CallToolResponse
-	(*AskModelRequest)(nil),   // 25: toolhost.plugin.v1.AskModelRequest
-	(*AskModelResponse)(nil),  // 26: toolhost.plugin.v1.AskModelResponse
-	(*ModelEvent)(nil),        // 27: toolhost.plugin.v1.ModelEvent
-	nil,                       // 28: toolhost.plugin.v1.Metric.LabelsEntry
+	(*DescribeRequest)(nil),           // 0: toolhost.plugin.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 1: toolhost.plugin.v1.DescribeResponse
+	(*ConfigureRequest)(nil),          // 2: toolhost.plugin.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 3: toolhost.plugin.v1.ConfigureResponse
+	(*DoctorRequest)(nil),             // 4: toolhost.plugin.v1.DoctorRequest
+	(*DoctorResponse)(nil),            // 5: toolhost.plugin.v1.DoctorResponse
+	(*DoctorCheck)(nil),               // 6: toolhost.plugin.v1.DoctorCheck
+	(*MetricsRequest)(nil),            // 7: toolhost.plugin.v1.MetricsRequest
+	(*MetricsResponse)(nil),           // 8: toolhost.plugin.v1.MetricsResponse
+	(*Metric)(nil),                    // 9: toolhost.plugin.v1.Metric
+	(*Param)(nil),                     // 10: toolhost.plugin.v1.Param
+	(*Tool)(nil),                      // 11: toolhost.plugin.v1.Tool
+	(*CheckRequest)(nil),              // 12: toolhost.plugin.v1.CheckRequest
+	(*FieldError)(nil),                // 13: toolhost.plugin.v1.FieldError
+	(*CheckResponse)(nil),             // 14: toolhost.plugin.v1.CheckResponse
+	(*Call)(nil),                      // 15: toolhost.plugin.v1.Call
+	(*InvokeRequest)(nil),             // 16: toolhost.plugin.v1.InvokeRequest
+	(*Event)(nil),                     // 17: toolhost.plugin.v1.Event
+	(*Output)(nil),                    // 18: toolhost.plugin.v1.Output
+	(*Progress)(nil),                  // 19: toolhost.plugin.v1.Progress
+	(*Log)(nil),                       // 20: toolhost.plugin.v1.Log
+	(*Result)(nil),                    // 21: toolhost.plugin.v1.Result
+	(*Error)(nil),                     // 22: toolhost.plugin.v1.Error
+	(*CallToolRequest)(nil),           // 23: toolhost.plugin.v1.CallToolRequest
+	(*CallToolResponse)(nil),          // 24: toolhost.plugin.v1.CallToolResponse
+	(*AskModelRequest)(nil),           // 25: toolhost.plugin.v1.AskModelRequest
+	(*AskModelResponse)(nil),          // 26: toolhost.plugin.v1.AskModelResponse
+	(*ModelEvent)(nil),                // 27: toolhost.plugin.v1.ModelEvent
+	(*SessionsConfig)(nil),            // 28: toolhost.plugin.v1.SessionsConfig
+	(*SessionsConfigureResponse)(nil), // 29: toolhost.plugin.v1.SessionsConfigureResponse
+	(*SessionRef)(nil),                // 30: toolhost.plugin.v1.SessionRef
+	(*FileInfo)(nil),                  // 31: toolhost.plugin.v1.FileInfo
+	(*FileList)(nil),                  // 32: toolhost.plugin.v1.FileList
+	(*FileRequest)(nil),               // 33: toolhost.plugin.v1.FileRequest
+	(*Chunk)(nil),                     // 34: toolhost.plugin.v1.Chunk
+	(*WriteChunk)(nil),                // 35: toolhost.plugin.v1.WriteChunk
+	(*RemoveFileResponse)(nil),        // 36: toolhost.plugin.v1.RemoveFileResponse
+	(*StopSessionResponse)(nil),       // 37: toolhost.plugin.v1.StopSessionResponse
+	(*DeleteSessionResponse)(nil),     // 38: toolhost.plugin.v1.DeleteSessionResponse
+	(*ReconcileRequest)(nil),          // 39: toolhost.plugin.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),         // 40: toolhost.plugin.v1.ReconcileResponse
+	nil,                               // 41: toolhost.plugin.v1.Metric.LabelsEntry
 }
 var file_v1_plugin_proto_depIdxs = []int32{
 	13, // 0: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
 	6,  // 1: toolhost.plugin.v1.DoctorResponse.checks:type_name -> toolhost.plugin.v1.DoctorCheck
 	9,  // 2: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
-	28, // 3: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
+	41, // 3: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
 	10, // 4: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
 	11, // 5: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
 	11, // 6: toolhost.plugin.v1.CheckRequest.catalog:type_name -> toolhost.plugin.v1.Tool
@@ -2063,31 +2817,48 @@ var file_v1_plugin_proto_depIdxs = []int32{
 	22, // 17: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
 	26, // 18: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
 	22, // 19: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
-	0,  // 20: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
-	2,  // 21: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
-	12, // 22: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
-	16, // 23: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
-	7,  // 24: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
-	4,  // 25: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
-	23, // 26: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
-	25, // 27: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
-	23, // 28: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
-	25, // 29: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
-	1,  // 30: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
-	3,  // 31: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
-	14, // 32: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
-	17, // 33: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
-	8,  // 34: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
-	5,  // 35: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
-	24, // 36: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
-	26, // 37: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
-	17, // 38: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
-	27, // 39: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
-	30, // [30:40] is the sub-list for method output_type
-	20, // [20:30] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	31, // 20: toolhost.plugin.v1.FileList.files:type_name -> toolhost.plugin.v1.FileInfo
+	0,  // 21: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
+	2,  // 22: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
+	12, // 23: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
+	16, // 24: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
+	7,  // 25: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
+	4,  // 26: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
+	23, // 27: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
+	25, // 28: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
+	23, // 29: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
+	25, // 30: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
+	28, // 31: toolhost.plugin.v1.Sessions.Configure:input_type -> toolhost.plugin.v1.SessionsConfig
+	30, // 32: toolhost.plugin.v1.Sessions.ListFiles:input_type -> toolhost.plugin.v1.SessionRef
+	33, // 33: toolhost.plugin.v1.Sessions.ReadFile:input_type -> toolhost.plugin.v1.FileRequest
+	35, // 34: toolhost.plugin.v1.Sessions.WriteFile:input_type -> toolhost.plugin.v1.WriteChunk
+	33, // 35: toolhost.plugin.v1.Sessions.RemoveFile:input_type -> toolhost.plugin.v1.FileRequest
+	30, // 36: toolhost.plugin.v1.Sessions.StopSession:input_type -> toolhost.plugin.v1.SessionRef
+	30, // 37: toolhost.plugin.v1.Sessions.DeleteSession:input_type -> toolhost.plugin.v1.SessionRef
+	39, // 38: toolhost.plugin.v1.Sessions.Reconcile:input_type -> toolhost.plugin.v1.ReconcileRequest
+	1,  // 39: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
+	3,  // 40: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
+	14, // 41: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
+	17, // 42: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
+	8,  // 43: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
+	5,  // 44: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
+	24, // 45: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
+	26, // 46: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
+	17, // 47: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
+	27, // 48: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
+	29, // 49: toolhost.plugin.v1.Sessions.Configure:output_type -> toolhost.plugin.v1.SessionsConfigureResponse
+	32, // 50: toolhost.plugin.v1.Sessions.ListFiles:output_type -> toolhost.plugin.v1.FileList
+	34, // 51: toolhost.plugin.v1.Sessions.ReadFile:output_type -> toolhost.plugin.v1.Chunk
+	31, // 52: toolhost.plugin.v1.Sessions.WriteFile:output_type -> toolhost.plugin.v1.FileInfo
+	36, // 53: toolhost.plugin.v1.Sessions.RemoveFile:output_type -> toolhost.plugin.v1.RemoveFileResponse
+	37, // 54: toolhost.plugin.v1.Sessions.StopSession:output_type -> toolhost.plugin.v1.StopSessionResponse
+	38, // 55: toolhost.plugin.v1.Sessions.DeleteSession:output_type -> toolhost.plugin.v1.DeleteSessionResponse
+	40, // 56: toolhost.plugin.v1.Sessions.Reconcile:output_type -> toolhost.plugin.v1.ReconcileResponse
+	39, // [39:57] is the sub-list for method output_type
+	21, // [21:39] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_v1_plugin_proto_init() }
@@ -2114,9 +2885,9 @@ func file_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_plugin_proto_rawDesc), len(file_v1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   42,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_v1_plugin_proto_goTypes,
 		DependencyIndexes: file_v1_plugin_proto_depIdxs,

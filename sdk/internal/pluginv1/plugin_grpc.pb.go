@@ -626,3 +626,432 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "v1/plugin.proto",
 }
+
+const (
+	Sessions_Configure_FullMethodName     = "/toolhost.plugin.v1.Sessions/Configure"
+	Sessions_ListFiles_FullMethodName     = "/toolhost.plugin.v1.Sessions/ListFiles"
+	Sessions_ReadFile_FullMethodName      = "/toolhost.plugin.v1.Sessions/ReadFile"
+	Sessions_WriteFile_FullMethodName     = "/toolhost.plugin.v1.Sessions/WriteFile"
+	Sessions_RemoveFile_FullMethodName    = "/toolhost.plugin.v1.Sessions/RemoveFile"
+	Sessions_StopSession_FullMethodName   = "/toolhost.plugin.v1.Sessions/StopSession"
+	Sessions_DeleteSession_FullMethodName = "/toolhost.plugin.v1.Sessions/DeleteSession"
+	Sessions_Reconcile_FullMethodName     = "/toolhost.plugin.v1.Sessions/Reconcile"
+)
+
+// SessionsClient is the client API for Sessions service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Sessions is served beside Kind, on the same connection, by a kind that
+// keeps conversation sandboxes (DescribeResponse.serves_sessions): one
+// sandbox per session while it is used, its files kept between runs. The
+// host owns who owns which session; the plugin sees only its backend id
+// (Call.session), "s" and 24 hex digits. Runs in a session are Invoke
+// calls with Call.session set; this service is the rest: files in and
+// out, stopping, deleting, and the reconcile at the host's start.
+//
+// A failure the user reads (no such file, a path that leaves the
+// workspace, a file too large, a full disk) is a gRPC status whose details
+// hold an Error: its code is one of package errcode's (not_found,
+// bad_path, too_large, disk_full, ...) and its message a sentence. A
+// status without one is the transport's or the plugin's own failure.
+// Added in protocol 1; a plugin without it answers UNIMPLEMENTED.
+type SessionsClient interface {
+	// Configure sets the limits of every session sandbox from the host's
+	// [sessions] table. The host calls it after Kind.Configure, and again
+	// after a reload; sandboxes running keep their limits until they stop.
+	Configure(ctx context.Context, in *SessionsConfig, opts ...grpc.CallOption) (*SessionsConfigureResponse, error)
+	// ListFiles lists every file and folder of a session's workspace, with
+	// paths relative to it. A session never used has none.
+	ListFiles(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*FileList, error)
+	// ReadFile streams one regular file of a workspace in chunks, refused
+	// with too_large when it is larger than max_bytes.
+	ReadFile(ctx context.Context, in *FileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Chunk], error)
+	// WriteFile writes one file of a workspace, making its folders: the
+	// first chunk names the session and the path, every chunk may carry
+	// data. The file is in place once the answer comes.
+	WriteFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteChunk, FileInfo], error)
+	// RemoveFile removes one file (or an empty folder) of a workspace.
+	RemoveFile(ctx context.Context, in *FileRequest, opts ...grpc.CallOption) (*RemoveFileResponse, error)
+	// StopSession stops a session's sandbox; its files stay, and its next
+	// run starts a new sandbox on them.
+	StopSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*StopSessionResponse, error)
+	// DeleteSession removes a session's sandbox and its files at once.
+	DeleteSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
+	// Reconcile is called once when the host starts: every sandbox of the
+	// kind is stopped, the workspaces of the sessions in keep stay, and
+	// every other workspace is deleted and named in the answer.
+	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
+}
+
+type sessionsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSessionsClient(cc grpc.ClientConnInterface) SessionsClient {
+	return &sessionsClient{cc}
+}
+
+func (c *sessionsClient) Configure(ctx context.Context, in *SessionsConfig, opts ...grpc.CallOption) (*SessionsConfigureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SessionsConfigureResponse)
+	err := c.cc.Invoke(ctx, Sessions_Configure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionsClient) ListFiles(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*FileList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FileList)
+	err := c.cc.Invoke(ctx, Sessions_ListFiles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionsClient) ReadFile(ctx context.Context, in *FileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Chunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Sessions_ServiceDesc.Streams[0], Sessions_ReadFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FileRequest, Chunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sessions_ReadFileClient = grpc.ServerStreamingClient[Chunk]
+
+func (c *sessionsClient) WriteFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteChunk, FileInfo], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Sessions_ServiceDesc.Streams[1], Sessions_WriteFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WriteChunk, FileInfo]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sessions_WriteFileClient = grpc.ClientStreamingClient[WriteChunk, FileInfo]
+
+func (c *sessionsClient) RemoveFile(ctx context.Context, in *FileRequest, opts ...grpc.CallOption) (*RemoveFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveFileResponse)
+	err := c.cc.Invoke(ctx, Sessions_RemoveFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionsClient) StopSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*StopSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopSessionResponse)
+	err := c.cc.Invoke(ctx, Sessions_StopSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionsClient) DeleteSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*DeleteSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSessionResponse)
+	err := c.cc.Invoke(ctx, Sessions_DeleteSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionsClient) Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconcileResponse)
+	err := c.cc.Invoke(ctx, Sessions_Reconcile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SessionsServer is the server API for Sessions service.
+// All implementations must embed UnimplementedSessionsServer
+// for forward compatibility.
+//
+// Sessions is served beside Kind, on the same connection, by a kind that
+// keeps conversation sandboxes (DescribeResponse.serves_sessions): one
+// sandbox per session while it is used, its files kept between runs. The
+// host owns who owns which session; the plugin sees only its backend id
+// (Call.session), "s" and 24 hex digits. Runs in a session are Invoke
+// calls with Call.session set; this service is the rest: files in and
+// out, stopping, deleting, and the reconcile at the host's start.
+//
+// A failure the user reads (no such file, a path that leaves the
+// workspace, a file too large, a full disk) is a gRPC status whose details
+// hold an Error: its code is one of package errcode's (not_found,
+// bad_path, too_large, disk_full, ...) and its message a sentence. A
+// status without one is the transport's or the plugin's own failure.
+// Added in protocol 1; a plugin without it answers UNIMPLEMENTED.
+type SessionsServer interface {
+	// Configure sets the limits of every session sandbox from the host's
+	// [sessions] table. The host calls it after Kind.Configure, and again
+	// after a reload; sandboxes running keep their limits until they stop.
+	Configure(context.Context, *SessionsConfig) (*SessionsConfigureResponse, error)
+	// ListFiles lists every file and folder of a session's workspace, with
+	// paths relative to it. A session never used has none.
+	ListFiles(context.Context, *SessionRef) (*FileList, error)
+	// ReadFile streams one regular file of a workspace in chunks, refused
+	// with too_large when it is larger than max_bytes.
+	ReadFile(*FileRequest, grpc.ServerStreamingServer[Chunk]) error
+	// WriteFile writes one file of a workspace, making its folders: the
+	// first chunk names the session and the path, every chunk may carry
+	// data. The file is in place once the answer comes.
+	WriteFile(grpc.ClientStreamingServer[WriteChunk, FileInfo]) error
+	// RemoveFile removes one file (or an empty folder) of a workspace.
+	RemoveFile(context.Context, *FileRequest) (*RemoveFileResponse, error)
+	// StopSession stops a session's sandbox; its files stay, and its next
+	// run starts a new sandbox on them.
+	StopSession(context.Context, *SessionRef) (*StopSessionResponse, error)
+	// DeleteSession removes a session's sandbox and its files at once.
+	DeleteSession(context.Context, *SessionRef) (*DeleteSessionResponse, error)
+	// Reconcile is called once when the host starts: every sandbox of the
+	// kind is stopped, the workspaces of the sessions in keep stay, and
+	// every other workspace is deleted and named in the answer.
+	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
+	mustEmbedUnimplementedSessionsServer()
+}
+
+// UnimplementedSessionsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSessionsServer struct{}
+
+func (UnimplementedSessionsServer) Configure(context.Context, *SessionsConfig) (*SessionsConfigureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Configure not implemented")
+}
+func (UnimplementedSessionsServer) ListFiles(context.Context, *SessionRef) (*FileList, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListFiles not implemented")
+}
+func (UnimplementedSessionsServer) ReadFile(*FileRequest, grpc.ServerStreamingServer[Chunk]) error {
+	return status.Error(codes.Unimplemented, "method ReadFile not implemented")
+}
+func (UnimplementedSessionsServer) WriteFile(grpc.ClientStreamingServer[WriteChunk, FileInfo]) error {
+	return status.Error(codes.Unimplemented, "method WriteFile not implemented")
+}
+func (UnimplementedSessionsServer) RemoveFile(context.Context, *FileRequest) (*RemoveFileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveFile not implemented")
+}
+func (UnimplementedSessionsServer) StopSession(context.Context, *SessionRef) (*StopSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopSession not implemented")
+}
+func (UnimplementedSessionsServer) DeleteSession(context.Context, *SessionRef) (*DeleteSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
+}
+func (UnimplementedSessionsServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
+}
+func (UnimplementedSessionsServer) mustEmbedUnimplementedSessionsServer() {}
+func (UnimplementedSessionsServer) testEmbeddedByValue()                  {}
+
+// UnsafeSessionsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SessionsServer will
+// result in compilation errors.
+type UnsafeSessionsServer interface {
+	mustEmbedUnimplementedSessionsServer()
+}
+
+func RegisterSessionsServer(s grpc.ServiceRegistrar, srv SessionsServer) {
+	// If the following call panics, it indicates UnimplementedSessionsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Sessions_ServiceDesc, srv)
+}
+
+func _Sessions_Configure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionsConfig)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionsServer).Configure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sessions_Configure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionsServer).Configure(ctx, req.(*SessionsConfig))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sessions_ListFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionsServer).ListFiles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sessions_ListFiles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionsServer).ListFiles(ctx, req.(*SessionRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sessions_ReadFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FileRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SessionsServer).ReadFile(m, &grpc.GenericServerStream[FileRequest, Chunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sessions_ReadFileServer = grpc.ServerStreamingServer[Chunk]
+
+func _Sessions_WriteFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SessionsServer).WriteFile(&grpc.GenericServerStream[WriteChunk, FileInfo]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sessions_WriteFileServer = grpc.ClientStreamingServer[WriteChunk, FileInfo]
+
+func _Sessions_RemoveFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionsServer).RemoveFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sessions_RemoveFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionsServer).RemoveFile(ctx, req.(*FileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sessions_StopSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionsServer).StopSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sessions_StopSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionsServer).StopSession(ctx, req.(*SessionRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sessions_DeleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionsServer).DeleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sessions_DeleteSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionsServer).DeleteSession(ctx, req.(*SessionRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sessions_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconcileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionsServer).Reconcile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sessions_Reconcile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionsServer).Reconcile(ctx, req.(*ReconcileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Sessions_ServiceDesc is the grpc.ServiceDesc for Sessions service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Sessions_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "toolhost.plugin.v1.Sessions",
+	HandlerType: (*SessionsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Configure",
+			Handler:    _Sessions_Configure_Handler,
+		},
+		{
+			MethodName: "ListFiles",
+			Handler:    _Sessions_ListFiles_Handler,
+		},
+		{
+			MethodName: "RemoveFile",
+			Handler:    _Sessions_RemoveFile_Handler,
+		},
+		{
+			MethodName: "StopSession",
+			Handler:    _Sessions_StopSession_Handler,
+		},
+		{
+			MethodName: "DeleteSession",
+			Handler:    _Sessions_DeleteSession_Handler,
+		},
+		{
+			MethodName: "Reconcile",
+			Handler:    _Sessions_Reconcile_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ReadFile",
+			Handler:       _Sessions_ReadFile_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WriteFile",
+			Handler:       _Sessions_WriteFile_Handler,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "v1/plugin.proto",
+}

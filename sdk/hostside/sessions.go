@@ -1,0 +1,201 @@
+package hostside
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
+	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
+)
+
+// SessionsClient is the host's handle on the conversation sandboxes a kind
+// keeps (sdk.SessionKeeper, served when its Describe says ServesSessions):
+// the files of a session, stopping and deleting it, and the reconcile at the
+// host's start. Sessions are named by their backend ids.
+//
+// An error the user reads is an *errcode.Error: errcode.NotFound,
+// errcode.BadPath, errcode.TooLarge, errcode.DiskFull or the kind's own,
+// and errcode.Unsupported from a plugin that keeps no sessions. Any other
+// error is the transport's (the plugin went away) or the plugin's own
+// failure, said as a sentence.
+type SessionsClient struct {
+	client pluginv1.SessionsClient
+	kind   string
+}
+
+// Sessions is the client of the kind's Sessions service, on the same
+// connection. kind names the kind in messages ("python").
+func (c *KindClient) Sessions(kind string) *SessionsClient {
+	return &SessionsClient{client: c.sessions, kind: kind}
+}
+
+// sessionError is err as the host reads it.
+func (c *SessionsClient) sessionError(ctx context.Context, what string, err error) error {
+	if e := pluginv1.ErrorOfStatus(err); e != nil {
+		return e
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unimplemented:
+		return errcode.Errorf(errcode.Unsupported, "the %s plugin keeps no conversation sandboxes", c.kind)
+	case codes.Canceled, codes.DeadlineExceeded:
+		return fmt.Errorf("%s: the %s plugin gave up: %s", what, c.kind, st.Message())
+	}
+	return fmt.Errorf("%s: the %s plugin failed: %s", what, c.kind, st.Message())
+}
+
+// Configure sets the session sandboxes' limits ([sessions] in the host's
+// config). Call it after the kind's Configure, and again after a reload.
+func (c *SessionsClient) Configure(ctx context.Context, cfg sdk.SessionsConfig) error {
+	req := &pluginv1.SessionsConfig{
+		DiskMb: clampU32(cfg.DiskMB), MemoryMb: clampU32(cfg.MemoryMB), Pids: clampU32(cfg.Pids),
+		IdleMinutes: clampU32(cfg.IdleMinutes), Seconds: clampU32(cfg.Seconds),
+	}
+	if cfg.ProxyAddr.IsValid() {
+		req.ProxyAddr = cfg.ProxyAddr.String()
+	}
+	if _, err := c.client.Configure(ctx, req); err != nil {
+		return c.sessionError(ctx, "configuring the conversation sandboxes", err)
+	}
+	return nil
+}
+
+func clampU32(n int) uint32 {
+	return uint32(min(max(n, 0), 1<<32-1))
+}
+
+// ListFiles lists the files and folders of a session's workspace.
+func (c *SessionsClient) ListFiles(ctx context.Context, id string) ([]sdk.SessionFile, error) {
+	resp, err := c.client.ListFiles(ctx, &pluginv1.SessionRef{Session: id})
+	if err != nil {
+		return nil, c.sessionError(ctx, "listing the session's files", err)
+	}
+	out := make([]sdk.SessionFile, len(resp.GetFiles()))
+	for i, f := range resp.GetFiles() {
+		out[i] = sessionFileFromProto(f)
+	}
+	return out, nil
+}
+
+// ReadFile reads one file of a session's workspace: errcode.TooLarge when it
+// is larger than max bytes (max 0: the plugin's own bound, which the host
+// should not rely on).
+func (c *SessionsClient) ReadFile(ctx context.Context, id, path string, max int64) ([]byte, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.client.ReadFile(ctx, &pluginv1.FileRequest{Session: id, Path: path, MaxBytes: max})
+	if err != nil {
+		return nil, c.sessionError(ctx, "reading "+path, err)
+	}
+	var data []byte
+	for {
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, c.sessionError(ctx, "reading "+path, err)
+		}
+		if max > 0 && int64(len(data))+int64(len(chunk.GetData())) > max {
+			// The plugin's own check failed: the host's bound holds anyway.
+			return nil, errcode.Errorf(errcode.TooLarge, "%s is larger than %d bytes", path, max)
+		}
+		data = append(data, chunk.GetData()...)
+	}
+}
+
+// WriteFile writes what r holds to a file of a session's workspace, making
+// its folders, and returns the file as written. An error reading r is
+// returned wrapped, and the plugin sees the upload broken off.
+func (c *SessionsClient) WriteFile(ctx context.Context, id, path string, r io.Reader) (sdk.SessionFile, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.client.WriteFile(ctx)
+	if err != nil {
+		return sdk.SessionFile{}, c.sessionError(ctx, "writing "+path, err)
+	}
+	buf := make([]byte, sdk.FileChunkSize)
+	first := true
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+			cancel() // the plugin sees the upload broken off
+			return sdk.SessionFile{}, fmt.Errorf("reading the upload of %s: %w", path, rerr)
+		}
+		if n > 0 || first {
+			chunk := &pluginv1.WriteChunk{Data: buf[:n]}
+			if first {
+				chunk.Session, chunk.Path = id, path
+				first = false
+			}
+			if err := stream.Send(chunk); err != nil {
+				// io.EOF: the plugin answered before the end (a full disk,
+				// a bad path); CloseAndRecv has its answer.
+				if err != io.EOF {
+					return sdk.SessionFile{}, c.sessionError(ctx, "writing "+path, err)
+				}
+				break
+			}
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	f, err := stream.CloseAndRecv()
+	if err != nil {
+		return sdk.SessionFile{}, c.sessionError(ctx, "writing "+path, err)
+	}
+	return sessionFileFromProto(f), nil
+}
+
+// RemoveFile removes one file or empty folder of a session's workspace.
+func (c *SessionsClient) RemoveFile(ctx context.Context, id, path string) error {
+	if _, err := c.client.RemoveFile(ctx, &pluginv1.FileRequest{Session: id, Path: path}); err != nil {
+		return c.sessionError(ctx, "removing "+path, err)
+	}
+	return nil
+}
+
+// Stop stops a session's sandbox; its files stay.
+func (c *SessionsClient) Stop(ctx context.Context, id string) error {
+	if _, err := c.client.StopSession(ctx, &pluginv1.SessionRef{Session: id}); err != nil {
+		return c.sessionError(ctx, "stopping the session's sandbox", err)
+	}
+	return nil
+}
+
+// Delete removes a session's sandbox and files.
+func (c *SessionsClient) Delete(ctx context.Context, id string) error {
+	if _, err := c.client.DeleteSession(ctx, &pluginv1.SessionRef{Session: id}); err != nil {
+		return c.sessionError(ctx, "deleting the session", err)
+	}
+	return nil
+}
+
+// Reconcile, at the host's start, stops every sandbox of the kind, keeps the
+// workspaces of the sessions in keep and deletes the others, whose ids it
+// returns.
+func (c *SessionsClient) Reconcile(ctx context.Context, keep []string) ([]string, error) {
+	resp, err := c.client.Reconcile(ctx, &pluginv1.ReconcileRequest{Keep: keep})
+	if err != nil {
+		return nil, c.sessionError(ctx, "reconciling the sessions", err)
+	}
+	return resp.GetRemoved(), nil
+}
+
+func sessionFileFromProto(f *pluginv1.FileInfo) sdk.SessionFile {
+	out := sdk.SessionFile{Path: f.GetPath(), Size: f.GetSize(), Dir: f.GetDir()}
+	if ms := f.GetModTimeUnixMs(); ms != 0 {
+		out.ModTime = time.UnixMilli(ms)
+	}
+	return out
+}

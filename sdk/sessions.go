@@ -1,0 +1,283 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolhost/toolhost/sdk/errcode"
+	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
+)
+
+// SessionKeeper is implemented by a kind that keeps conversation sandboxes:
+// one sandbox per session while it is used, its files kept between runs. It
+// is optional. Serve serves it beside the kind (the protocol's Sessions
+// service) and tells the host so in Describe (Info.ServesSessions).
+//
+// A session is named by its backend id, the same as Call.Session of the runs
+// in it: the host owns which caller owns which session and never sends the
+// caller's own name for it. Runs in a session are Invoke calls with
+// Call.Session set; the methods here are the rest.
+//
+// Return an *Error the user reads: errcode.NotFound (no such file),
+// errcode.BadPath (a path that leaves the workspace, or names what is not a
+// regular file), errcode.TooLarge, errcode.DiskFull, or a code of the kind's
+// own. Any other error reaches the host as the plugin's failure.
+type SessionKeeper interface {
+	// ConfigureSessions sets the limits of the session sandboxes from the
+	// host's [sessions] table; the host calls it after Configure, and again
+	// after a reload. A zero field takes the kind's default.
+	ConfigureSessions(ctx context.Context, cfg SessionsConfig) error
+	// ListFiles lists the files and folders of a session's workspace.
+	ListFiles(ctx context.Context, session string) ([]SessionFile, error)
+	// ReadFile reads one regular file of a workspace; a file larger than
+	// max bytes is errcode.TooLarge (max 0: the kind's own bound).
+	ReadFile(ctx context.Context, session, path string, max int64) ([]byte, error)
+	// WriteFile writes r to a file of a workspace, making its folders.
+	WriteFile(ctx context.Context, session, path string, r io.Reader) (SessionFile, error)
+	// RemoveFile removes one file or empty folder of a workspace.
+	RemoveFile(ctx context.Context, session, path string) error
+	// StopSession stops a session's sandbox; its files stay.
+	StopSession(ctx context.Context, session string) error
+	// DeleteSession removes a session's sandbox and files.
+	DeleteSession(ctx context.Context, session string) error
+	// Reconcile is called when the host starts: stop every sandbox, keep
+	// the workspaces of the sessions in keep, delete the others and return
+	// their ids.
+	Reconcile(ctx context.Context, keep []string) (removed []string, err error)
+}
+
+// SessionsConfig is the host's [sessions] table as a SessionKeeper needs it.
+// Zero takes the kind's default.
+type SessionsConfig struct {
+	// DiskMB is the size of each session's workspace.
+	DiskMB int
+	// MemoryMB is the memory of each session's sandbox.
+	MemoryMB int
+	// Pids caps the tasks of each session's sandbox.
+	Pids int
+	// IdleMinutes: a sandbox unused this long is stopped, its files kept.
+	IdleMinutes int
+	// Seconds is the most a run in a session may take on the clock.
+	Seconds int
+	// ProxyAddr is the host's egress proxy, the one address a sandbox of
+	// network "packages" may reach; the zero AddrPort when there is none.
+	ProxyAddr netip.AddrPort
+}
+
+// SessionFile is one file or folder of a session's workspace.
+type SessionFile struct {
+	// Path is relative to the workspace, with "/" between folders.
+	Path    string
+	Size    int64
+	ModTime time.Time
+	Dir     bool
+}
+
+// The networks a session's sandbox may have (Call.SessionNetwork).
+const (
+	// SessionNetworkOff: no network.
+	SessionNetworkOff = "off"
+	// SessionNetworkWeb: public addresses on ports 80 and 443.
+	SessionNetworkWeb = "web"
+	// SessionNetworkPackages: only the host's egress proxy, at
+	// Call.SessionProxy.
+	SessionNetworkPackages = "packages"
+)
+
+// FileChunkSize is how much of a file one message of ReadFile or WriteFile
+// carries: well under gRPC's 4 MiB bound on a message.
+const FileChunkSize = 256 << 10
+
+func servesSessions(k Kind) bool {
+	_, ok := k.(SessionKeeper)
+	return ok
+}
+
+// sessionsServer serves a SessionKeeper over gRPC in the plugin process.
+type sessionsServer struct {
+	pluginv1.UnimplementedSessionsServer
+	impl SessionKeeper
+}
+
+var _ pluginv1.SessionsServer = (*sessionsServer)(nil)
+
+// sessionStatus is err as the host reads it: an *Error in a status's
+// details; ctx's end as gRPC's own; anything else as the plugin's failure.
+func sessionStatus(ctx context.Context, what string, err error) error {
+	var e *Error
+	switch {
+	case errors.As(err, &e) && e.Code != "":
+		return pluginv1.StatusOf(e)
+	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	return status.Errorf(codes.Internal, "%s failed: %v", what, err)
+}
+
+func needSession(session string) error {
+	if session == "" {
+		return pluginv1.StatusOf(errcode.New(errcode.BadArgs, "no session was named"))
+	}
+	return nil
+}
+
+func (s *sessionsServer) Configure(ctx context.Context, req *pluginv1.SessionsConfig) (*pluginv1.SessionsConfigureResponse, error) {
+	cfg := SessionsConfig{
+		DiskMB: int(req.GetDiskMb()), MemoryMB: int(req.GetMemoryMb()), Pids: int(req.GetPids()),
+		IdleMinutes: int(req.GetIdleMinutes()), Seconds: int(req.GetSeconds()),
+	}
+	if a := req.GetProxyAddr(); a != "" {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil {
+			return nil, pluginv1.StatusOf(errcode.Errorf(errcode.BadArgs, "the egress proxy's address %q is not an address and port like \"10.0.0.1:3128\"", a))
+		}
+		cfg.ProxyAddr = ap
+	}
+	if err := s.impl.ConfigureSessions(ctx, cfg); err != nil {
+		return nil, sessionStatus(ctx, "configuring the sessions", err)
+	}
+	return &pluginv1.SessionsConfigureResponse{}, nil
+}
+
+func (s *sessionsServer) ListFiles(ctx context.Context, req *pluginv1.SessionRef) (*pluginv1.FileList, error) {
+	if err := needSession(req.GetSession()); err != nil {
+		return nil, err
+	}
+	files, err := s.impl.ListFiles(ctx, req.GetSession())
+	if err != nil {
+		return nil, sessionStatus(ctx, "listing the session's files", err)
+	}
+	out := &pluginv1.FileList{Files: make([]*pluginv1.FileInfo, len(files))}
+	for i, f := range files {
+		out.Files[i] = sessionFileToProto(f)
+	}
+	return out, nil
+}
+
+func (s *sessionsServer) ReadFile(req *pluginv1.FileRequest, stream pluginv1.Sessions_ReadFileServer) error {
+	ctx := stream.Context()
+	if err := needSession(req.GetSession()); err != nil {
+		return err
+	}
+	data, err := s.impl.ReadFile(ctx, req.GetSession(), req.GetPath(), req.GetMaxBytes())
+	if err != nil {
+		return sessionStatus(ctx, "reading the file", err)
+	}
+	if max := req.GetMaxBytes(); max > 0 && int64(len(data)) > max {
+		return pluginv1.StatusOf(errcode.Errorf(errcode.TooLarge, "%s is larger than %d bytes", req.GetPath(), max))
+	}
+	if len(data) == 0 {
+		return stream.Send(&pluginv1.Chunk{})
+	}
+	for len(data) > 0 {
+		n := min(len(data), FileChunkSize)
+		if err := stream.Send(&pluginv1.Chunk{Data: data[:n]}); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+func (s *sessionsServer) WriteFile(stream pluginv1.Sessions_WriteFileServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		if err == io.EOF {
+			return pluginv1.StatusOf(errcode.New(errcode.BadArgs, "the upload named no file"))
+		}
+		return err
+	}
+	if err := needSession(first.GetSession()); err != nil {
+		return err
+	}
+	r := &chunkReader{stream: stream, buf: first.GetData()}
+	f, err := s.impl.WriteFile(ctx, first.GetSession(), first.GetPath(), r)
+	if err != nil {
+		if r.err != nil && !errors.Is(r.err, io.EOF) {
+			return r.err // the host went away mid-upload
+		}
+		return sessionStatus(ctx, "writing the file", err)
+	}
+	return stream.SendAndClose(sessionFileToProto(f))
+}
+
+// chunkReader reads the data of an upload's chunks as one stream.
+type chunkReader struct {
+	stream pluginv1.Sessions_WriteFileServer
+	buf    []byte
+	err    error
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		c, err := r.stream.Recv()
+		if err != nil {
+			if err != io.EOF {
+				err = fmt.Errorf("the upload broke off: %w", err)
+			}
+			r.err = err
+			return 0, err
+		}
+		r.buf = c.GetData()
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+func (s *sessionsServer) RemoveFile(ctx context.Context, req *pluginv1.FileRequest) (*pluginv1.RemoveFileResponse, error) {
+	if err := needSession(req.GetSession()); err != nil {
+		return nil, err
+	}
+	if err := s.impl.RemoveFile(ctx, req.GetSession(), req.GetPath()); err != nil {
+		return nil, sessionStatus(ctx, "removing the file", err)
+	}
+	return &pluginv1.RemoveFileResponse{}, nil
+}
+
+func (s *sessionsServer) StopSession(ctx context.Context, req *pluginv1.SessionRef) (*pluginv1.StopSessionResponse, error) {
+	if err := needSession(req.GetSession()); err != nil {
+		return nil, err
+	}
+	if err := s.impl.StopSession(ctx, req.GetSession()); err != nil {
+		return nil, sessionStatus(ctx, "stopping the session's sandbox", err)
+	}
+	return &pluginv1.StopSessionResponse{}, nil
+}
+
+func (s *sessionsServer) DeleteSession(ctx context.Context, req *pluginv1.SessionRef) (*pluginv1.DeleteSessionResponse, error) {
+	if err := needSession(req.GetSession()); err != nil {
+		return nil, err
+	}
+	if err := s.impl.DeleteSession(ctx, req.GetSession()); err != nil {
+		return nil, sessionStatus(ctx, "deleting the session", err)
+	}
+	return &pluginv1.DeleteSessionResponse{}, nil
+}
+
+func (s *sessionsServer) Reconcile(ctx context.Context, req *pluginv1.ReconcileRequest) (*pluginv1.ReconcileResponse, error) {
+	removed, err := s.impl.Reconcile(ctx, req.GetKeep())
+	if err != nil {
+		return nil, sessionStatus(ctx, "reconciling the sessions", err)
+	}
+	return &pluginv1.ReconcileResponse{Removed: removed}, nil
+}
+
+func sessionFileToProto(f SessionFile) *pluginv1.FileInfo {
+	pf := &pluginv1.FileInfo{Path: f.Path, Size: f.Size, Dir: f.Dir}
+	if !f.ModTime.IsZero() {
+		pf.ModTimeUnixMs = f.ModTime.UnixMilli()
+	}
+	return pf
+}
