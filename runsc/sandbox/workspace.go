@@ -1,0 +1,27 @@
+package sandbox
+
+import "context"
+
+// SweepGone removes what instances of the manager's prefix that are no longer open left behind
+// (their runsc containers and processes, cgroups, network namespaces, firewall rules, folders),
+// and never a sandbox of this manager's instance or of another process still running on the
+// prefix. It is what a process that keeps workspaces across its own restarts (conversation
+// sandboxes) calls at start, beside a pool whose sandboxes it must not touch: unlike Sweep with
+// the manager's instance, it leaves this process's own sandboxes alone.
+func (m *Manager) SweepGone(ctx context.Context) error {
+	// A fresh instance of the prefix owns nothing yet: a sweep with it takes exactly what the
+	// instances that are gone made.
+	in, err := OpenInstance(m.opts.StateDir, m.opts.Prefix)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir, Instance: in})
+}
+
+// Running reports whether the sandbox's first process still runs, as far as the host can tell
+// without asking runsc: its cgroup still holds processes.
+func (s *Sandbox) Running() bool {
+	st, err := s.Stats()
+	return err == nil && st.Pids > 0
+}

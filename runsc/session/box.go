@@ -1,0 +1,132 @@
+package session
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"github.com/toolhost/toolhost/runsc/sandbox"
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+// initProgram is the first process of a session's sandbox: it says it is ready, then only reaps
+// the processes whose parents ended before them (runs' background children), so none stay
+// zombies for the sandbox's life. It is PID 1 under GuardInit: the code can't signal, trace or
+// read it.
+const initProgram = `import os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+os.write(3, b"ready\n")
+while True:
+    signal.sigwait({signal.SIGCHLD})
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+`
+
+// box is a session's sandbox while it runs.
+type box struct {
+	sb  *sandbox.Sandbox
+	net Network
+	// ended is closed once the sandbox ended by itself (its first process's output reached EOF)
+	// or was stopped; final holds its cgroup's figures read then.
+	ended chan struct{}
+	final sandbox.Stats
+
+	mu  sync.Mutex
+	why string // why the manager stopped it, for the runs it killed
+}
+
+// stopped says why the manager stopped the box, "" if it didn't.
+func (b *box) stopped() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.why
+}
+
+// isEnded reports whether the sandbox is gone.
+func (b *box) isEnded() bool {
+	select {
+	case <-b.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// ready mounts s's workspace, making its image first if it has none and create is set. s.mu is
+// held.
+func (m *Manager) ready(ctx context.Context, s *session, create bool) error {
+	if s.mounted {
+		return nil
+	}
+	if !m.imageExists(s.id) {
+		if !create {
+			return errNoWorkspace
+		}
+		if err := m.createImage(ctx, s.id); err != nil {
+			return err
+		}
+	}
+	if err := m.mount(ctx, s.id); err != nil {
+		return err
+	}
+	s.mounted = true
+	return nil
+}
+
+// errNoWorkspace: the session has no files yet.
+var errNoWorkspace = errcode.New(errcode.NotFound, "the session has no files yet")
+
+// startBox starts a sandbox on s's mounted workspace. s.mu is held.
+func (m *Manager) startBox(ctx context.Context, s *session, net Network) (*box, error) {
+	opts := sandbox.Options{
+		Args:      []string{"/usr/bin/python3", "-I", "-S", "-c", initProgram},
+		Lifetime:  sandbox.LongLived,
+		Limits:    m.opts.Limits,
+		Workspace: m.mountPath(s.id),
+		Network:   net == NetworkWeb,
+		Ready:     "ready",
+		GuardInit: true,
+	}
+	if net == NetworkPackages {
+		if err := m.packagesSandbox(&opts); err != nil {
+			return nil, err
+		}
+	}
+	sb, err := m.opts.Sandboxes.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	b := &box{sb: sb, net: net, ended: make(chan struct{})}
+	go func() {
+		// Nothing is written there: the read ends when the sandbox does.
+		_, _ = io.Copy(io.Discard, sb.Stdout)
+		b.final, _ = sb.Stats()
+		close(b.ended)
+	}()
+	go func() { _, _ = io.Copy(io.Discard, sb.Stderr) }()
+	return b, nil
+}
+
+// stopBox destroys the box's sandbox, telling the runs in it why.
+func (m *Manager) stopBox(ctx context.Context, b *box, why string) error {
+	b.mu.Lock()
+	if b.why == "" {
+		b.why = why
+	}
+	b.mu.Unlock()
+	err := b.sb.Destroy(context.WithoutCancel(ctx))
+	if err != nil {
+		m.log.Warn("removing a session's sandbox", "sandbox", b.sb.ID, "error", err)
+	}
+	return err
+}
+
+// packagesSandbox sets opts for NetworkPackages: a network whose only destination is the proxy.
+func (m *Manager) packagesSandbox(*sandbox.Options) error {
+	return errPackages
+}
+
+var errPackages = errcode.New(errcode.Unsupported, `packages mode is not available yet: use the network mode "off" or "web"`)

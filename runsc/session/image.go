@@ -1,0 +1,350 @@
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// tools are the programs of e2fsprogs and util-linux that make and mount workspace images.
+type tools struct {
+	mkfs, fsck, resize, mount string
+}
+
+// findTools looks for them where Debian installs them (a plugin's PATH may be short).
+func findTools() (tools, error) {
+	find := func(name, pkg string) (string, error) {
+		for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+			p := filepath.Join(d, name)
+			if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+				return p, nil
+			}
+		}
+		return "", fmt.Errorf("conversation sandboxes need %s to make their disks: install %s (apt-get install %s)", name, pkg, pkg)
+	}
+	var t tools
+	var err error
+	if t.mkfs, err = find("mkfs.ext4", "e2fsprogs"); err != nil {
+		return t, err
+	}
+	if t.fsck, err = find("e2fsck", "e2fsprogs"); err != nil {
+		return t, err
+	}
+	if t.resize, err = find("resize2fs", "e2fsprogs"); err != nil {
+		return t, err
+	}
+	if t.mount, err = find("mount", "mount"); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+func (m *Manager) imagePath(id string) string { return filepath.Join(m.opts.Dir, id+".img") }
+func (m *Manager) mountPath(id string) string { return filepath.Join(m.opts.Dir, "mnt", id) }
+
+// run runs a tool and returns its error with what it printed.
+func run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// imageExists reports whether the session id has a workspace image.
+func (m *Manager) imageExists(id string) bool {
+	fi, err := os.Stat(m.imagePath(id))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// createImage makes the session's image: a sparse file of DiskMB, formatted ext4 with no journal
+// and no blocks reserved for root, its root folder the sandbox user's. It is made beside its
+// place and renamed into it, so an image is either whole or not there.
+func (m *Manager) createImage(ctx context.Context, id string) error {
+	img := m.imagePath(id)
+	tmp := img + ".new"
+	_ = os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("making the session's disk: %w", err)
+	}
+	err = f.Truncate(int64(m.opts.DiskMB) << 20)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = run(ctx, m.tools.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
+			"-E", fmt.Sprintf("root_owner=%d:%d", sandboxUID, sandboxUID), tmp)
+	}
+	if err == nil {
+		err = os.Rename(tmp, img)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("making the session's disk: %w", err)
+	}
+	syncDir(m.opts.Dir)
+	return nil
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// mount mounts the session's image at its mount point, checking it first (a host that went down
+// with it mounted leaves it unclean) and growing it to DiskMB if it was made smaller. A mount
+// already there (an earlier process's) is taken as it is.
+func (m *Manager) mount(ctx context.Context, id string) error {
+	img, mnt := m.imagePath(id), m.mountPath(id)
+	if mounted, err := isMountPoint(mnt); err != nil {
+		return err
+	} else if mounted {
+		return nil
+	}
+	if err := os.MkdirAll(mnt, 0o700); err != nil {
+		return fmt.Errorf("making the session's mount point: %w", err)
+	}
+	if err := m.check(ctx, img, false); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(img); err == nil && fi.Size() < int64(m.opts.DiskMB)<<20 {
+		if err := m.grow(ctx, img); err != nil {
+			m.log.Warn("growing a session's disk", "session", id, "error", err)
+		}
+	}
+	if err := run(ctx, m.tools.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img, mnt); err != nil {
+		return fmt.Errorf("mounting the session's disk: %w", err)
+	}
+	// mkfs leaves lost+found, root's: the code can't use it and the files list needn't show it.
+	_ = unix.Rmdir(filepath.Join(mnt, "lost+found"))
+	return nil
+}
+
+// check runs e2fsck on an image that is not mounted: a quick look when it is clean, a repair of
+// what can be repaired without asking when it is not (-p); force checks it whole.
+func (m *Manager) check(ctx context.Context, img string, force bool) error {
+	args := []string{"-p", img}
+	if force {
+		args = []string{"-f", "-p", img}
+	}
+	cmd := exec.CommandContext(ctx, m.tools.fsck, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	// 1: errors were corrected; 2: corrected, and a reboot was advised (for a root filesystem).
+	if err == nil || errors.As(err, &exitErr) && exitErr.ExitCode() <= 2 && exitErr.ExitCode() > 0 {
+		return nil
+	}
+	return fmt.Errorf("the session's disk %s is damaged and e2fsck -p can't repair it: %w: %s", img, err, strings.TrimSpace(string(out)))
+}
+
+// grow makes an unmounted image DiskMB large, its filesystem with it.
+func (m *Manager) grow(ctx context.Context, img string) error {
+	if err := os.Truncate(img, int64(m.opts.DiskMB)<<20); err != nil {
+		return err
+	}
+	if err := m.check(ctx, img, true); err != nil {
+		return err
+	}
+	return run(ctx, m.tools.resize, img)
+}
+
+// unmount unmounts the session's workspace if it is mounted (its loop device goes with it) and
+// removes the mount point. A mount still busy a second later is detached lazily.
+func (m *Manager) unmount(id string) error {
+	mnt := m.mountPath(id)
+	for i := 0; ; i++ {
+		err := unix.Unmount(mnt, unix.UMOUNT_NOFOLLOW)
+		if err == nil {
+			continue // mounted twice over: unmount again until nothing is
+		}
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			break // not mounted
+		}
+		if errors.Is(err, unix.EBUSY) && i < 50 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if errors.Is(err, unix.EBUSY) {
+			if err := unix.Unmount(mnt, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
+				return fmt.Errorf("unmounting the session's disk: %w", err)
+			}
+			m.log.Warn("a session's disk was busy: detached it", "session", id)
+			break
+		}
+		return fmt.Errorf("unmounting the session's disk: %w", err)
+	}
+	if err := os.Remove(mnt); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the session's mount point: %w", err)
+	}
+	return nil
+}
+
+// removeImage removes the session's image (unmounted), and any loop device left on it.
+func (m *Manager) removeImage(id string) error {
+	img := m.imagePath(id)
+	err := m.detachLoops(func(file string) bool { return file == img })
+	for _, p := range []string{img, img + ".new"} {
+		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("removing the session's disk: %w", rerr))
+		}
+	}
+	syncDir(m.opts.Dir)
+	return err
+}
+
+// loopDevice is a loop device and the file behind it.
+type loopDevice struct {
+	dev, file string
+	deleted   bool
+}
+
+// loopDevices lists the loop devices with a file behind them (/sys/block/loop*/loop).
+func loopDevices() []loopDevice {
+	dirs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var out []loopDevice
+	for _, p := range dirs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		file := strings.TrimSpace(string(b))
+		file, deleted := strings.CutSuffix(file, " (deleted)")
+		out = append(out, loopDevice{dev: "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(p))), file: file, deleted: deleted})
+	}
+	return out
+}
+
+// detachLoops detaches the loop devices on images of this folder that match and that no mount
+// of this mount namespace uses. The kernel defers the detach of one still in use elsewhere.
+func (m *Manager) detachLoops(match func(image string) bool) error {
+	inUse, err := mountSources()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range loopDevices() {
+		if filepath.Dir(l.file) != m.opts.Dir || !strings.HasSuffix(l.file, ".img") || !match(l.file) || inUse[l.dev] {
+			continue
+		}
+		f, err := os.OpenFile(l.dev, os.O_RDONLY, 0)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("detaching %s: %w", l.dev, err))
+			}
+			continue
+		}
+		if err := unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0); err != nil && !errors.Is(err, unix.ENXIO) {
+			errs = append(errs, fmt.Errorf("detaching %s from %s: %w", l.dev, l.file, err))
+		}
+		f.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// mountInfo is one line of /proc/self/mountinfo: where, what, and from where.
+type mountInfo struct {
+	point, fstype, source string
+}
+
+func readMounts() ([]mountInfo, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading the mount table: %w", err)
+	}
+	var out []mountInfo
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		sep := -1
+		for i, x := range f {
+			if x == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
+			continue
+		}
+		out = append(out, mountInfo{point: unescapeMount(f[4]), fstype: f[sep+1], source: unescapeMount(f[sep+2])})
+	}
+	return out, sc.Err()
+}
+
+// isMountPoint reports whether something is mounted at dir.
+func isMountPoint(dir string) (bool, error) {
+	ms, err := readMounts()
+	if err != nil {
+		return false, err
+	}
+	for _, mi := range ms {
+		if mi.point == dir {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// mountSources is the set of mounted sources (devices) of this mount namespace.
+func mountSources() (map[string]bool, error) {
+	ms, err := readMounts()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, mi := range ms {
+		out[mi.source] = true
+	}
+	return out, nil
+}
+
+// unescapeMount undoes the octal escapes of /proc/self/mountinfo (\040 for a space, …).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// diskFree returns the bytes and files still free on the filesystem at dir, and its size.
+func diskFree(dir string) (free, files, size uint64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), st.Ffree, st.Blocks * uint64(st.Bsize), nil
+}
+
+// isFull says whether a filesystem with these figures is full for practical purposes: less free
+// than 1 MiB or 2% of it (the last write that failed found no room), or no file left.
+func isFull(free, files, size uint64) bool {
+	return free < min(1<<20, size/50) || files == 0
+}

@@ -1,0 +1,408 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toolhost/toolhost/runsc/sandbox"
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+const (
+	// maxArg is the longest bash script: runsc exec hands it over as one argument, which Linux
+	// caps (MAX_ARG_STRLEN).
+	maxArg = 128<<10 - 1
+	// killWait bounds the wait for a killed run's process to be gone before its sandbox goes
+	// instead.
+	killWait = 10 * time.Second
+	// runToken names the environment variable that marks a run's processes.
+	runToken = "TOOLHOST_RUN"
+)
+
+// Run runs code in the session id: in its sandbox, started first if it has none (or if its
+// network mode differs from r.Network), as a new process in /work. What it prints streams to
+// r.Stdout and r.Stderr. A run past its time has its processes killed, the sandbox stays; one
+// that ran out of memory, processes or disk says so in Stopped and Message. Runs of one session
+// may overlap.
+func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
+	if err := checkID(id); err != nil {
+		return Result{}, err
+	}
+	args, stdin, err := command(r)
+	if err != nil {
+		return Result{}, err
+	}
+	net := r.Network
+	switch net {
+	case "":
+		net = NetworkOff
+	case NetworkOff, NetworkWeb, NetworkPackages:
+	default:
+		return Result{}, errcode.Errorf(errcode.BadArgs, "%q is not a network mode: give off, web or packages", string(net))
+	}
+	if r.Timeout <= 0 {
+		r.Timeout = DefaultTimeout
+	}
+	s, b, cold, err := m.acquire(ctx, id, net)
+	if err != nil {
+		return Result{Cold: cold}, err
+	}
+	defer m.release(s)
+	res, err := m.runIn(ctx, s, b, r, net, args, stdin)
+	res.Cold = cold
+	return res, err
+}
+
+// command is the process of a run and what it reads on stdin. Python reads its program from
+// stdin (python3 -): no argument limit, and tracebacks name <stdin> and the line.
+func command(r Run) (args []string, stdin string, err error) {
+	switch r.Language {
+	case "python":
+		return []string{"/usr/bin/python3", "-u", "-"}, r.Code, nil
+	case "bash":
+		if len(r.Code) > maxArg {
+			return nil, "", errcode.Errorf(errcode.TooLarge, "the script is longer than %d KiB: write it to a file in /work and run that file", (maxArg+1)>>10)
+		}
+		return []string{"/bin/bash", "-c", r.Code}, "", nil
+	}
+	return nil, "", errcode.Errorf(errcode.BadArgs, "%q is not a language of conversation sandboxes: give python or bash", r.Language)
+}
+
+// acquire readies the session's sandbox for a run of network net and counts the run in.
+func (m *Manager) acquire(ctx context.Context, id string, net Network) (*session, *box, bool, error) {
+	s, err := m.lockSession(id)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer s.mu.Unlock()
+	if err := m.ready(ctx, s, true); err != nil {
+		return nil, nil, false, err
+	}
+	if b := s.box; b != nil && (b.net != net || b.isEnded()) {
+		why := "the session's network mode changed"
+		if b.isEnded() {
+			why = "the session's sandbox ended"
+		}
+		_ = m.stopBox(ctx, b, why)
+		s.box = nil
+	}
+	cold := false
+	if s.box == nil {
+		b, err := m.startBox(ctx, s, net)
+		if err != nil {
+			if errcode.Code(err) != "" {
+				return nil, nil, false, err
+			}
+			return nil, nil, false, fmt.Errorf("starting the session's sandbox: %w", err)
+		}
+		s.box, cold = b, true
+	}
+	s.active++
+	s.lastUsed = time.Now()
+	return s, s.box, cold, nil
+}
+
+// release counts a run or a file operation out.
+func (m *Manager) release(s *session) {
+	s.mu.Lock()
+	s.active--
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+// runEnv is a run's environment: the sandbox's, its token, and the proxy in packages mode.
+func runEnv(r Run, net Network, token string) []string {
+	env := append(sandbox.DefaultEnv(), runToken+"="+token,
+		// Debian's python refuses pip installs outside a virtual environment (PEP 668): in a
+		// session, installs go to the user's site in /work (HOME).
+		"PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_USER=1")
+	if net == NetworkPackages && r.ProxyURL != "" {
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			env = append(env, k+"="+r.ProxyURL)
+		}
+	}
+	return env
+}
+
+// runIn runs one process in b and classifies how it ended.
+func (m *Manager) runIn(ctx context.Context, s *session, b *box, r Run, net Network, args []string, stdin string) (Result, error) {
+	res := Result{ExitCode: -1}
+	before, _ := b.sb.Stats()
+	token := newToken()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return res, fmt.Errorf("making the run's output pipe: %w", err)
+	}
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return res, fmt.Errorf("making the run's output pipe: %w", err)
+	}
+	defer errR.Close()
+	var inR *os.File
+	if stdin != "" {
+		var inW *os.File
+		if inR, inW, err = os.Pipe(); err != nil {
+			outW.Close()
+			errW.Close()
+			return res, fmt.Errorf("making the run's input pipe: %w", err)
+		}
+		go func() {
+			_, _ = inW.WriteString(stdin)
+			inW.Close()
+		}()
+	}
+	out := &streams{}
+	out.start(outR, r.Stdout)
+	out.start(errR, r.Stderr)
+
+	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelExec()
+	done := make(chan exited, 1)
+	started := time.Now()
+	go func() {
+		code, err := b.sb.Exec(execCtx, args, &sandbox.ExecOpts{Env: runEnv(r, net, token), Cwd: "/work",
+			Stdin: inR, Stdout: outW, Stderr: errW})
+		done <- exited{code, err}
+	}()
+	timer := time.NewTimer(r.Timeout)
+	defer timer.Stop()
+	var (
+		x                           exited
+		timedOut, cancelled, killed bool
+	)
+	select {
+	case x = <-done:
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		cancelled = true
+	}
+	if timedOut || cancelled {
+		x, killed = m.kill(b, token, done, cancelExec)
+	}
+	res.Took = time.Since(started)
+	outW.Close()
+	errW.Close()
+	if inR != nil {
+		inR.Close()
+	}
+	// The process is gone and what it wrote is in the pipes (a sandbox writes them as the code
+	// does): stop the readers and hand on what is left, rather than wait for background
+	// processes that may hold the pipes open.
+	out.finish(outR, errR)
+	if x.err == nil {
+		res.ExitCode = x.code
+	}
+	died := b.isEnded()
+	after := b.final
+	if !died {
+		after, _ = b.sb.Stats()
+	}
+	lim := m.opts.Limits
+	switch why := b.stopped(); {
+	case cancelled:
+		return res, fmt.Errorf("the run was cancelled: %w", ctx.Err())
+	case why != "":
+		return res, errcode.Errorf(errcode.Failed, "the code was stopped: %s", why)
+	case timedOut:
+		res.Stopped = "timeout"
+		res.Message = fmt.Sprintf("the code ran longer than %s and was stopped; the session's files and sandbox are kept", durationText(r.Timeout))
+		if killed {
+			res.Message = fmt.Sprintf("the code ran longer than %s and was stopped with the session's sandbox; its files are kept and its next run starts a new sandbox", durationText(r.Timeout))
+		}
+	case after.OOMKills > before.OOMKills || died && after.MemoryLimitHits > before.MemoryLimitHits:
+		res.Stopped = "memory"
+		res.Message = fmt.Sprintf("the code used more memory than the session's limit (%d MiB) and was stopped; the session's files are kept and its next run starts a new sandbox", lim.MemoryBytes>>20)
+	case after.PidsLimitHits > before.PidsLimitHits && (died || res.ExitCode != 0):
+		res.Stopped = "pids"
+		res.Message = fmt.Sprintf("the code started more processes or threads than the session's limit (%d) and was stopped", lim.Pids)
+		if died {
+			res.Message += "; the session's files are kept and its next run starts a new sandbox"
+		}
+	case res.ExitCode != 0 && m.workspaceFull(s.id):
+		res.Stopped = "disk"
+		res.Message = fmt.Sprintf("the code ran out of disk space: the session's files may take %d MiB; remove some to make room", m.opts.DiskMB)
+	case died:
+		return res, errcode.Errorf(errcode.Failed, "the session's sandbox stopped while the code ran; its files are kept and the next run starts a new sandbox")
+	case x.err != nil:
+		return res, fmt.Errorf("running the code in the session's sandbox: %w", x.err)
+	}
+	return res, nil
+}
+
+// kill kills every process of the run marked with token, and waits (bounded) for the run's
+// process to end. When that fails, the sandbox goes, killing everything in it: the session's
+// files stay and its next run starts a new one.
+func (m *Manager) kill(b *box, token string, done <-chan exited, cancelExec context.CancelFunc) (x exited, sandboxGone bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), killWait)
+	defer cancel()
+	_, kerr := b.sb.Exec(ctx, []string{"/usr/bin/python3", "-I", "-S", "-c", killProgram, runToken + "=" + token}, nil)
+	if kerr == nil {
+		select {
+		case x := <-done:
+			return x, false
+		case <-ctx.Done():
+		}
+	}
+	m.log.Warn("a run's processes could not be killed: stopping the session's sandbox", "sandbox", b.sb.ID, "error", kerr)
+	_ = b.sb.Destroy(context.Background())
+	select {
+	case x := <-done:
+		return x, true
+	case <-time.After(killWait):
+		cancelExec()
+		return <-done, true
+	}
+}
+
+// exited is how a run's process ended: its status, or why runsc exec failed.
+type exited struct {
+	code int
+	err  error
+}
+
+// killProgram kills the processes whose environment holds argv[1] (a run's token): it stops them
+// first, again until no new one appears (a stopped process can't fork), then kills them all.
+const killProgram = `import os, signal, sys
+mark = sys.argv[1].encode()
+me = os.getpid()
+def marked():
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or int(p) in (1, me):
+            continue
+        try:
+            with open("/proc/%s/environ" % p, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in env:
+            out.append(int(p))
+    return out
+seen = set()
+for _ in range(100):
+    new = [p for p in marked() if p not in seen]
+    if not new:
+        break
+    for p in new:
+        seen.add(p)
+        try:
+            os.kill(p, signal.SIGSTOP)
+        except OSError:
+            pass
+for p in seen:
+    try:
+        os.kill(p, signal.SIGKILL)
+    except OSError:
+        pass
+`
+
+// workspaceFull reports whether the session's workspace has (next to) no room left.
+func (m *Manager) workspaceFull(id string) bool {
+	free, files, size, err := diskFree(m.mountPath(id))
+	return err == nil && isFull(free, files, size)
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// durationText writes a run's time the way people say it: "60 seconds", "2 minutes", "1.5 seconds".
+func durationText(d time.Duration) string {
+	switch {
+	case d >= time.Minute && d%time.Minute == 0:
+		if d == time.Minute {
+			return "1 minute"
+		}
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	case d%time.Second == 0:
+		if d == time.Second {
+			return "1 second"
+		}
+		return fmt.Sprintf("%d seconds", d/time.Second)
+	}
+	return fmt.Sprintf("%g seconds", d.Seconds())
+}
+
+// streams forwards a run's stdout and stderr as they are read.
+type streams struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	emit map[*os.File]func([]byte)
+}
+
+func (s *streams) start(f *os.File, emit func([]byte)) {
+	s.mu.Lock()
+	if s.emit == nil {
+		s.emit = map[*os.File]func([]byte){}
+	}
+	s.emit[f] = emit
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := f.Read(buf)
+			if n > 0 && emit != nil {
+				emit(append([]byte(nil), buf[:n]...))
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// finish stops the readers of files and forwards what is still buffered in them.
+func (s *streams) finish(files ...*os.File) {
+	for _, f := range files {
+		_ = f.SetReadDeadline(time.Now())
+	}
+	s.wg.Wait()
+	for _, f := range files {
+		_ = f.SetReadDeadline(time.Time{})
+		s.mu.Lock()
+		emit := s.emit[f]
+		s.mu.Unlock()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := buffered(f)
+			if err != nil || n <= 0 {
+				break
+			}
+			k, rerr := f.Read(buf[:min(n, len(buf))])
+			if k > 0 && emit != nil {
+				emit(append([]byte(nil), buf[:k]...))
+			}
+			if rerr != nil {
+				break
+			}
+		}
+	}
+}
+
+// buffered returns how many bytes wait in the pipe f (FIONREAD), without touching its mode.
+func buffered(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil {
+		return 0, err
+	}
+	return n, ierr
+}
