@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -368,6 +369,26 @@ func TestCanvasAdminDrawsChecksSavesAndCalls(t *testing.T) {
 		t.Errorf("the prompt tool's file after saving (%v):\n%s", err, file)
 	}
 
+	// Nodes are deleted by the panel's button or the Delete key; an error
+	// that names no node is shown above the canvas.
+	b.do("starting another graph",
+		chromedp.Click(chromedp.CSS("#new-graph")),
+		chromedp.WaitVisible(chromedp.CSS(`.gnode[data-node="out"]`)),
+		chromedp.SendKeys(chromedp.CSS("#def-name"), "draft"),
+		chromedp.SendKeys(chromedp.CSS("#def-description"), "A draft."))
+	b.do("deleting the return node with the panel's button",
+		chromedp.Click(chromedp.CSS(`[data-node-head="out"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#delete-node")),
+		chromedp.Click(chromedp.CSS("#delete-node")))
+	b.do("adding a const node and deleting it with the Delete key",
+		chromedp.Click(chromedp.CSS(`#palette [data-add="const"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-node-head="const1"]`)),
+		chromedp.Focus(chromedp.CSS(`[data-node-head="const1"]`)),
+		chromedp.KeyEvent(kb.Delete))
+	b.waitJS("only the arg left, unwired", `[...document.querySelectorAll(".gnode")].map(n => n.dataset.node).join() === "input" && !document.querySelector("[data-wire]")`)
+	b.do("checking the graph with no return", chromedp.Click(chromedp.CSS("#def-check")))
+	b.waitJS("the error above the canvas", `[...document.querySelectorAll("#def-errors .top-error")].some(e => e.textContent.includes("no return node"))`)
+
 	// A viewer sees the drawing and nothing to change it with.
 	b.do("signing out", chromedp.Click(chromedp.CSS("#signout")))
 	b.signIn(viewerToken, "vera")
@@ -412,6 +433,8 @@ func TestCanvasAdminDrawsChecksSavesAndCalls(t *testing.T) {
 	b.do("going dark", colorScheme("dark"), chromedp.Sleep(200*time.Millisecond))
 	b.shot("canvas-viewer-dark.png")
 	b.do("back to light", colorScheme("light"))
+	b.do("a phone's screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.shot("canvas-phone.png")
 
 	if ex := b.exceptions(); len(ex) > 0 {
 		t.Errorf("the page threw: %v", ex)

@@ -219,6 +219,8 @@
       const t = state.tools.find((x) => x.function.name === state.tool.function.name);
       if (t) state.tool = t;
     }
+    const fresh = /^#new=(graph|prompt)$/.exec(location.hash);
+    if (fresh && !state.tool && !editor.ed && state.role === "admin") return openNew(fresh[1]);
     const want = decodeURIComponent(location.hash.replace(/^#tool=/, ""));
     if (!state.tool && want && !editor.ed) {
       const t = state.tools.find((x) => x.function.name === want);

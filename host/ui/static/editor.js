@@ -391,7 +391,7 @@
       for (const n of nodes) {
         const l = layout[n.id];
         if (l && Number.isFinite(l.x) && Number.isFinite(l.y)) {
-          pos.set(n.id, { x: l.x, y: l.y });
+          pos.set(n.id, { x: Math.min(Math.max(0, l.x), 20000), y: Math.min(Math.max(0, l.y), 20000) });
           continue;
         }
         const d = depthOf(n, new Set());
