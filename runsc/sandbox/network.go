@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -63,6 +64,37 @@ type NetworkOptions struct {
 	// new connection past it is refused at once (a TCP reset) and counted apart from refused
 	// destinations (NetCounters.OverConnLimit). 0 or less means DefaultMaxConnections.
 	MaxConnections int
+	// OnlyTo, when set, makes the network of a sandbox a packages-mode one: the only destination
+	// it reaches is this TCP address and port, an address of this machine where the egress proxy
+	// (host/egress) listens. Nothing else: no other port or address of the host, no other
+	// sandbox, no DNS (the proxy resolves names), nothing public; the host forwards none of its
+	// packets, so neither NAT nor IPv4 forwarding is set up for it. ExtraAllowedCIDRs don't
+	// apply. The address must be an IPv4 address of this machine outside 127.0.0.0/8 (which a
+	// sandbox can't reach), e.g. the one host/egress adds to lo for its proxy.
+	OnlyTo netip.AddrPort
+}
+
+// checkOnlyTo says what is wrong with a packages-mode destination, in the user's words.
+func checkOnlyTo(to netip.AddrPort) error {
+	a := to.Addr().Unmap()
+	if !a.Is4() || to.Port() == 0 {
+		return fmt.Errorf("the egress proxy's address %s is not an IPv4 address and port: a packages-mode sandbox reaches the proxy over IPv4 only", to)
+	}
+	if a.IsLoopback() || a.IsUnspecified() {
+		return fmt.Errorf("the egress proxy listens on %s, which a sandbox can't reach: give it an address of this machine outside 127.0.0.0/8 (host/egress adds one to lo)", to)
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return fmt.Errorf("listing this machine's addresses: %w", err)
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the egress proxy's address %s is not an address of this machine: start the proxy (it adds the address) before packages-mode sandboxes", a)
 }
 
 // ConnectionCap is the cap MaxConnections sets: DefaultMaxConnections when it is not set.
@@ -88,9 +120,15 @@ type sandboxNet struct {
 func (n *sandboxNet) NSPath() string { return "/var/run/netns/" + n.id }
 
 // setupNetwork makes the namespace, veth pair, addresses, routes, firewall chain and NAT of a
-// sandbox, with IPv6 off on both ends and IPv4 forwarding on for it (see ensureForwarding). On
-// failure it removes what it made.
+// sandbox, with IPv6 off on both ends and IPv4 forwarding on for it (see ensureForwarding); a
+// packages-mode one (opts.OnlyTo) gets neither NAT nor forwarding. On failure it removes what it
+// made.
 func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandboxNet, err error) {
+	if opts.OnlyTo.IsValid() {
+		if err := checkOnlyTo(opts.OnlyTo); err != nil {
+			return nil, err
+		}
+	}
 	tag := id[len(id)-idSuffixLen:]
 	made := &sandboxNet{id: id, hostIf: "th" + tag + "h", sbIf: "th" + tag + "s"}
 	n = made
@@ -137,6 +175,11 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 		{"ip", "-n", id, "link", "set", "dev", "lo", "up"},
 		{"ip", "-n", id, "route", "add", "default", "via", n.hostIP.String()},
 	}
+	if opts.OnlyTo.IsValid() {
+		// A route to the proxy alone: a connection anywhere else fails at once inside the
+		// sandbox (network unreachable), and the chain refuses what a route could still reach.
+		steps[len(steps)-1] = []string{"ip", "-n", id, "route", "add", opts.OnlyTo.Addr().Unmap().String() + "/32", "via", n.hostIP.String()}
+	}
 	for _, s := range steps {
 		if err := run(ctx, s...); err != nil {
 			return nil, err
@@ -144,43 +187,11 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 	}
 	unlock()
 
-	// The chain: what a sandbox may open. Established replies pass; the host's own addresses and
-	// the always blocked ranges are refused at once; a connection past the sandbox's cap is
-	// refused at once; test-only extra destinations pass; the blocked ranges are refused; TCP to
-	// 80 and 443 passes; everything else is refused.
 	if err := iptables(ctx, "-N", id); err != nil {
 		return nil, err
 	}
 	n.created = append(n.created, "chain")
-	rules := [][]string{
-		{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"},
-		{"-m", "addrtype", "--dst-type", "LOCAL", "-j", "REJECT"},
-	}
-	for _, r := range alwaysBlockedRanges {
-		rules = append(rules, []string{"-d", r, "-j", "REJECT"})
-	}
-	// Only NEW connections get this far (replies passed above). connlimit counts the
-	// sandbox's connections in the connection-tracking table, without those already closed.
-	limit := strconv.Itoa(opts.ConnectionCap())
-	rules = append(rules,
-		[]string{"-p", "tcp", "-m", "connlimit", "--connlimit-above", limit, "--connlimit-mask", "32", "-j", "REJECT", "--reject-with", "tcp-reset"},
-		[]string{"!", "-p", "tcp", "-m", "connlimit", "--connlimit-above", limit, "--connlimit-mask", "32", "-j", "REJECT"},
-	)
-	for _, p := range opts.ExtraAllowedCIDRs {
-		rules = append(rules, []string{"-d", p.String(), "-j", "ACCEPT"})
-	}
-	for _, r := range blockedRanges {
-		rules = append(rules, []string{"-d", r, "-j", "REJECT"})
-	}
-	ports := make([]string, len(allowedPorts))
-	for i, p := range allowedPorts {
-		ports[i] = strconv.Itoa(p)
-	}
-	rules = append(rules,
-		[]string{"-p", "tcp", "-m", "multiport", "--dports", strings.Join(ports, ","), "-j", "ACCEPT"},
-		[]string{"-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"},
-		[]string{"-j", "REJECT"},
-	)
+	rules := chainRules(opts)
 	for _, r := range rules {
 		if err := iptables(ctx, append([]string{"-A", id}, r...)...); err != nil {
 			return nil, err
@@ -200,6 +211,11 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 			return nil, err
 		}
 	}
+	if opts.OnlyTo.IsValid() {
+		// The proxy is an address of this machine: the sandbox's packets to it are delivered
+		// here, never forwarded, so there is nothing to translate or forward.
+		return n, nil
+	}
 	n.created = append(n.created, "nat")
 	if err := iptables(ctx, "-t", "nat", "-I", "POSTROUTING", "-s", n.sbIP.String()+"/32", "!", "-o", n.hostIf,
 		"-m", "comment", "--comment", id, "-j", "MASQUERADE"); err != nil {
@@ -216,6 +232,58 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 		return nil, err
 	}
 	return n, nil
+}
+
+// chainRules are the rules of a sandbox's chain, in order: what the sandbox may open.
+//
+// With network (web): established replies pass; the host's own addresses and the always blocked
+// ranges are refused at once; a connection past the sandbox's cap is refused at once; test-only
+// extra destinations pass; the blocked ranges are refused; TCP to 80 and 443 passes; everything
+// else is refused.
+//
+// Packages mode (OnlyTo): established replies pass; a connection past the cap is refused at once;
+// TCP to the proxy's address and port passes; everything else is refused (TCP with a reset, so a
+// direct connection fails at once rather than hanging).
+func chainRules(opts NetworkOptions) [][]string {
+	limit := strconv.Itoa(opts.ConnectionCap())
+	if opts.OnlyTo.IsValid() {
+		return [][]string{
+			{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"},
+			{"-p", "tcp", "-m", "connlimit", "--connlimit-above", limit, "--connlimit-mask", "32", "-j", "REJECT", "--reject-with", "tcp-reset"},
+			{"-d", opts.OnlyTo.Addr().Unmap().String() + "/32", "-p", "tcp", "-m", "tcp", "--dport", strconv.Itoa(int(opts.OnlyTo.Port())), "-j", "ACCEPT"},
+			{"-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"},
+			{"-j", "REJECT"},
+		}
+	}
+	rules := [][]string{
+		{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"},
+		{"-m", "addrtype", "--dst-type", "LOCAL", "-j", "REJECT"},
+	}
+	for _, r := range alwaysBlockedRanges {
+		rules = append(rules, []string{"-d", r, "-j", "REJECT"})
+	}
+	// Only NEW connections get this far (replies passed above). connlimit counts the
+	// sandbox's connections in the connection-tracking table, without those already closed.
+	rules = append(rules,
+		[]string{"-p", "tcp", "-m", "connlimit", "--connlimit-above", limit, "--connlimit-mask", "32", "-j", "REJECT", "--reject-with", "tcp-reset"},
+		[]string{"!", "-p", "tcp", "-m", "connlimit", "--connlimit-above", limit, "--connlimit-mask", "32", "-j", "REJECT"},
+	)
+	for _, p := range opts.ExtraAllowedCIDRs {
+		rules = append(rules, []string{"-d", p.String(), "-j", "ACCEPT"})
+	}
+	for _, r := range blockedRanges {
+		rules = append(rules, []string{"-d", r, "-j", "REJECT"})
+	}
+	ports := make([]string, len(allowedPorts))
+	for i, p := range allowedPorts {
+		ports[i] = strconv.Itoa(p)
+	}
+	rules = append(rules,
+		[]string{"-p", "tcp", "-m", "multiport", "--dports", strings.Join(ports, ","), "-j", "ACCEPT"},
+		[]string{"-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"},
+		[]string{"-j", "REJECT"},
+	)
+	return rules
 }
 
 // NetCounters are what a sandbox's firewall chain counted.
