@@ -19,9 +19,3 @@ func (m *Manager) SweepGone(ctx context.Context) error {
 	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir, Instance: in})
 }
 
-// Running reports whether the sandbox's first process still runs, as far as the host can tell
-// without asking runsc: its cgroup still holds processes.
-func (s *Sandbox) Running() bool {
-	st, err := s.Stats()
-	return err == nil && st.Pids > 0
-}

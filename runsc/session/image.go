@@ -344,7 +344,7 @@ func diskFree(dir string) (free, files, size uint64, err error) {
 }
 
 // isFull says whether a filesystem with these figures is full for practical purposes: less free
-// than 1 MiB or 2% of it (the last write that failed found no room), or no file left.
+// than 2 MiB and 1% of it (what ext4 keeps back for writes under way when one fails), or no file left.
 func isFull(free, files, size uint64) bool {
-	return free < min(1<<20, size/50) || files == 0
+	return free < 2<<20+size/100 || files == 0
 }

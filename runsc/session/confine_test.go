@@ -1,0 +1,102 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+// TestSessionsCantSeeEachOther: a session's code finds no trace of another session's files by
+// any path from inside (../, /work/../.., /proc/*/root, a search of the whole tree), and the Go
+// API confines every path to the session's /work: .., absolute paths, symbolic links planted
+// inside pointing out (to another session's mount, to /etc) refuse to read, write or list
+// through them, and nothing is written outside.
+func TestSessionsCantSeeEachOther(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{})
+	ctx := context.Background()
+	a, b := testID("alice"), testID("bob")
+	runOK(t, m, a, "bash", "echo alice-secret-7f3 > secret.txt; mkdir d; echo x > d/inner")
+	runOK(t, m, b, "bash", "true")
+
+	// From inside b.
+	_, out, errOut := runOK(t, m, b, "bash", `
+ls -a ../ /work/../.. 2>&1
+ls /proc/*/root/work 2>&1
+cat /proc/*/root/work/secret.txt 2>&1
+grep -rs "alice-sec""ret-7f3" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3
+cat /proc/self/mountinfo
+true`)
+	if strings.Contains(out, "alice-secret-7f3") || strings.Contains(out, a) {
+		t.Errorf("session b sees session a's files:\n%s\n%s", out, errOut)
+	}
+	if strings.Contains(out, ts.dir) {
+		t.Errorf("session b learns the host's session folder from inside:\n%s", out)
+	}
+
+	// Through the Go API, as b.
+	bad := []string{"../" + a + "/secret.txt", "../../" + a + ".img", "/etc/passwd", "/work/../etc/passwd",
+		"d/../../secret.txt", filepath.Join(m.mountPath(a), "secret.txt")}
+	for _, p := range bad {
+		if _, err := m.ReadFile(ctx, b, p, 1<<20); errcode.Code(err) != errcode.BadPath {
+			t.Errorf("ReadFile(b, %q): %v; want bad_path", p, err)
+		}
+		if _, err := m.WriteFile(ctx, b, p, strings.NewReader("pwned")); errcode.Code(err) != errcode.BadPath {
+			t.Errorf("WriteFile(b, %q): %v; want bad_path", p, err)
+		}
+		if err := m.RemoveFile(ctx, b, p); errcode.Code(err) != errcode.BadPath {
+			t.Errorf("RemoveFile(b, %q): %v; want bad_path", p, err)
+		}
+	}
+	// Symbolic links planted by b's code: to a's mount on the host (absolute), to /etc, and
+	// relative ones climbing out; a folder that is a link.
+	runOK(t, m, b, "bash", "ln -s "+m.mountPath(a)+" toa; ln -s "+filepath.Join(m.mountPath(a), "secret.txt")+" secret; ln -s /etc etc; ln -s ../../../../../../etc/passwd passwd; ln -s /tmp/outside-"+b+" out; ln -s . self")
+	for _, p := range []string{"toa/secret.txt", "secret", "etc/passwd", "passwd", "self/secret", "toa"} {
+		if _, err := m.ReadFile(ctx, b, p, 1<<20); errcode.Code(err) != errcode.BadPath {
+			t.Errorf("ReadFile(b, %q) through a planted link: %v; want bad_path", p, err)
+		}
+	}
+	for _, p := range []string{"toa/new.txt", "etc/evil", "out/x", "self/x"} {
+		if _, err := m.WriteFile(ctx, b, p, strings.NewReader("pwned")); errcode.Code(err) != errcode.BadPath {
+			t.Errorf("WriteFile(b, %q) through a planted link: %v; want bad_path", p, err)
+		}
+	}
+	// A write onto a link replaces the link, never what it points to.
+	if _, err := m.WriteFile(ctx, b, "out", strings.NewReader("mine")); err != nil {
+		t.Errorf("WriteFile(b, \"out\") onto a link: %v", err)
+	}
+	if _, err := os.Stat("/tmp/outside-" + b); err == nil {
+		os.RemoveAll("/tmp/outside-" + b)
+		t.Errorf("a write through a link made a file outside the workspace")
+	}
+	if entries, _ := os.ReadDir(m.mountPath(a)); len(entries) != 2 {
+		t.Errorf("session a's workspace changed: %v", entries)
+	}
+	// Removing a link removes the link, never what it points to.
+	if err := m.RemoveFile(ctx, b, "toa"); err != nil {
+		t.Errorf("removing a link: %v", err)
+	}
+	if err := m.RemoveFile(ctx, b, "self/etc"); errcode.Code(err) != errcode.BadPath {
+		t.Errorf("removing through a link: %v; want bad_path", err)
+	}
+	if _, err := os.Stat(filepath.Join(m.mountPath(a), "secret.txt")); err != nil {
+		t.Errorf("session a's file after b removed its link: %v", err)
+	}
+	files, err := m.Files(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0].Path != "out" || files[0].Size != 4 {
+		t.Errorf("Files(b) = %+v; want only out, the file that replaced a link (links are neither files nor folders)", files)
+	}
+	if b, err := m.ReadFile(ctx, a, "secret.txt", 100); err != nil || string(b) != "alice-secret-7f3\n" {
+		t.Errorf("session a's own file: %q, %v", b, err)
+	}
+	if _, err := m.ReadFile(ctx, "s../../x", "secret.txt", 100); errcode.Code(err) != errcode.BadArgs {
+		t.Errorf("a session id that is a path: %v; want bad_args", err)
+	}
+}

@@ -1,0 +1,99 @@
+package session
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+// TestDiskCapStopsAWriter: code that writes more than the session's disk gets ENOSPC inside,
+// its run says Stopped "disk" with a message naming the cap, the host's disk is untouched, and
+// the session goes on: its next run frees the room and works; an upload into a full disk is
+// disk_full.
+func TestDiskCapStopsAWriter(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{DiskMB: 16})
+	ctx := context.Background()
+	id := testID("disk")
+	res, _, errOut := runOK(t, m, id, "python", `
+with open("big", "wb") as f:
+    for _ in range(64):
+        f.write(b"x" * (1 << 20))
+`)
+	if res.Stopped != "disk" || !strings.Contains(res.Message, "16 MiB") || res.ExitCode == 0 {
+		t.Fatalf("a writer of 64 MiB on a 16 MiB disk: %+v, stderr %q; want stopped for disk", res, errOut)
+	}
+	if !strings.Contains(errOut, "No space left on device") {
+		t.Errorf("the code's own error: %q; want ENOSPC", errOut)
+	}
+	if _, err := m.WriteFile(ctx, id, "more.bin", strings.NewReader(strings.Repeat("y", 4<<20))); errcode.Code(err) != errcode.DiskFull {
+		t.Errorf("an upload into a full disk: %v; want disk_full", err)
+	}
+	if files, _ := m.Files(ctx, id); len(files) != 1 || files[0].Path != "big" {
+		t.Errorf("after a failed upload: %+v; want only big (no upload left half-written)", files)
+	}
+	res, out, _ := runOK(t, m, id, "bash", "rm big && echo freed && df -m /work | tail -1")
+	if res.Stopped != "" || res.ExitCode != 0 || !strings.HasPrefix(out, "freed\n") {
+		t.Errorf("the next run: %+v, %q; want it to work", res, out)
+	}
+	// A failure with room left is the code's own.
+	res, _, _ = runOK(t, m, id, "bash", "exit 1")
+	if res.Stopped != "" {
+		t.Errorf("exit 1 with room on the disk: stopped %q", res.Stopped)
+	}
+}
+
+// TestTimeoutKillsTheRunNotTheSession: a run past its time is stopped with the processes it
+// started (a background one too), the sandbox stays (the next run is warm) and holds no
+// process of the stopped run.
+func TestTimeoutKillsTheRunNotTheSession(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{})
+	id := testID("timeout")
+	runOK(t, m, id, "bash", "true")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var o output
+	res, err := m.Run(ctx, id, o.run(Run{Language: "bash", Timeout: 3 * time.Second,
+		Code: "(sleep 500 &) ; sleep 400 & echo started; python3 -c 'import time; time.sleep(300)'"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stopped != "timeout" || !strings.Contains(res.Message, "3 seconds") || res.Cold || o.stdout() != "started\n" {
+		t.Fatalf("a run of 300 s with 3 s: %+v, stdout %q", res, o.stdout())
+	}
+	res, out, _ := runOK(t, m, id, "bash", `cat /proc/[0-9]*/comm | grep -cx 'sleep\|python3'`)
+	// One python3 is the sandbox's first process.
+	if res.Cold || strings.TrimSpace(out) != "1" {
+		t.Errorf("after the timeout: %+v, %s sleep and python3 processes; want a warm run and only the first process", res, strings.TrimSpace(out))
+	}
+}
+
+// TestMemoryKillIsClassified: code that takes more memory than the session's limit is stopped
+// with Stopped "memory" (read from the cgroup: gVisor ends the sandbox silently), and the
+// session's next run works in a new sandbox on the same files.
+func TestMemoryKillIsClassified(t *testing.T) {
+	ts := newSetup(t)
+	lim := testLimits()
+	lim.MemoryBytes = 192 << 20
+	m := ts.manager(t, Options{Limits: lim})
+	id := testID("memory")
+	runOK(t, m, id, "bash", "echo kept > before")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := m.Run(ctx, id, Run{Language: "python", Timeout: 45 * time.Second,
+		Code: "x = []\nwhile True:\n    x.append(bytearray(16 << 20))\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stopped != "memory" || !strings.Contains(res.Message, "192 MiB") {
+		t.Fatalf("a run that eats memory: %+v; want stopped for memory", res)
+	}
+	res, out, _ := runOK(t, m, id, "bash", "cat before")
+	if out != "kept\n" {
+		t.Errorf("the next run: %+v, %q; want the files kept", res, out)
+	}
+}
