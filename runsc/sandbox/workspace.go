@@ -18,4 +18,3 @@ func (m *Manager) SweepGone(ctx context.Context) error {
 	defer in.Close()
 	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir, Instance: in})
 }
-
