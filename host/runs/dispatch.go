@@ -52,6 +52,8 @@ type Dispatcher struct {
 	calls map[string]int
 	// model answers AskModel; nil when the host has none.
 	model Model
+	// gateFn is the host's own check of calls (hooks.go).
+	gateFn Gate
 }
 
 // Model answers the questions runs ask the model (AskModel). The host's is
@@ -165,6 +167,9 @@ func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, e
 	args, err := tools.CheckArgs(tool, req.Args)
 	if err != nil {
 		return nil, &sdk.Error{Code: errcode.BadArgs, Message: err.Error()}
+	}
+	if err := d.gate(req, tool); err != nil {
+		return nil, err
 	}
 	if req.Parent != "" && d.depth(req.Parent) >= MaxNesting {
 		return nil, &sdk.Error{Code: errcode.TooDeep, Message: fmt.Sprintf("tools called tools more than %d deep; the call to %s was refused", MaxNesting, req.Tool)}
