@@ -56,6 +56,8 @@ type kind struct {
 	// runs is held for reading by every run on mgr, so a replaced manager is closed only once
 	// its runs are done.
 	runs *sync.RWMutex
+	// sess is the conversation sandboxes (session.go), on mgr.
+	sess *sessions
 }
 
 var (
@@ -68,7 +70,7 @@ func newKind(o kindOptions) *kind {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	return &kind{log: o.Logger, opts: o}
+	return &kind{log: o.Logger, opts: o, sess: newSessions(o.Logger)}
 }
 
 // Describe names the kind and its run table.
@@ -203,6 +205,9 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 			if err := oldPool.Close(ctx); err != nil {
 				k.log.Warn("closing the previous sandbox pool", "error", err)
 			}
+			// The session sandboxes on the old manager stop once their runs are done (their
+			// files stay); the next use starts them on the new one.
+			k.sess.leave(ctx, old)
 			oldRuns.Lock()
 			defer oldRuns.Unlock()
 			if err := old.Close(ctx); err != nil {
@@ -282,6 +287,10 @@ func (k *kind) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error
 	if err != nil {
 		return nil, err
 	}
+	if table.Session != "" {
+		// A tool of the conversation's sandbox: no code of its own to compile.
+		return json.Marshal(map[string]string{"type": "python", "session": table.Session})
+	}
 	limits := table
 	limits.Seconds, limits.MemoryMB, limits.Network = checkSeconds, min(checkMemoryMB, c.cfg.MaxMemoryMB), false
 	ans, serr := k.runInSandbox(ctx, c, limits, request{Mode: "check", Code: table.Code, CPUSeconds: checkSeconds, Seconds: checkSeconds}, nil)
@@ -306,6 +315,9 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	if err != nil {
 		return nil, sdk.Errorf("bad_tool", "the tool's run table is wrong: %v", err)
 	}
+	if table.Session != "" {
+		return k.invokeSession(ctx, call, table, emit)
+	}
 	args := call.Args
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
@@ -321,15 +333,17 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	return result, nil
 }
 
-// Close removes every sandbox of the kind and sweeps what is left of them (and of processes of
-// the same prefix that are gone), then gives up the kind's instance.
+// Close stops the session sandboxes (their files stay), removes every sandbox of the kind and
+// sweeps what is left of them (and of processes of the same prefix that are gone), then gives up
+// the kind's instance.
 func (k *kind) Close(ctx context.Context) error {
+	serr := k.sess.close(ctx)
 	k.mu.Lock()
 	mgr, pool, inst := k.mgr, k.pool, k.inst
 	k.mgr, k.pool, k.inst = nil, nil, nil
 	k.mu.Unlock()
 	if mgr == nil {
-		return nil
+		return serr
 	}
-	return errors.Join(pool.Close(ctx), mgr.Close(ctx), mgr.Sweep(ctx), inst.Close())
+	return errors.Join(serr, pool.Close(ctx), mgr.Close(ctx), mgr.Sweep(ctx), inst.Close())
 }

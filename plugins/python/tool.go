@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/toolhost/toolhost/sdk"
@@ -25,6 +26,9 @@ type runTable struct {
 	Seconds  int    `json:"seconds"`
 	MemoryMB int    `json:"memory_mb"`
 	Network  bool   `json:"network"`
+	// Session makes the tool one of a conversation sandbox (session_run.go): "python", "bash",
+	// "files" or "file". Such a table has no code: the code comes with each call.
+	Session string `json:"session,omitempty"`
 }
 
 // runSchema is the JSON Schema of the run table.
@@ -37,9 +41,11 @@ func runSchema(maxMemoryMB int) json.RawMessage {
     "code": {"type": "string", "minLength": 1, "description": "Python defining run(**args), which returns something JSON can hold"},
     "seconds": {"type": "integer", "minimum": %d, "maximum": %d, "default": %d, "description": "CPU seconds the code may use; the wall-clock limit is one second more"},
     "memory_mb": {"type": "integer", "minimum": %d, "maximum": %d, "default": %d, "description": "memory of the sandbox in MiB"},
-    "network": {"type": "boolean", "default": false, "description": "reach public addresses on ports 80 and 443"}
+    "network": {"type": "boolean", "default": false, "description": "reach public addresses on ports 80 and 443"},
+    "session": {"enum": ["python", "bash", "files", "file"], "description": "a tool of the conversation's sandbox (run_python, run_bash, sandbox_files, sandbox_file): its code comes with each call, and nothing else is set"}
   },
-  "required": ["type", "code"],
+  "required": ["type"],
+  "oneOf": [{"required": ["code"], "not": {"required": ["session"]}}, {"required": ["session"], "not": {"anyOf": [{"required": ["code"]}, {"required": ["seconds"]}, {"required": ["memory_mb"]}, {"required": ["network"]}]}}],
   "additionalProperties": false
 }`, minSeconds, maxSeconds, defaultSeconds, minMemoryMB, maxMemoryMB, def))
 }
@@ -80,9 +86,29 @@ func parseRun(raw json.RawMessage, maxMemoryMB int) (runTable, error) {
 			if json.Unmarshal(v, &rt.Network) != nil {
 				bad(k, "is true or false")
 			}
+		case "session":
+			err := json.Unmarshal(v, &rt.Session)
+			if _, known := sessionTools[rt.Session]; err != nil || !known {
+				bad(k, "must be \"python\", \"bash\", \"files\" or \"file\"")
+			}
 		default:
 			bad(k, "is not a key of a python tool's run table (type, code, seconds, memory_mb, network)")
 		}
+	}
+	if _, ok := fields["session"]; ok {
+		// A tool of the conversation's sandbox: its code comes with each call, its limits are the
+		// session's.
+		for _, key := range []string{"code", "seconds", "memory_mb", "network"} {
+			if _, ok := fields[key]; ok {
+				fe = slices.DeleteFunc(fe, func(e sdk.FieldError) bool { return e.Path == "run."+key })
+				bad(key, "is not a key of a session tool's run table (type, session): its code comes with each call and its limits are [sessions]'s")
+			}
+		}
+		if len(fe) > 0 {
+			sortFieldErrors(fe)
+			return rt, fe
+		}
+		return runTable{Type: "python", Session: rt.Session}, nil
 	}
 	if codeTyped && strings.TrimSpace(rt.Code) == "" {
 		bad("code", "is required: Python defining run(**args)")

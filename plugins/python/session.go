@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolhost/toolhost/runsc/sandbox"
+	"github.com/toolhost/toolhost/runsc/session"
+	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+// The kind keeps conversation sandboxes (sdk.SessionKeeper) with package runsc/session: one
+// long-lived sandbox per session while it is used, on the kind's sandbox manager, its files on a
+// per-session image under <[python] state_dir>/sessions. The session manager is made when first
+// needed (the host's Sessions.Configure, a run, a file call), not at Configure: a kind that never
+// serves a session (toolhost check, a host with [sessions] off) never takes the folder's lock.
+
+var _ sdk.SessionKeeper = (*kind)(nil)
+
+// The defaults of [sessions] the host may leave 0, and the ranges the kind takes.
+const (
+	defaultSessionSeconds = 60
+	maxSessionSeconds     = 600
+	defaultSessionMemory  = 512
+	defaultSessionIdle    = 15
+)
+
+// sessions holds the kind's session manager and what it was made with.
+type sessions struct {
+	log hclog.Logger
+
+	// gen is held for reading by every use of the manager (a run, a file call) and for writing
+	// to replace it, so that a manager is closed (by a new config, or a new sandbox manager)
+	// only once what runs on it is done. Close does not wait: it stops what runs.
+	gen sync.RWMutex
+
+	mu     sync.Mutex // guards what follows
+	m      *session.Manager
+	on     *sandbox.Manager // the sandbox manager m runs on
+	dir    string           // m's folder
+	conf   sdk.SessionsConfig
+	closed bool
+}
+
+func newSessions(log hclog.Logger) *sessions {
+	return &sessions{log: log, conf: withSessionDefaults(sdk.SessionsConfig{})}
+}
+
+func withSessionDefaults(c sdk.SessionsConfig) sdk.SessionsConfig {
+	if c.DiskMB == 0 {
+		c.DiskMB = session.DefaultDiskMB
+	}
+	if c.MemoryMB == 0 {
+		c.MemoryMB = defaultSessionMemory
+	}
+	if c.IdleMinutes == 0 {
+		c.IdleMinutes = defaultSessionIdle
+	}
+	if c.Seconds == 0 {
+		c.Seconds = defaultSessionSeconds
+	}
+	return c
+}
+
+// checkSessionsConfig says what of the host's [sessions] the kind can't take.
+func checkSessionsConfig(c sdk.SessionsConfig) error {
+	var errs []error
+	in := func(name string, v, lo, hi int) {
+		if v < lo || v > hi {
+			errs = append(errs, fmt.Errorf("[sessions] %s must be from %d to %d, not %d", name, lo, hi, v))
+		}
+	}
+	in("disk_mb", c.DiskMB, 4, 1<<20)
+	in("memory_mb", c.MemoryMB, 64, 65536)
+	if c.Pids != 0 {
+		in("pids", c.Pids, 16, 65536)
+	}
+	in("idle_minutes", c.IdleMinutes, 1, 1440)
+	in("seconds", c.Seconds, 1, maxSessionSeconds)
+	if err := errors.Join(errs...); err != nil {
+		return sdk.Errorf(errcode.BadArgs, "%v", err)
+	}
+	return nil
+}
+
+// ConfigureSessions takes the host's [sessions] limits. A change replaces the session manager
+// once the runs in flight are done (sandboxes stop, files stay): the next run starts a sandbox
+// with the new limits. The manager is made here, so that what stops it (the folder in use by
+// another process, a missing tool) is said to the host now.
+func (k *kind) ConfigureSessions(ctx context.Context, conf sdk.SessionsConfig) error {
+	conf = withSessionDefaults(conf)
+	if err := checkSessionsConfig(conf); err != nil {
+		return err
+	}
+	s := k.sess
+	s.mu.Lock()
+	changed := conf != s.conf
+	s.conf = conf
+	s.mu.Unlock()
+	if changed {
+		s.gen.Lock()
+		s.mu.Lock()
+		old := s.m
+		s.m, s.on = nil, nil
+		s.mu.Unlock()
+		if old != nil {
+			if err := old.Close(ctx); err != nil {
+				k.log.Warn("closing the session manager for new limits", "error", err)
+			}
+		}
+		s.gen.Unlock()
+	}
+	_, done, err := k.sessionManager(ctx)
+	if err != nil {
+		return err
+	}
+	done()
+	return nil
+}
+
+// sessionManager returns the session manager on the kind's current sandbox manager, made if
+// there is none, with the config it was made with; done must be called when the caller is done
+// with it.
+func (k *kind) sessionManager(ctx context.Context) (*session.Manager, func(), error) {
+	m, _, done, err := k.sessionManagerConf(ctx)
+	return m, done, err
+}
+
+func (k *kind) sessionManagerConf(ctx context.Context) (*session.Manager, sdk.SessionsConfig, func(), error) {
+	s := k.sess
+	for range 3 {
+		c, err := k.current()
+		if err != nil {
+			return nil, sdk.SessionsConfig{}, nil, sdk.Errorf("not_configured", "%v", err)
+		}
+		dir := filepath.Join(c.cfg.StateDir, "sessions")
+		s.gen.RLock()
+		s.mu.Lock()
+		m, on, mdir, conf, closed := s.m, s.on, s.dir, s.conf, s.closed
+		s.mu.Unlock()
+		if closed {
+			s.gen.RUnlock()
+			return nil, conf, nil, sdk.Errorf(errcode.PluginUnavailable, "the python kind is stopping")
+		}
+		if m != nil && on == c.mgr && mdir == dir {
+			return m, conf, s.gen.RUnlock, nil
+		}
+		s.gen.RUnlock()
+		if err := k.remakeSessions(ctx, c, dir); err != nil {
+			return nil, conf, nil, err
+		}
+	}
+	return nil, sdk.SessionsConfig{}, nil, sdk.Errorf(errcode.Failed, "the python kind's configuration kept changing: try again")
+}
+
+// remakeSessions makes the session manager on c's sandbox manager, closing one on another first
+// (once its runs are done).
+func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) error {
+	s := k.sess
+	s.gen.Lock()
+	defer s.gen.Unlock()
+	s.mu.Lock()
+	old, conf := s.m, s.conf
+	if old != nil && s.on == c.mgr && s.dir == dir {
+		s.mu.Unlock()
+		return nil // made meanwhile
+	}
+	s.m, s.on = nil, nil
+	s.mu.Unlock()
+	if old != nil {
+		if err := old.Close(ctx); err != nil {
+			k.log.Warn("closing the previous session manager", "error", err)
+		}
+	}
+	m, err := session.New(session.Options{
+		Sandboxes: c.mgr,
+		Dir:       dir,
+		DiskMB:    conf.DiskMB,
+		Limits: sandbox.Limits{
+			MemoryBytes: int64(conf.MemoryMB+overheadMB) << 20,
+			Pids:        int64(conf.Pids),
+			CPUs:        1,
+		},
+		IdleStop:  time.Duration(conf.IdleMinutes) * time.Minute,
+		ProxyAddr: conf.ProxyAddr,
+		Log:       k.log.Named("sessions"),
+	})
+	if err != nil {
+		return sdk.Errorf(errcode.Failed, "conversation sandboxes can't start: %v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = m.Close(context.WithoutCancel(ctx))
+		return sdk.Errorf(errcode.PluginUnavailable, "the python kind is stopping")
+	}
+	s.m, s.on, s.dir = m, c.mgr, dir
+	return nil
+}
+
+// leave closes the session manager if it runs on mgr, once its runs are done: mgr is about to
+// be closed (Configure replaced it). The next use makes one on the new manager.
+func (s *sessions) leave(ctx context.Context, mgr *sandbox.Manager) {
+	s.gen.Lock()
+	defer s.gen.Unlock()
+	s.mu.Lock()
+	m := s.m
+	if m == nil || s.on != mgr {
+		s.mu.Unlock()
+		return
+	}
+	s.m, s.on = nil, nil
+	s.mu.Unlock()
+	if err := m.Close(ctx); err != nil {
+		s.log.Warn("closing the session manager of the previous sandbox manager", "error", err)
+	}
+}
+
+// close stops every session sandbox and unmounts the workspaces (their files stay), without
+// waiting for runs: they end with it.
+func (s *sessions) close(ctx context.Context) error {
+	s.mu.Lock()
+	m := s.m
+	s.m, s.on, s.closed = nil, nil, true
+	s.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	return m.Close(ctx)
+}
+
+// ListFiles lists a session's workspace.
+func (k *kind) ListFiles(ctx context.Context, id string) ([]sdk.SessionFile, error) {
+	m, done, err := k.sessionManager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	files, err := m.Files(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sdk.SessionFile, len(files))
+	for i, f := range files {
+		out[i] = sdk.SessionFile(f)
+	}
+	return out, nil
+}
+
+// ReadFile reads one file of a session's workspace.
+func (k *kind) ReadFile(ctx context.Context, id, path string, max int64) ([]byte, error) {
+	m, done, err := k.sessionManager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return m.ReadFile(ctx, id, path, max)
+}
+
+// WriteFile writes one file of a session's workspace.
+func (k *kind) WriteFile(ctx context.Context, id, path string, r io.Reader) (sdk.SessionFile, error) {
+	m, done, err := k.sessionManager(ctx)
+	if err != nil {
+		return sdk.SessionFile{}, err
+	}
+	defer done()
+	f, err := m.WriteFile(ctx, id, path, r)
+	return sdk.SessionFile(f), err
+}
+
+// RemoveFile removes one file or empty folder of a session's workspace.
+func (k *kind) RemoveFile(ctx context.Context, id, path string) error {
+	m, done, err := k.sessionManager(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return m.RemoveFile(ctx, id, path)
+}
+
+// StopSession stops a session's sandbox; its files stay.
+func (k *kind) StopSession(ctx context.Context, id string) error {
+	m, done, err := k.sessionManager(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return m.Stop(ctx, id)
+}
+
+// DeleteSession removes a session's sandbox and files.
+func (k *kind) DeleteSession(ctx context.Context, id string) error {
+	m, done, err := k.sessionManager(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return m.Delete(ctx, id)
+}
+
+// Reconcile keeps the workspaces of the sessions in keep and deletes the others.
+func (k *kind) Reconcile(ctx context.Context, keep []string) ([]string, error) {
+	m, done, err := k.sessionManager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	set := make(map[string]bool, len(keep))
+	for _, id := range keep {
+		set[id] = true
+	}
+	return m.Reconcile(ctx, set)
+}
