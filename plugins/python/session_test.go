@@ -373,3 +373,106 @@ func TestSessionToolsNeedASession(t *testing.T) {
 		t.Errorf("Check of session ruby = %v", err)
 	}
 }
+
+// TestSessionFilesStayInTheWorkspace: what the code makes in /work to reach out of it (links to
+// host-looking paths, /proc's magic links, a FIFO that would hang a reader, a hard link attempt
+// to a file outside) is refused by sandbox_file and the Sessions service alike, never followed.
+func TestSessionFilesStayInTheWorkspace(t *testing.T) {
+	_, c, s := sessionKind(t)
+	id := newSessionID()
+	res := ranResult(t, callIn(t, c, id, sessionTool(t, "run_bash", "bash"), map[string]any{"command": "set -e\n" +
+		"ln -s /etc/passwd passwd\nln -s /proc/self/root root\nln -s .. up\nmkdir -p d && ln -s ../../.. d/out\n" +
+		"mkfifo fifo\necho inside > real.txt\nln -s real.txt inner\necho done"}, nil))
+	if res.Stdout != "done\n" {
+		t.Fatalf("setting up: %+v", res)
+	}
+	file := sessionTool(t, "sandbox_file", "file")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, p := range []string{"passwd", "root/etc/passwd", "up/x", "d/out/etc/passwd", "fifo", "inner", "/etc/passwd", "real.txt/../../etc/passwd", "."} {
+		r := callIn(t, c, id, file, map[string]any{"path": p}, nil)
+		if code := r.ErrorCode(); code != errcode.BadPath && code != errcode.NotFound {
+			t.Errorf("sandbox_file %q: %s %v %s; want bad_path or not_found", p, code, r.Err, r.Result)
+		}
+		if _, err := s.ReadFile(ctx, id, p, 0); errcode.Code(err) != errcode.BadPath && errcode.Code(err) != errcode.NotFound {
+			t.Errorf("Sessions.ReadFile %q: %v", p, err)
+		}
+	}
+	// Writing over a link replaces the link; writing through one is refused; nothing lands
+	// outside.
+	if _, err := s.WriteFile(ctx, id, "passwd", strings.NewReader("planted")); err != nil {
+		t.Errorf("Sessions.WriteFile over the link passwd: %v", err)
+	}
+	if got, err := s.ReadFile(ctx, id, "passwd", 0); err != nil || string(got) != "planted" {
+		t.Errorf("passwd after writing over the link: %q, %v", got, err)
+	}
+	for _, p := range []string{"up/planted", "d/out/tmp/planted", "root/tmp/planted"} {
+		if _, err := s.WriteFile(ctx, id, p, strings.NewReader("planted")); errcode.Code(err) != errcode.BadPath && errcode.Code(err) != errcode.NotFound {
+			t.Errorf("Sessions.WriteFile %q: %v", p, err)
+		}
+	}
+	if _, err := os.Stat("/tmp/planted"); err == nil {
+		t.Errorf("a write through a link reached the host's /tmp")
+	}
+	if b, _ := os.ReadFile("/etc/passwd"); strings.Contains(string(b), "planted") {
+		t.Errorf("a write through a link reached the host's /etc/passwd")
+	}
+	r := callIn(t, c, id, file, map[string]any{"path": "real.txt"}, nil)
+	wantResult(t, r, `{"path": "real.txt", "size": 7, "encoding": "utf-8", "content": "inside\n"}`)
+}
+
+// TestSessionReconfigureKeepsRunsInFlight: new [sessions] limits, or a new [python] table, take
+// effect for the next run; a run in flight finishes on the sandbox it started in, and the files
+// stay.
+func TestSessionReconfigureKeepsRunsInFlight(t *testing.T) {
+	k, c, s := sessionKind(t)
+	id := newSessionID()
+	sh := sessionTool(t, "run_bash", "bash")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	inFlight := func(reconfigure func() error) {
+		t.Helper()
+		started := make(chan struct{})
+		var once sync.Once
+		done := make(chan *sdktest.Run, 1)
+		go func() {
+			done <- callIn(t, c, id, sh, map[string]any{"command": "echo started; sleep 3; echo finished >> log; echo finished"}, func(e sdk.Event) {
+				if strings.Contains(string(e.Stdout), "started") {
+					once.Do(func() { close(started) })
+				}
+			})
+		}()
+		select {
+		case <-started:
+		case r := <-done:
+			t.Fatalf("the run ended before it started: %s %v", r.Result, r.Err)
+		}
+		if err := reconfigure(); err != nil {
+			t.Fatal(err)
+		}
+		res := ranResult(t, <-done)
+		if res.ExitCode != 0 || res.Stdout != "started\nfinished\n" || res.Stopped != "" {
+			t.Fatalf("the run in flight: %+v", res)
+		}
+	}
+	inFlight(func() error { return s.Configure(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 2}) })
+	res := ranResult(t, callIn(t, c, id, sh, map[string]any{"command": "sleep 30"}, nil))
+	if res.Stopped != "timeout" || !strings.Contains(res.Message, "2 seconds") {
+		t.Fatalf("the next run has not the new limit: %+v", res)
+	}
+
+	if err := s.Configure(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 60}); err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	cfg := k.cfg
+	k.mu.Unlock()
+	raw, _ := json.Marshal(map[string]any{"runsc": cfg.Runsc, "rootfs": cfg.Rootfs, "state_dir": cfg.StateDir,
+		"sandbox_prefix": cfg.SandboxPrefix, "max_output_bytes": 2 * env.outputB,
+		"pool": map[string]any{"size": 0, "max": 4, "max_idle_minutes": 10}})
+	inFlight(func() error { return c.Configure(ctx, raw) })
+	res = ranResult(t, callIn(t, c, id, sh, map[string]any{"command": "cat log"}, nil))
+	if res.Stdout != "finished\nfinished\n" {
+		t.Fatalf("after a new [python] table the session's files read %+v", res)
+	}
+}
