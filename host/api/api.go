@@ -1,7 +1,8 @@
 // Package api serves the host's HTTP API: health, metrics, the tool list
 // as function specs, checking a tool, reading, writing and deleting a
 // tool's file (admins), calling a tool over plain HTTP,
-// reading a run back, the websocket protocol (docs/protocol.md), and the
+// reading a run back, conversation sandboxes (sessions, their files and
+// the ledger of their runs), the websocket protocol (docs/protocol.md), and the
 // web UI's files; it lets in only callers with a good token, and when the
 // tokens change it closes the websockets whose token no longer holds.
 package api
@@ -24,6 +25,7 @@ import (
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
@@ -63,6 +65,9 @@ type Options struct {
 	// ToolFiles are the tool files that GET, PUT and DELETE
 	// /api/v1/tools/{name} read and write; nil writes none.
 	ToolFiles ToolFiles
+	// Sessions are the conversation sandboxes of /api/v1/sessions and
+	// /api/v1/runs (sessions.go); nil serves none.
+	Sessions *sessions.Service
 }
 
 // Server is the HTTP handler of the API.
@@ -161,6 +166,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("POST /api/v1/tools/{name}/call", s.authed(s.callTool))
 	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.authed(s.getRun))
 	s.mux.HandleFunc("GET /api/v1/ws", s.websocket)
+	s.sessionRoutes()
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "there is no such endpoint (see docs/protocol.md)")
 	})
@@ -274,8 +280,8 @@ func (s *Server) specs() []tools.FunctionSpec {
 	return out
 }
 
-func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, _ auth.Identity) {
-	writeJSON(w, http.StatusOK, map[string]any{"tools": s.specs()})
+func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
+	writeJSON(w, http.StatusOK, map[string]any{"tools": s.visibleSpecs(id)})
 }
 
 // checkTool takes a tool in TOML (or JSON) and returns it normalised or
@@ -309,9 +315,13 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "the arguments must be at most 1 MiB of JSON")
 		return
 	}
+	session := r.URL.Query().Get("session")
+	if session == "" {
+		session = r.Header.Get("Toolhost-Session")
+	}
 	run, err := s.opts.Dispatcher.Start(runs.Request{
 		Tool: r.PathValue("name"), Args: args, Principal: id.Name,
-		Session: r.Header.Get("Toolhost-Session"), IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Session: session, IdempotencyKey: r.Header.Get("Idempotency-Key"),
 	})
 	if err != nil {
 		var ce *errcode.Error

@@ -70,11 +70,12 @@ const MaxIDLength = 128
 var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // IDRule says what a session id may be, for messages.
-const IDRule = "a session id is 1 to 128 letters, digits, '.', '_', ':' or '-'"
+const IDRule = "a session id is 1 to 128 letters, digits, '.', '_', ':' or '-', and not \".\" or \"..\""
 
-// CheckID says what is wrong with a session id, as a bad_args error.
+// CheckID says what is wrong with a session id, as a bad_args error. "."
+// and ".." are refused: no URL could name them.
 func CheckID(id string) error {
-	if idRE.MatchString(id) {
+	if idRE.MatchString(id) && id != "." && id != ".." {
 		return nil
 	}
 	if id == "" {
@@ -96,10 +97,10 @@ func BackendID(principal, session string) string {
 	return "s" + hex.EncodeToString(sum[:12])
 }
 
-// notFound is the one answer for a session that is not there and for a
+// NotFound is the one answer for a session that is not there and for a
 // session of someone else: the same code and words, so that an answer
 // never tells which.
-func notFound(session string) error {
+func NotFound(session string) error {
 	return errcode.Errorf(errcode.NotFound, "there is no session %q (a session belongs to the token that made it)", session)
 }
 

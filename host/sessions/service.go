@@ -212,7 +212,7 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 	defer s.mu.Unlock()
 	if s.deleting[id] {
 		if !create {
-			return Session{}, nil, notFound(session)
+			return Session{}, nil, NotFound(session)
 		}
 		return Session{}, nil, errcode.Errorf(errcode.Failed, "the session %q is being deleted; call again in a moment to start it afresh", session)
 	}
@@ -231,7 +231,7 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 		return Session{}, nil, err
 	}
 	if !ok {
-		return Session{}, nil, notFound(session)
+		return Session{}, nil, NotFound(session)
 	}
 	s.busy[id]++
 	release := sync.OnceFunc(func() {
@@ -258,7 +258,7 @@ func (s *Service) Get(ctx context.Context, principal, session string) (Session, 
 		return Session{}, err
 	}
 	if !ok {
-		return Session{}, notFound(session)
+		return Session{}, NotFound(session)
 	}
 	return se, nil
 }
@@ -331,7 +331,7 @@ func (s *Service) Delete(ctx context.Context, principal, session string) error {
 		return err
 	case !ok || s.deleting[se.Backend]:
 		s.mu.Unlock()
-		return notFound(session)
+		return NotFound(session)
 	}
 	s.deleting[se.Backend] = true
 	s.mu.Unlock()

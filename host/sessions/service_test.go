@@ -86,12 +86,12 @@ func TestBackendIDIsOpaqueAndPerPrincipal(t *testing.T) {
 }
 
 func TestCheckIDAndPath(t *testing.T) {
-	for _, id := range []string{"c", "conv-7f3a", "A.b_c:d-1", strings.Repeat("x", 128)} {
+	for _, id := range []string{"c", "...", ".a", "conv-7f3a", "A.b_c:d-1", strings.Repeat("x", 128)} {
 		if err := sessions.CheckID(id); err != nil {
 			t.Errorf("%q: %v", id, err)
 		}
 	}
-	for _, id := range []string{"", strings.Repeat("x", 129), "a b", "a/b", "../x", "é", "a\x00"} {
+	for _, id := range []string{"", ".", "..", strings.Repeat("x", 129), "a b", "a/b", "../x", "é", "a\x00"} {
 		if err := sessions.CheckID(id); code(err) != errcode.BadArgs {
 			t.Errorf("%q: %v", id, err)
 		}

@@ -1,0 +1,369 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/toolhost/toolhost/host/auth"
+	"github.com/toolhost/toolhost/host/sessions"
+	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+// MaxFileBytes bounds a file sent to or read from a session.
+const MaxFileBytes = 64 << 20
+
+// sessionRoutes adds the endpoints of conversation sandboxes
+// (docs/protocol.md, "Sessions").
+func (s *Server) sessionRoutes() {
+	s.mux.HandleFunc("GET /api/v1/sessions", s.authed(s.sessionsFor(s.listSessions)))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.getSession)))
+	s.mux.HandleFunc("PATCH /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.patchSession)))
+	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.deleteSession)))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files", s.authed(s.sessionsFor(s.listFiles)))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.readFile)))
+	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.writeFile)))
+	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.removeFile)))
+	s.mux.HandleFunc("GET /api/v1/runs", s.authed(s.sessionsFor(s.listRuns)))
+}
+
+// sessionHandler is an endpoint of sessions, given the service.
+type sessionHandler func(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service)
+
+// sessionsFor lets a handler run only when sessions are served and the
+// caller's role may use them ([sessions] who; viewers never).
+func (s *Server) sessionsFor(h sessionHandler) func(http.ResponseWriter, *http.Request, auth.Identity) {
+	return func(w http.ResponseWriter, r *http.Request, id auth.Identity) {
+		svc := s.opts.Sessions
+		if svc == nil {
+			writeError(w, http.StatusNotImplemented, errcode.Unsupported, "this host serves no conversation sandboxes")
+			return
+		}
+		if err := svc.Ready(); err != nil {
+			s.writeSessionError(w, err)
+			return
+		}
+		if !svc.MayUse(id.Role) {
+			s.writeSessionError(w, svc.Forbidden(id.Name, id.Role))
+			return
+		}
+		h(w, r, id, svc)
+	}
+}
+
+// owner is the principal whose session the request names: the caller's
+// own, or, for an admin, the one ?principal= names. For anyone else a
+// ?principal= naming someone else names no session of theirs: ok is false
+// and the answer is the same not_found as for a session that is not there.
+func owner(r *http.Request, id auth.Identity) (principal string, ok bool) {
+	p := r.URL.Query().Get("principal")
+	switch {
+	case p == "" || p == id.Name:
+		return id.Name, true
+	case id.Role == auth.Admin:
+		return p, true
+	}
+	return "", false
+}
+
+// sessionID is the {id} of the path, checked: a bad one is answered with
+// 400 and the rule.
+func (s *Server) sessionID(w http.ResponseWriter, r *http.Request, id auth.Identity) (principal, session string, ok bool) {
+	session = r.PathValue("id")
+	if err := sessions.CheckID(session); err != nil {
+		s.writeSessionError(w, err)
+		return "", "", false
+	}
+	principal, ok = owner(r, id)
+	if !ok {
+		s.writeSessionError(w, sessions.NotFound(session))
+	}
+	return principal, session, ok
+}
+
+// filePath is the {path...} of the path, checked: a bad one is answered
+// with 400 and the rule.
+func (s *Server) filePath(w http.ResponseWriter, r *http.Request) (string, bool) {
+	p := r.PathValue("path")
+	if err := sessions.CheckPath(p); err != nil {
+		s.writeSessionError(w, err)
+		return "", false
+	}
+	return p, true
+}
+
+type sessionJSON struct {
+	Session   string    `json:"session"`
+	Principal string    `json:"principal"`
+	Network   string    `json:"network"`
+	Backend   string    `json:"backend"`
+	Created   time.Time `json:"created"`
+	LastUsed  time.Time `json:"last_used"`
+	Expires   time.Time `json:"expires"`
+}
+
+func toSessionJSON(svc *sessions.Service, se sessions.Session) sessionJSON {
+	return sessionJSON{Session: se.ID, Principal: se.Principal, Network: se.Network, Backend: se.Backend,
+		Created: se.Created, LastUsed: se.LastUsed, Expires: svc.Expires(se).UTC()}
+}
+
+type fileJSON struct {
+	Path     string    `json:"path"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+	Dir      bool      `json:"dir,omitempty"`
+}
+
+func toFileJSON(f sessions.File) fileJSON {
+	return fileJSON{Path: f.Path, Size: f.Size, Modified: f.ModTime.UTC(), Dir: f.Dir}
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+	principal, ok := owner(r, id)
+	if !ok {
+		writeJSON(w, http.StatusOK, map[string]any{"sessions": []sessionJSON{}})
+		return
+	}
+	all := id.Role == auth.Admin && r.URL.Query().Get("principal") == ""
+	list, err := svc.List(r.Context(), principal, all)
+	if err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	out := make([]sessionJSON, len(list))
+	for i, se := range list {
+		out[i] = toSessionJSON(svc, se)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+	principal, session, ok := s.sessionID(w, r, id)
+	if !ok {
+		return
+	}
+	se, err := svc.Get(r.Context(), principal, session)
+	if err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSessionJSON(svc, se))
+}
+
+func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+	principal, session, ok := s.sessionID(w, r, id)
+	if !ok {
+		return
+	}
+	var body struct {
+		Network *string `json:"network"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil || body.Network == nil {
+		writeError(w, http.StatusBadRequest, "bad_request", `the body must be a JSON object {"network": "off" | "web" | "packages"}`)
+		return
+	}
+	se, err := svc.SetNetwork(r.Context(), principal, session, *body.Network)
+	if err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSessionJSON(svc, se))
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+	principal, session, ok := s.sessionID(w, r, id)
+	if !ok {
+		return
+	}
+	if err := svc.Delete(r.Context(), principal, session); err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+	principal, session, ok := s.sessionID(w, r, id)
+	if !ok {
+		return
+	}
+	files, err := svc.Files(r.Context(), principal, session)
+	if err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	out := make([]fileJSON, len(files))
+	for i, f := range files {
+		out[i] = toFileJSON(f)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"session": session, "files": out})
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+	principal, session, ok := s.sessionID(w, r, id)
+	if !ok {
+		return
+	}
+	p, ok := s.filePath(w, r)
+	if !ok {
+		return
+	}
+	data, err := svc.ReadFile(r.Context(), principal, session, p, MaxFileBytes)
+	if err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+}
+
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+	principal, session, ok := s.sessionID(w, r, id)
+	if !ok {
+		return
+	}
+	p, ok := s.filePath(w, r)
+	if !ok {
+		return
+	}
+	tooLarge := fmt.Sprintf("a file sent to a session is at most %d MiB", MaxFileBytes>>20)
+	if r.ContentLength > MaxFileBytes {
+		writeError(w, http.StatusRequestEntityTooLarge, errcode.TooLarge, tooLarge)
+		return
+	}
+	f, err := svc.WriteFile(r.Context(), principal, session, p, http.MaxBytesReader(w, r.Body, MaxFileBytes))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeError(w, http.StatusRequestEntityTooLarge, errcode.TooLarge, tooLarge)
+		return
+	}
+	if err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"session": session, "file": toFileJSON(f)})
+}
+
+func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+	principal, session, ok := s.sessionID(w, r, id)
+	if !ok {
+		return
+	}
+	p, ok := s.filePath(w, r)
+	if !ok {
+		return
+	}
+	if err := svc.RemoveFile(r.Context(), principal, session, p); err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// listRuns reads the ledger of session runs: the caller's own, or for an
+// admin everyone's (or one principal's with ?principal=).
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+	q := r.URL.Query()
+	f := sessions.RunFilter{Principal: id.Name, Session: q.Get("session"), Tool: q.Get("tool")}
+	if id.Role == auth.Admin {
+		f.Principal = q.Get("principal")
+	} else if p := q.Get("principal"); p != "" && p != id.Name {
+		writeJSON(w, http.StatusOK, map[string]any{"runs": []sessions.RunEntry{}})
+		return
+	}
+	if f.Session != "" {
+		if err := sessions.CheckID(f.Session); err != nil {
+			s.writeSessionError(w, err)
+			return
+		}
+	}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, errcode.BadArgs, fmt.Sprintf("since must be a time like \"2026-11-29T14:00:00Z\" (RFC 3339), not %q", v))
+			return
+		}
+		f.Since = t
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > sessions.MaxRunLimit {
+			writeError(w, http.StatusBadRequest, errcode.BadArgs, fmt.Sprintf("limit must be a number from 1 to %d, not %q", sessions.MaxRunLimit, v))
+			return
+		}
+		f.Limit = n
+	}
+	list, err := svc.Runs(r.Context(), f)
+	if err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": list})
+}
+
+// sessionStatus is the HTTP status of a sessions error's code.
+func sessionStatus(code string) int {
+	switch code {
+	case errcode.NotFound:
+		return http.StatusNotFound
+	case errcode.BadArgs, errcode.BadPath:
+		return http.StatusBadRequest
+	case errcode.Forbidden:
+		return http.StatusForbidden
+	case errcode.TooLarge:
+		return http.StatusRequestEntityTooLarge
+	case errcode.DiskFull:
+		return http.StatusInsufficientStorage
+	case errcode.Unsupported:
+		return http.StatusNotImplemented
+	case errcode.PluginUnavailable, errcode.PluginCrashed:
+		return http.StatusServiceUnavailable
+	case errcode.Timeout:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) writeSessionError(w http.ResponseWriter, err error) {
+	var ce *errcode.Error
+	if errors.As(err, &ce) && ce.Code != "" {
+		status := sessionStatus(ce.Code)
+		if status == http.StatusInternalServerError {
+			s.opts.Logger.Error("a sessions request failed", "code", ce.Code, "error", ce.Message)
+		}
+		writeError(w, status, ce.Code, ce.Message)
+		return
+	}
+	s.opts.Logger.Error("a sessions request failed", "error", err)
+	writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
+}
+
+// visibleSpecs are the tools a caller is shown: the session tools only to
+// a role that may use them, while sessions are served.
+func (s *Server) visibleSpecs(id auth.Identity) []tools.FunctionSpec {
+	svc := s.opts.Sessions
+	show := svc != nil && svc.Ready() == nil && svc.MayUse(id.Role)
+	list := s.opts.Registry.List()
+	out := make([]tools.FunctionSpec, 0, len(list))
+	for _, t := range list {
+		if _, session := sessions.Language(t.Run); session && !show {
+			continue
+		}
+		out = append(out, t.Spec())
+	}
+	return out
+}
