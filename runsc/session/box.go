@@ -9,7 +9,7 @@ import (
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
-// initProgram is the first process of a session's sandbox: it says it is ready, then only reaps
+// initProgram is the first process of a session's sandbox whose runs are runsc execs: it says it is ready, then only reaps
 // the processes whose parents ended before them (runs' background children), so none stay
 // zombies for the sandbox's life. It is PID 1 under GuardInit: the code can't signal, trace or
 // read it.
@@ -27,8 +27,9 @@ while True:
 
 // box is a session's sandbox while it runs.
 type box struct {
-	sb  *sandbox.Sandbox
-	net Network
+	sb    *sandbox.Sandbox
+	net   Network
+	agent *agent // nil: the runs are runsc execs
 	// ended is closed once the sandbox ended by itself (its first process's output reached EOF)
 	// or was stopped; final holds its cgroup's figures read then.
 	ended chan struct{}
@@ -81,8 +82,12 @@ var errNoWorkspace = errcode.New(errcode.NotFound, "the session has no files yet
 
 // startBox starts a sandbox on s's mounted workspace. s.mu is held.
 func (m *Manager) startBox(ctx context.Context, s *session, net Network) (*box, error) {
+	program := agentProgram
+	if m.viaExec {
+		program = initProgram
+	}
 	opts := sandbox.Options{
-		Args:      []string{"/usr/bin/python3", "-I", "-S", "-c", initProgram},
+		Args:      []string{"/usr/bin/python3", "-I", "-S", "-c", program},
 		Lifetime:  sandbox.LongLived,
 		Limits:    m.opts.Limits,
 		Workspace: m.mountPath(s.id),
@@ -100,6 +105,9 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network) (*box, 
 		return nil, err
 	}
 	b := &box{sb: sb, net: net, ended: make(chan struct{})}
+	if !m.viaExec {
+		b.agent = newAgent(sb.Control)
+	}
 	go func() {
 		// Nothing is written there: the read ends when the sandbox does.
 		_, _ = io.Copy(io.Discard, sb.Stdout)

@@ -100,3 +100,29 @@ true`)
 		t.Errorf("a session id that is a path: %v; want bad_args", err)
 	}
 }
+
+// TestCodeCantTouchTheAgent: the sandbox's agent (PID 1, which starts the runs and carries their
+// output) is out of the code's reach: it can't be signalled, its memory, environment and open
+// files can't be read, and the session's next run is served by the same sandbox.
+func TestCodeCantTouchTheAgent(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{})
+	id := testID("agent")
+	runOK(t, m, id, "bash", "true")
+	_, out, _ := runOK(t, m, id, "bash", `
+kill -STOP 1 && echo stopped-1
+kill -9 1 && echo killed-1
+kill -9 -1 && echo killed-all
+cat /proc/1/environ >/dev/null 2>&1 && echo read-environ
+readlink /proc/1/fd/3 >/dev/null 2>&1 && echo read-fd-link
+cat /proc/1/fd/3 >/dev/null 2>&1 && echo opened-socket
+python3 -c 'open("/proc/1/mem","rb")' 2>/dev/null && echo opened-mem
+echo done`)
+	if out != "done\n" {
+		t.Errorf("the code reached the agent:\n%s", out)
+	}
+	res, out, _ := runOK(t, m, id, "bash", "echo still")
+	if res.Cold || out != "still\n" {
+		t.Errorf("the next run: %+v, %q; want the same sandbox", res, out)
+	}
+}

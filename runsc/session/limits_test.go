@@ -46,12 +46,17 @@ with open("big", "wb") as f:
 	}
 }
 
-// TestTimeoutKillsTheRunNotTheSession: a run past its time is stopped with the processes it
+// TestTimeoutKillsTheRunNotTheSession (agent and runsc exec): a run past its time is stopped with the processes it
 // started (a background one too), the sandbox stays (the next run is warm) and holds no
 // process of the stopped run.
 func TestTimeoutKillsTheRunNotTheSession(t *testing.T) {
+	bothWays(t, testTimeout)
+}
+
+func testTimeout(t *testing.T, viaExec bool) {
 	ts := newSetup(t)
 	m := ts.manager(t, Options{})
+	m.viaExec = viaExec
 	id := testID("timeout")
 	runOK(t, m, id, "bash", "true")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -217,3 +217,9 @@ func child() int {
 	}
 	return fail(errors.New("the run ended"))
 }
+
+// bothWays runs test with the runs started by the sandbox's agent, then by runsc exec.
+func bothWays(t *testing.T, test func(t *testing.T, viaExec bool)) {
+	t.Run("agent", func(t *testing.T) { test(t, false) })
+	t.Run("exec", func(t *testing.T) { test(t, true) })
+}

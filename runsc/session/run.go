@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -136,71 +137,24 @@ func (m *Manager) runIn(ctx context.Context, s *session, b *box, r Run, net Netw
 	res := Result{ExitCode: -1}
 	before, _ := b.sb.Stats()
 	token := newToken()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return res, fmt.Errorf("making the run's output pipe: %w", err)
+	env := runEnv(r, net, token)
+	var o outcome
+	if b.agent != nil {
+		o = m.runAgent(ctx, b, r, args, env, stdin, token)
+	} else {
+		o = m.runExec(ctx, b, r, args, env, stdin, token)
 	}
-	defer outR.Close()
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outW.Close()
-		return res, fmt.Errorf("making the run's output pipe: %w", err)
-	}
-	defer errR.Close()
-	var inR *os.File
-	if stdin != "" {
-		var inW *os.File
-		if inR, inW, err = os.Pipe(); err != nil {
-			outW.Close()
-			errW.Close()
-			return res, fmt.Errorf("making the run's input pipe: %w", err)
-		}
-		go func() {
-			_, _ = inW.WriteString(stdin)
-			inW.Close()
-		}()
-	}
-	out := &streams{}
-	out.start(outR, r.Stdout)
-	out.start(errR, r.Stderr)
-
-	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelExec()
-	done := make(chan exited, 1)
-	started := time.Now()
-	go func() {
-		code, err := b.sb.Exec(execCtx, args, &sandbox.ExecOpts{Env: runEnv(r, net, token), Cwd: "/work",
-			Stdin: inR, Stdout: outW, Stderr: errW})
-		done <- exited{code, err}
-	}()
-	timer := time.NewTimer(r.Timeout)
-	defer timer.Stop()
-	var (
-		x                           exited
-		timedOut, cancelled, killed bool
-	)
-	select {
-	case x = <-done:
-	case <-timer.C:
-		timedOut = true
-	case <-ctx.Done():
-		cancelled = true
-	}
-	if timedOut || cancelled {
-		x, killed = m.kill(b, token, done, cancelExec)
-	}
-	res.Took = time.Since(started)
-	outW.Close()
-	errW.Close()
-	if inR != nil {
-		inR.Close()
-	}
-	// The process is gone and what it wrote is in the pipes (a sandbox writes them as the code
-	// does): stop the readers and hand on what is left, rather than wait for background
-	// processes that may hold the pipes open.
-	out.finish(outR, errR)
+	res.Took = o.took
+	x, timedOut, cancelled, killed := o.exited, o.timedOut, o.cancelled, o.killed
 	if x.err == nil {
 		res.ExitCode = x.code
+	}
+	if x.err != nil || b.isEnded() {
+		// The sandbox may be ending: its last figures are read as it goes.
+		select {
+		case <-b.ended:
+		case <-time.After(2 * time.Second):
+		}
 	}
 	died := b.isEnded()
 	after := b.final
@@ -237,6 +191,142 @@ func (m *Manager) runIn(ctx context.Context, s *session, b *box, r Run, net Netw
 		return res, fmt.Errorf("running the code in the session's sandbox: %w", x.err)
 	}
 	return res, nil
+}
+
+// outcome is what a run's process did, and what was done to it.
+type outcome struct {
+	exited
+	took                        time.Duration
+	timedOut, cancelled, killed bool // killed: with its sandbox
+}
+
+// runExec runs the process with runsc exec, its output through pipes of its own.
+func (m *Manager) runExec(ctx context.Context, b *box, r Run, args, env []string, stdin, token string) (o outcome) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		o.err = fmt.Errorf("making the run's output pipe: %w", err)
+		return o
+	}
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		o.err = fmt.Errorf("making the run's output pipe: %w", err)
+		return o
+	}
+	defer errR.Close()
+	var inR *os.File
+	if stdin != "" {
+		var inW *os.File
+		if inR, inW, err = os.Pipe(); err != nil {
+			outW.Close()
+			errW.Close()
+			o.err = fmt.Errorf("making the run's input pipe: %w", err)
+			return o
+		}
+		go func() {
+			_, _ = inW.WriteString(stdin)
+			inW.Close()
+		}()
+	}
+	out := &streams{}
+	out.start(outR, r.Stdout)
+	out.start(errR, r.Stderr)
+
+	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelExec()
+	done := make(chan exited, 1)
+	started := time.Now()
+	go func() {
+		code, err := b.sb.Exec(execCtx, args, &sandbox.ExecOpts{Env: env, Cwd: "/work",
+			Stdin: inR, Stdout: outW, Stderr: errW})
+		done <- exited{code, err}
+	}()
+	timer := time.NewTimer(r.Timeout)
+	defer timer.Stop()
+	select {
+	case o.exited = <-done:
+	case <-timer.C:
+		o.timedOut = true
+	case <-ctx.Done():
+		o.cancelled = true
+	}
+	if o.timedOut || o.cancelled {
+		o.exited, o.killed = m.kill(b, token, done, cancelExec)
+	}
+	o.took = time.Since(started)
+	outW.Close()
+	errW.Close()
+	if inR != nil {
+		inR.Close()
+	}
+	// The process is gone and what it wrote is in the pipes (a sandbox writes them as the code
+	// does): stop the readers and hand on what is left, rather than wait for background
+	// processes that may hold the pipes open.
+	out.finish(outR, errR)
+	return o
+}
+
+// runAgent has the sandbox's agent run the process, its output coming over the agent's socket.
+func (m *Manager) runAgent(ctx context.Context, b *box, r Run, args, env []string, stdin, token string) (o outcome) {
+	started := time.Now()
+	defer func() { o.took = time.Since(started) }()
+	id, frames, done, err := b.agent.start(args, env, stdin)
+	if err != nil {
+		o.err = err
+		return o
+	}
+	defer done()
+	timer := time.NewTimer(r.Timeout)
+	defer timer.Stop()
+	ctxDone := ctx.Done()
+	var killDeadline <-chan time.Time
+	stop := func() {
+		if killDeadline != nil {
+			return
+		}
+		killDeadline = time.After(killWait)
+		if err := b.agent.kill(id, runToken+"="+token); err != nil {
+			m.log.Warn("asking the session's agent to kill a run", "sandbox", b.sb.ID, "error", err)
+		}
+	}
+	emit := func(f func([]byte), data []byte) {
+		if f != nil {
+			f(data)
+		}
+	}
+	for {
+		select {
+		case f := <-frames:
+			switch f.kind {
+			case 'o':
+				emit(r.Stdout, f.data)
+			case 'e':
+				emit(r.Stderr, f.data)
+			case 'x':
+				o.code, o.err = exitStatus(f.data)
+				return o
+			case 'f':
+				o.err = fmt.Errorf("the code's process could not start: %s", f.data)
+				return o
+			}
+		case <-timer.C:
+			o.timedOut = true
+			stop()
+		case <-ctxDone:
+			ctxDone = nil
+			o.cancelled = true
+			stop()
+		case <-killDeadline:
+			killDeadline = make(chan time.Time) // never again
+			m.log.Warn("a run's processes could not be killed: stopping the session's sandbox", "sandbox", b.sb.ID)
+			o.killed = true
+			_ = b.sb.Destroy(context.Background())
+		case <-b.agent.dead:
+			o.err = errors.New("the session's sandbox ended")
+			return o
+		}
+	}
 }
 
 // kill kills every process of the run marked with token, and waits (bounded) for the run's

@@ -123,6 +123,9 @@ type Manager struct {
 
 	stopIdle chan struct{}
 	idleDone chan struct{}
+
+	// viaExec runs each process with runsc exec instead of the sandbox's agent (measurements).
+	viaExec bool
 }
 
 // session is what the Manager holds of one session. mu is held across its transitions (mount,

@@ -85,10 +85,16 @@ func TestFilesLastAcrossRuns(t *testing.T) {
 	}
 }
 
-// TestExitCodeAndStreams: the exit status and both streams come back, stdout as it is printed.
+// TestExitCodeAndStreams: the exit status and both streams come back, stdout as it is printed,
+// whether the sandbox's agent or runsc exec starts the process.
 func TestExitCodeAndStreams(t *testing.T) {
+	bothWays(t, testExitCodeAndStreams)
+}
+
+func testExitCodeAndStreams(t *testing.T, viaExec bool) {
 	ts := newSetup(t)
 	m := ts.manager(t, Options{})
+	m.viaExec = viaExec
 	id := testID("streams")
 	res, out, errOut := func() (Result, string, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
