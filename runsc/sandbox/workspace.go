@@ -18,3 +18,17 @@ func (m *Manager) SweepGone(ctx context.Context) error {
 	defer in.Close()
 	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir, Instance: in})
 }
+
+// WithNetwork returns a manager like m — the same runtime, rootfs, state folder, prefix and
+// instance — whose network sandboxes get net instead: packages-mode sandboxes (net.OnlyTo)
+// beside m's own, for conversation sandboxes that may change their mode. Its Close destroys its
+// own sandboxes and leaves the instance, m's, open.
+func (m *Manager) WithNetwork(net NetworkOptions) *Manager {
+	opts := m.opts
+	opts.Network = net
+	opts.Instance = m.inst
+	return &Manager{opts: opts, inst: m.inst, live: map[string]*Sandbox{}}
+}
+
+// NetworkOptions returns the network the manager's network sandboxes get.
+func (m *Manager) NetworkOptions() NetworkOptions { return m.opts.Network }

@@ -95,12 +95,14 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network) (*box, 
 		Ready:     "ready",
 		GuardInit: true,
 	}
+	sandboxes := m.opts.Sandboxes
 	if net == NetworkPackages {
-		if err := m.packagesSandbox(&opts); err != nil {
-			return nil, err
+		if m.packages == nil {
+			return nil, errNoProxy
 		}
+		sandboxes, opts.Network = m.packages, true
 	}
-	sb, err := m.opts.Sandboxes.Start(ctx, opts)
+	sb, err := sandboxes.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -132,9 +134,5 @@ func (m *Manager) stopBox(ctx context.Context, b *box, why string) error {
 	return err
 }
 
-// packagesSandbox sets opts for NetworkPackages: a network whose only destination is the proxy.
-func (m *Manager) packagesSandbox(*sandbox.Options) error {
-	return errPackages
-}
-
-var errPackages = errcode.New(errcode.Unsupported, `packages mode is not available yet: use the network mode "off" or "web"`)
+// errNoProxy: packages mode without the egress proxy.
+var errNoProxy = errcode.New(errcode.Unsupported, "packages mode needs the host's egress proxy, which isn't set up: an admin lists the package indexes' hosts in [sessions] package_hosts")

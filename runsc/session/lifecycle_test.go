@@ -247,7 +247,7 @@ func TestRunsOfOneSessionOverlap(t *testing.T) {
 }
 
 // TestNetworkChangeGivesANewSandbox: a run asking for another network mode gets a new sandbox on
-// the same files; packages mode says it isn't there yet.
+// the same files; packages mode without the egress proxy is refused, saying why.
 func TestNetworkChangeGivesANewSandbox(t *testing.T) {
 	ts := newSetup(t)
 	m := ts.manager(t, Options{})

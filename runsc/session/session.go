@@ -124,6 +124,9 @@ type Manager struct {
 	stopIdle chan struct{}
 	idleDone chan struct{}
 
+	// packages makes the NetworkPackages sandboxes: their only destination is ProxyAddr.
+	packages *sandbox.Manager
+
 	// viaExec runs each process with runsc exec instead of the sandbox's agent (measurements).
 	viaExec bool
 }
@@ -213,6 +216,10 @@ func New(opts Options) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, log: opts.Log, tools: t, lock: lock, sessions: map[string]*session{},
 		stopIdle: make(chan struct{}), idleDone: make(chan struct{})}
+	if opts.ProxyAddr.IsValid() {
+		net := opts.Sandboxes.NetworkOptions()
+		m.packages = opts.Sandboxes.WithNetwork(sandbox.NetworkOptions{MaxConnections: net.MaxConnections, OnlyTo: opts.ProxyAddr})
+	}
 	go m.idleLoop()
 	return m, nil
 }
@@ -472,6 +479,11 @@ func (m *Manager) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if m.packages != nil {
+		if err := m.packages.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	m.mu.Lock()
 	if m.lock != nil {
 		m.lock.Close()
