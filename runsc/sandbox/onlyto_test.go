@@ -167,6 +167,14 @@ while True:
 	if g := strings.TrimSpace(string(rules)); g != strings.Join(want, "\n") {
 		t.Errorf("the packages-mode chain:\n%s\nwant:\n%s", g, strings.Join(want, "\n"))
 	}
+	// A sandbox with web network doesn't reach the proxy either: it is an address of this machine.
+	web := newTestManager(t, NetworkOptions{})
+	what, _, wsb := connectFrom(t, web, func(*Sandbox) string { return proxy.addr })
+	if !strings.HasPrefix(what, "ConnectionRefusedError") {
+		t.Errorf("a sandbox with web network reached the package proxy: %s", what)
+	}
+	_ = wsb.Destroy(ctx)
+
 	if nat, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").Output(); strings.Contains(string(nat), sb.ID) {
 		t.Errorf("a packages-mode sandbox has NAT rules:\n%s", nat)
 	}
