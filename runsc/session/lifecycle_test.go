@@ -177,11 +177,13 @@ func TestKilledHostLeavesNoOrphan(t *testing.T) {
 }
 
 // TestDeleteDuringARunKillsIt: deleting a session kills its running code at once, and leaves
-// nothing of it: no sandbox, mount, image or files.
+// nothing of it — no sandbox, mount, loop device, image or files — while another session's
+// sandbox runs on.
 func TestDeleteDuringARunKillsIt(t *testing.T) {
 	ts := newSetup(t)
 	m := ts.manager(t, Options{})
 	id := testID("delete")
+	runOK(t, m, testID("other"), "bash", "true") // a sandbox of another session stays up meanwhile
 	runOK(t, m, id, "bash", "echo x > f")
 	started := make(chan struct{})
 	var res Result
@@ -207,6 +209,14 @@ func TestDeleteDuringARunKillsIt(t *testing.T) {
 	}
 	if _, err := os.Stat(m.imagePath(id)); err == nil {
 		t.Errorf("the image is still there")
+	}
+	if ok, _ := isMountPoint(m.mountPath(id)); ok {
+		t.Errorf("the workspace is still mounted")
+	}
+	for _, l := range loopDevices() {
+		if l.file == m.imagePath(id) {
+			t.Errorf("loop device %s is left on the deleted session's image", l.dev)
+		}
 	}
 	if files, err := m.Files(context.Background(), id); err != nil || len(files) != 0 {
 		t.Errorf("files of a deleted session: %v, %v", files, err)

@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +102,54 @@ func TestMemoryKillIsClassified(t *testing.T) {
 	res, out, _ := runOK(t, m, id, "bash", "cat before")
 	if out != "kept\n" {
 		t.Errorf("the next run: %+v, %q; want the files kept", res, out)
+	}
+}
+
+// TestPidsLimitIsClassified: code that starts more processes than the session's limit is
+// stopped with Stopped "pids" (read from the cgroup), and the session's next run works.
+func TestPidsLimitIsClassified(t *testing.T) {
+	ts := newSetup(t)
+	lim := testLimits()
+	lim.Pids = 128
+	m := ts.manager(t, Options{Limits: lim})
+	id := testID("pids")
+	runOK(t, m, id, "bash", "echo kept > before")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var o output
+	res, err := m.Run(ctx, id, o.run(Run{Language: "bash", Timeout: 45 * time.Second,
+		Code: "for i in $(seq 300); do sleep 120 & done; wait"}))
+	if err != nil {
+		t.Fatalf("%v (stderr %q)", err, o.stderr())
+	}
+	if res.Stopped != "pids" || !strings.Contains(res.Message, "128") {
+		t.Fatalf("a run that starts 300 processes under a limit of 128: %+v, stderr %q; want stopped for pids", res, o.stderr())
+	}
+	res, out, _ := runOK(t, m, id, "bash", "cat before")
+	if out != "kept\n" {
+		t.Errorf("the next run: %+v, %q; want the files kept", res, out)
+	}
+}
+
+// TestCancelStopsTheRun: a run whose caller gives up is killed, says it was cancelled, and the
+// session's sandbox serves the next run.
+func TestCancelStopsTheRun(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{})
+	id := testID("cancel")
+	runOK(t, m, id, "bash", "true")
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	var once sync.Once
+	go func() { <-started; cancel() }()
+	_, err := m.Run(ctx, id, Run{Language: "python", Timeout: 5 * time.Minute,
+		Code:   "import time\nprint('go', flush=True)\ntime.sleep(300)",
+		Stdout: func([]byte) { once.Do(func() { close(started) }) }})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled run: %v; want context.Canceled", err)
+	}
+	res, out, _ := runOK(t, m, id, "bash", `cat /proc/[0-9]*/comm | grep -c python3`)
+	if res.Cold || strings.TrimSpace(out) != "1" {
+		t.Errorf("after the cancel: %+v, %s python3 processes; want a warm run and only the first process", res, out)
 	}
 }

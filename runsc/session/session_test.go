@@ -136,4 +136,9 @@ func testExitCodeAndStreams(t *testing.T, viaExec bool) {
 	if res.ExitCode != 4 || out != "/work\n" {
 		t.Errorf("bash: %+v, %q", res, out)
 	}
+	// A background process that keeps stdout open doesn't hold the run up (until its timeout).
+	res, out, _ = runOK(t, m, id, "bash", "(sleep 300 &); echo back")
+	if res.ExitCode != 0 || res.Stopped != "" || out != "back\n" {
+		t.Errorf("a run leaving a process with its stdout: %+v, %q", res, out)
+	}
 }
