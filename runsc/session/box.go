@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"sync"
@@ -116,7 +117,17 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network) (*box, 
 		b.final, _ = sb.Stats()
 		close(b.ended)
 	}()
-	go func() { _, _ = io.Copy(io.Discard, sb.Stderr) }()
+	go func() {
+		// The agent's own complaints (the code's output never comes this way): a few reach the
+		// log, the rest is drained.
+		sc := bufio.NewScanner(sb.Stderr)
+		for n := 0; sc.Scan(); n++ {
+			if n < 20 {
+				m.log.Warn("the agent of a session's sandbox", "session", s.id, "sandbox", sb.ID, "said", sc.Text())
+			}
+		}
+		_, _ = io.Copy(io.Discard, sb.Stderr)
+	}()
 	return b, nil
 }
 

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,4 +153,31 @@ func TestCancelStopsTheRun(t *testing.T) {
 	if res.Cold || strings.TrimSpace(out) != "1" {
 		t.Errorf("after the cancel: %+v, %s python3 processes; want a warm run and only the first process", res, out)
 	}
+}
+
+// TestDiskGrowsWithTheSetting: a session's disk made smaller than DiskMB grows to it when next
+// mounted, its files kept.
+func TestDiskGrowsWithTheSetting(t *testing.T) {
+	ts := newSetup(t)
+	ctx := context.Background()
+	id := testID("grow")
+	small := ts.manager(t, Options{DiskMB: 16})
+	runOK(t, small, id, "bash", "echo kept > f")
+	if err := small.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	big := ts.manager(t, Options{DiskMB: 48})
+	_, out, _ := runOK(t, big, id, "bash", "cat f; df -m --output=size /work | tail -1")
+	fields := strings.Fields(out)
+	if len(fields) != 2 || fields[0] != "kept" || atoi(fields[1]) < 40 {
+		t.Errorf("after growing from 16 to 48 MiB: %q; want the file and about 48 MiB", out)
+	}
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }

@@ -3,10 +3,14 @@ package session
 import (
 	"context"
 	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // TestMeasure prints what a session costs (TOOLHOST_MEASURE=1; no assertions on time): the first
@@ -17,6 +21,17 @@ func TestMeasure(t *testing.T) {
 	if os.Getenv("TOOLHOST_MEASURE") == "" {
 		t.Skip("set TOOLHOST_MEASURE=1 to measure")
 	}
+	// The machine's own pace: a plain python3 on the host.
+	var plain []time.Duration
+	for range 20 {
+		t0 := time.Now()
+		if out, err := exec.Command("/usr/bin/python3", "-c", "print(1)").Output(); err != nil || string(out) != "1\n" {
+			t.Fatalf("host python3: %q, %v", out, err)
+		}
+		plain = append(plain, time.Since(t0))
+	}
+	slices.Sort(plain)
+	t.Logf("plain python3 -c 'print(1)' on the host: p50 %v, p90 %v (n=%d)", plain[len(plain)/2], plain[len(plain)*9/10], len(plain))
 	for _, viaExec := range []bool{false, true} {
 		name := "agent"
 		if viaExec {
@@ -28,7 +43,7 @@ func TestMeasure(t *testing.T) {
 
 func measure(t *testing.T, viaExec bool) {
 	ts := newSetup(t)
-	m := ts.manager(t, Options{DiskMB: 1024})
+	m := ts.manager(t, Options{DiskMB: 1024, Log: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}})})
 	m.viaExec = viaExec
 	ctx := context.Background()
 	id := testID("measure")
@@ -72,3 +87,8 @@ func blocksKiB(fi os.FileInfo) int64 {
 	}
 	return -1
 }
+
+// testWriter writes a log to the test's.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }

@@ -83,9 +83,11 @@ func (m *Manager) acquire(ctx context.Context, id string, net Network) (*session
 		return nil, nil, false, err
 	}
 	defer s.mu.Unlock()
+	t0 := time.Now()
 	if err := m.ready(ctx, s, true); err != nil {
 		return nil, nil, false, err
 	}
+	t1 := time.Now()
 	if b := s.box; b != nil && (b.net != net || b.isEnded()) {
 		why := "the session's network mode changed"
 		if b.isEnded() {
@@ -104,6 +106,8 @@ func (m *Manager) acquire(ctx context.Context, id string, net Network) (*session
 			return nil, nil, false, fmt.Errorf("starting the session's sandbox: %w", err)
 		}
 		s.box, cold = b, true
+		m.log.Debug("started a session's sandbox", "session", id, "sandbox", b.sb.ID, "network", string(net),
+			"disk", t1.Sub(t0), "start", time.Since(t1))
 	}
 	s.active++
 	s.lastUsed = time.Now()
