@@ -47,6 +47,7 @@ type Host struct {
 	runs     *runs.Dispatcher
 	api      *api.Server
 	http     *http.Server
+	sessions *hostSessions
 	// unavailable says why a kind could not be started, by kind.
 	unavailable map[string]string
 }
@@ -62,6 +63,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 	h := &Host{cfg: cfg, log: log, registry: tools.NewRegistry(), unavailable: map[string]string{}}
 	h.runs = runs.NewDispatcher(h.registry, h.invoker, log.Named("runs"), time.Duration(cfg.Runs.KeepMinutes)*time.Minute)
 	h.runs.SetCallers(callers(cfg))
+	h.sessions = newHostSessions(h, cfg)
 	h.plugins = plugins.NewManager(plugins.Options{
 		Dir:          cfg.Plugins.Dir,
 		Pins:         cfg.Plugins.SHA256,
@@ -86,6 +88,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 		UI:             ui.Handler(),
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		ToolFiles:      &toolFiles{h: h},
+		Sessions:       h.sessions.svc,
 	})
 	return h
 }
@@ -103,6 +106,7 @@ func (h *Host) PrepareState() error {
 	}
 	h.runs.SpillTo(sd, runs.DefaultMemoryBytes)
 	h.log.Debug("run output beyond memory goes to disk", "folder", sd.Path())
+	h.sessions.open(context.Background(), dir)
 	return nil
 }
 
@@ -190,7 +194,7 @@ func (h *Host) invoker(kind string) (runs.Invoker, bool) {
 	if !ok {
 		return nil, false
 	}
-	return p, true
+	return h.sessions.wrap(kind, p), true
 }
 
 func (h *Host) kinds(kind string) (tools.Checker, bool, string) {
@@ -246,6 +250,7 @@ func (h *Host) Start(ctx context.Context) Problems {
 	m, merrs := modelOf(cfg)
 	h.runs.SetModel(m)
 	pr.Config = append(pr.Config, merrs...)
+	h.sessions.start(ctx)
 	pr.Tools = h.loadTools(ctx)
 	return pr
 }
@@ -263,6 +268,7 @@ func (h *Host) loadTools(ctx context.Context) config.Errors {
 	h.toolsMu.Lock()
 	defer h.toolsMu.Unlock()
 	defs, errs := h.config().AllTools()
+	defs = h.sessions.tools(defs)
 	checked, cerrs, later := tools.CheckAll(ctx, defs, h.kinds)
 	problems := append(errs, cerrs...)
 	for _, e := range problems {
@@ -360,6 +366,7 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
 	h.cfgMu.Unlock()
 	h.runs.SetCallers(callers(cfg))
 	h.runs.SetModel(m)
+	h.sessions.reload(ctx, cfg)
 	h.api.SetTokens(auth.New(cfg.Tokens))
 	if len(cfg.Tokens) == 0 {
 		h.log.Warn("NO TOKENS ARE CONFIGURED after the reload: every caller on this machine is an admin, and nobody else is served")
@@ -415,6 +422,7 @@ func (h *Host) Stop() {
 	}
 	h.runs.CancelAll()
 	h.plugins.Stop(ctx)
+	h.sessions.stop(ctx)
 	h.runs.Close()
 	h.log.Info("stopped")
 }
