@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -285,5 +287,51 @@ func bumpSchema(t *testing.T, path string) {
 	defer db.Close()
 	if _, err := db.Exec("INSERT INTO migrations (version, applied) VALUES (99, 0)"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPackagesSessionsGetTheProxyWithTheirOwnCredentials: with
+// package_hosts the host runs the egress proxy; a packages session's run
+// gets its URL with the session's credentials, which the proxy takes while
+// the session's network is packages, and only then.
+func TestPackagesSessionsGetTheProxyWithTheirOwnCredentials(t *testing.T) {
+	th := startSessionsHost(t, sessionsPluginHead(t), filepath.Join(t.TempDir(), "state"), sessionstest.New(),
+		"package_hosts = [\"pypi.org\"]\nproxy_listen = \"127.0.0.1:0\"\n")
+	if status, body := th.do(t, "PATCH", "/api/v1/sessions/pk", "ed-token", `{"network":"packages"}`); status != 200 {
+		t.Fatalf("PATCH: %d %v", status, body)
+	}
+	status, body := th.do(t, "POST", "/api/v1/tools/run_bash/call?session=pk", "ed-token", `{"command":"pip install x"}`)
+	res, _ := body["result"].(map[string]any)
+	proxy, _ := res["proxy"].(string)
+	id := sessions.BackendID("ed", "pk")
+	if status != 200 || res["network"] != "packages" || !strings.HasPrefix(proxy, "http://"+id+":") || !strings.Contains(proxy, "@127.0.0.1:") {
+		t.Fatalf("the packages run: %d %v", status, body)
+	}
+	through := func(proxyURL string) (int, string) {
+		t.Helper()
+		u, err := url.Parse(proxyURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}, Timeout: 30 * time.Second}
+		resp, err := c.Get("http://not-listed.example/simple/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Status
+	}
+	if code, st := through(proxy); code != 403 || !strings.Contains(st, "not in [sessions] package_hosts") {
+		t.Errorf("a host not listed, with the session's credentials: %s", st)
+	}
+	wrong := strings.Replace(proxy, id+":", sessions.BackendID("eve", "pk")+":", 1)
+	if code, st := through(wrong); code != 407 {
+		t.Errorf("another session's name with this one's password: %s", st)
+	}
+	if status, _ := th.do(t, "PATCH", "/api/v1/sessions/pk", "ed-token", `{"network":"off"}`); status != 200 {
+		t.Fatal(status)
+	}
+	if code, st := through(proxy); code != 407 {
+		t.Errorf("the credentials of a session no longer in packages mode: %s", st)
 	}
 }
