@@ -108,14 +108,17 @@ func TestModelErrors(t *testing.T) {
 	}
 }
 
-// TestExampleModel: the example config's [model] is the defaults, with no
-// model configured.
+// TestExampleModel: the example config's [model] is the defaults but for
+// the model, Ollama's llama3.2, so that with no model server running the
+// example prompt tool says the model can't be reached.
 func TestExampleModel(t *testing.T) {
 	c, err := Load(exampleTree(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := Default().Model; c.Model != want {
-		t.Errorf("the example's [model] = %+v, want the defaults %+v", c.Model, want)
+	want := Default().Model
+	want.Model = "llama3.2"
+	if c.Model != want {
+		t.Errorf("the example's [model] = %+v, want %+v", c.Model, want)
 	}
 }
