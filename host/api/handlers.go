@@ -31,7 +31,7 @@ func (c *wsConn) handle(data []byte) bool {
 	case "ping":
 		c.send(client.Pong{Type: "pong", ID: m.ID})
 	case "list_tools":
-		c.send(client.ToolsReply{Type: "tools", ID: m.ID, Tools: c.s.specs()})
+		c.send(client.ToolsReply{Type: "tools", ID: m.ID, Tools: c.s.visibleSpecs(c.who())})
 	case "call":
 		c.call(m)
 	case "cancel":

@@ -450,6 +450,19 @@ func TestListToolsHidesSessionToolsFromThoseWhoMayNotUseThem(t *testing.T) {
 			t.Errorf("%s's tools: %s", tok, got)
 		}
 	}
+	// The websocket's list_tools alike.
+	for who, want := range map[string]bool{"ada": true, "ed": false, "vic": false} {
+		c := h.dial(t, bearer(who))
+		c.send(map[string]any{"type": "list_tools", "id": "l"})
+		f := c.read(5 * time.Second)
+		got := false
+		for _, tl := range f.Tools {
+			got = got || tl.Function.Name == "run_python"
+		}
+		if f.Type != "tools" || len(f.Tools) == 0 || got != want {
+			t.Errorf("%s's list_tools over the websocket lists run_python: %v (%+v)", who, got, f)
+		}
+	}
 }
 
 func sdkTool(name string, run json.RawMessage) sdk.Tool { return sdk.Tool{Name: name, Run: run} }

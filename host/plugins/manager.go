@@ -527,6 +527,17 @@ func (p *Plugin) Check(ctx context.Context, tool sdk.Tool, catalog []sdk.Tool) (
 	return kc.Check(ctx, tool, catalog)
 }
 
+// Sessions is the client of the plugin's Sessions service (conversation
+// sandboxes), on the plugin process running now; a kind that keeps none
+// answers its calls with errcode.Unsupported.
+func (p *Plugin) Sessions(ctx context.Context) (*hostside.SessionsClient, error) {
+	kc, _, err := p.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return kc.Sessions(p.kind), nil
+}
+
 // Invoke runs a tool in the plugin. When the plugin dies during the run,
 // the error is an *sdk.Error with code "plugin_crashed".
 func (p *Plugin) Invoke(ctx context.Context, inv hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
