@@ -11,14 +11,20 @@ import (
 	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
+// Kind is the kind whose tools run in sessions: its run tables say so
+// with "session".
+const Kind = "python"
+
 // Language is what a session tool does in its sandbox, from its run
 // table's "session": "python", "bash", "files" or "file". ok is false for a
-// tool that runs in no session.
+// tool that runs in no session, and for a tool of another kind than Kind
+// (a third-party kind's "session" is its own business).
 func Language(run json.RawMessage) (lang string, ok bool) {
 	var r struct {
+		Type    string `json:"type"`
 		Session string `json:"session"`
 	}
-	if json.Unmarshal(run, &r) != nil || r.Session == "" {
+	if json.Unmarshal(run, &r) != nil || r.Type != Kind || r.Session == "" {
 		return "", false
 	}
 	return r.Session, true

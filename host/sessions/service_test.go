@@ -397,6 +397,7 @@ func TestAdmit(t *testing.T) {
 		{"editor", "a/b", py, errcode.BadArgs},
 		{"viewer", "", json.RawMessage(`{"type":"python","code":"def run(): pass"}`), ""},
 		{"editor", "a/b", json.RawMessage(`{"type":"http"}`), ""},
+		{"viewer", "", json.RawMessage(`{"type":"weather","session":"python"}`), ""},
 	} {
 		if got := code(f.svc.Admit("ed", tc.role, tc.session, "run_python", tc.run)); got != tc.want {
 			t.Errorf("%+v: %q", tc, got)
