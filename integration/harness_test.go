@@ -185,8 +185,14 @@ func freePort(t testing.TB) string {
 // startHost starts `toolhost serve` and waits until /healthz answers.
 func startHost(t testing.TB, spec hostSpec) *Host {
 	t.Helper()
-	dir := t.TempDir()
-	addr := freePort(t)
+	return startHostIn(t, t.TempDir(), freePort(t), spec)
+}
+
+// startHostIn is startHost with the host's folder and address given: a
+// second host started in the folder of one that stopped (or was killed)
+// is that host restarted, with its state.
+func startHostIn(t testing.TB, dir, addr string, spec hostSpec) *Host {
+	t.Helper()
 	path := writeConfig(t, dir, addr, spec)
 	h := &Host{Addr: addr, Dir: dir, done: make(chan struct{})}
 	h.cmd = exec.Command(bins.toolhost, "serve", "--config", path)
