@@ -56,6 +56,8 @@ type options struct {
 	// measured: longer than go-plugin's broker timeout (5 s) and the pool's health check, so
 	// the tables are the steady state of a host that has been running, not its first seconds.
 	idle time.Duration
+	// sessionsOnly measures conversation sandboxes alone.
+	sessionsOnly bool
 }
 
 func main() {
@@ -65,6 +67,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long each throughput row runs")
 	flag.IntVar(&o.poolSize, "pool", 4, "ready sandboxes kept when the pool is on")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long each host is up and idle before measuring (the steady state)")
+	flag.BoolVar(&o.sessionsOnly, "sessions-only", false, "measure only the conversation sandboxes' rows")
 	flag.Parse()
 	root, err := filepath.Abs(o.root)
 	if err != nil {
@@ -108,6 +111,14 @@ func run(o options) error {
 		return err
 	}
 	rows = append(rows, base...)
+	if o.sessionsOnly {
+		srows, snotes, err := sessionRows(o)
+		if err != nil {
+			return err
+		}
+		print(append(rows, srows...), nil, append(notes, snotes...))
+		return nil
+	}
 	if r, note := bubblewrap(o); note != "" {
 		notes = append(notes, note)
 	} else {
@@ -119,7 +130,7 @@ func run(o options) error {
 		if pool > 0 {
 			label = fmt.Sprintf("pool on (%d ready)", pool)
 		}
-		h, err := startHost(o, pool)
+		h, err := startHost(o, pool, "", 1)
 		if err != nil {
 			return err
 		}
@@ -172,8 +183,91 @@ func run(o options) error {
 		notes = append(notes, fmt.Sprintf("memory of the host and its plugins (RSS), %s: %.1f MiB", label, h.rssMiB()))
 		h.stop()
 	}
+	srows, snotes, err := sessionRows(o)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, srows...)
+	notes = append(notes, snotes...)
 	print(rows, tput, notes)
 	return nil
+}
+
+// sessionRows measures conversation sandboxes: run_python("print(1)") in a
+// warm session (HTTP), the first run of a new session, the first run after
+// an idle stop, and how many warm sessions a GiB of memory holds.
+func sessionRows(o options) ([]row, []string, error) {
+	h, err := startHost(o, 0, "[sessions]\nenabled = true\nidle_minutes = 1\ndisk_mb = 64\n", 5)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer h.stop()
+	warm := func(session string) func() (time.Duration, error) {
+		return func() (time.Duration, error) { return h.runPython(session, "print(1)") }
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := h.runPython("bench", "print(1)"); err != nil {
+			return nil, nil, fmt.Errorf("warm-up run failed: %w\n%s", err, h.log.String())
+		}
+	}
+	fmt.Fprintf(os.Stderr, "bench: host with sessions up; idle 50 s (under idle_minutes) before measuring\n")
+	time.Sleep(50 * time.Second)
+	var rows []row
+	rows = append(rows, row{name: "toolhost run_python(print(1)), warm session, HTTP", d: h.repeat(o.n, warm("bench"))})
+	var fresh []time.Duration
+	for i := 0; i < 5; i++ {
+		d, err := h.runPython(fmt.Sprintf("new-%d", i), "print(1)")
+		if err != nil {
+			return nil, nil, err
+		}
+		fresh = append(fresh, d)
+	}
+	rows = append(rows, row{name: "toolhost run_python, first run of a new session", d: fresh})
+	var notes []string
+	if mib, n := readySandboxMemory(h.prefix); n > 0 {
+		notes = append(notes, fmt.Sprintf("memory of one warm session's sandbox (memcg usage, mean of %d): %.1f MiB, so about %.0f warm sessions per GiB; a stopped session holds no memory, only its image (sparse)", n, mib, 1024/mib))
+	}
+	if du, err := exec.Command("du", "-sk", filepath.Join(h.dir, "state", "sessions")).Output(); err == nil {
+		if f := strings.Fields(string(du)); len(f) > 0 {
+			kib, _ := strconv.ParseFloat(f[0], 64)
+			notes = append(notes, fmt.Sprintf("disk of the %d sessions' images after print(1) runs: %.1f MiB in all (images are sparse)", 6, kib/1024))
+		}
+	}
+	fmt.Fprintf(os.Stderr, "bench: waiting for the idle stop (idle_minutes = 1)\n")
+	time.Sleep(75 * time.Second)
+	var afterStop []time.Duration
+	for _, s := range []string{"bench", "new-0", "new-1"} {
+		d, err := h.runPython(s, "print(1)")
+		if err != nil {
+			return nil, nil, err
+		}
+		afterStop = append(afterStop, d)
+	}
+	rows = append(rows, row{name: "toolhost run_python, first run after an idle stop", d: afterStop})
+	return rows, notes, nil
+}
+
+// runPython calls run_python in a session over HTTP.
+func (h *host) runPython(session, code string) (time.Duration, error) {
+	body, _ := json.Marshal(map[string]string{"code": code})
+	t0 := time.Now()
+	resp, err := h.client.Post("http://"+h.addr+"/api/v1/tools/run_python/call?session="+session, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	el := time.Since(t0)
+	var r struct {
+		Result struct {
+			ExitCode int    `json:"exit_code"`
+			Stdout   string `json:"stdout"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(b, &r) != nil || r.Result.Stdout != "1\n" || r.Result.ExitCode != 0 {
+		return 0, fmt.Errorf("unexpected answer %d: %s", resp.StatusCode, b)
+	}
+	return el, nil
 }
 
 // repeat calls f n times and keeps the durations of those that worked.
@@ -257,7 +351,10 @@ type host struct {
 	client *http.Client
 }
 
-func startHost(o options, pool int) (*host, error) {
+// startHost starts a host serving the python tool "one", with its pool
+// of ready sandboxes at pool, extra added to its config, and waits until
+// it serves wantTools tools.
+func startHost(o options, pool int, extra string, wantTools int) (*host, error) {
 	dir, err := os.MkdirTemp("", "toolhost-bench-")
 	if err != nil {
 		return nil, err
@@ -297,8 +394,9 @@ size = %d
 max = %d
 [log]
 level = "warn"
+%s
 `, addr, filepath.Join(dir, "hoststate"), filepath.Join(o.root, "bin/plugins"), filepath.Join(o.root, "bin/pins.toml"),
-		filepath.Join(o.root, "build/bin/runsc"), filepath.Join(o.root, "build/rootfs"), filepath.Join(dir, "state"), prefix, pool, poolMax)
+		filepath.Join(o.root, "build/bin/runsc"), filepath.Join(o.root, "build/rootfs"), filepath.Join(dir, "state"), prefix, pool, poolMax, extra)
 	path := filepath.Join(dir, "toolhost.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return nil, err
@@ -316,7 +414,7 @@ level = "warn"
 			var body struct{ Tools int }
 			_ = json.NewDecoder(resp.Body).Decode(&body)
 			resp.Body.Close()
-			if body.Tools == 1 {
+			if body.Tools == wantTools {
 				time.Sleep(2 * time.Second) // let the pool fill
 				return h, nil
 			}
