@@ -4,6 +4,8 @@
 
 (() => {
   const PROTOCOL = 1;
+  // The built-in tools that run in a conversation's sandbox.
+  const SESSION_TOOLS = new Set(["run_python", "run_bash", "sandbox_files", "sandbox_file"]);
   const TOKEN_KEY = "toolhost.token";
   const RECENT_KEY = "toolhost.recent";
   const MAX_RECENT = 30;
@@ -38,6 +40,7 @@
     pending: [], // frames to send once signed in
     selectAfterTools: "", // a tool to open once the list has it (just saved)
     defTicket: 0, // the newest definition asked for
+    view: "tools", // "tools" or "conversations"
   };
 
   // ---- storage ----
@@ -104,9 +107,13 @@
       case "hello": return onHello(f);
       case "tools": return onTools(f.tools || []);
       case "pong": return;
+    }
+    if (f.type === "error" && f.error && f.error.code === "unauthorized") return onUnauthorized(f.error.message);
+    // The frames of a run started in Conversations are its.
+    if (conv.owns(f.id)) return conv.onFrame(f);
+    switch (f.type) {
       case "behind": return onBehind(f);
       case "error":
-        if (f.error && f.error.code === "unauthorized") return onUnauthorized(f.error.message);
         if (f.run && f.seq !== undefined) return onEvent(f);
         return onRefused(f);
       default:
@@ -131,6 +138,7 @@
     $("signout").hidden = !f.auth_required;
     $("admin-actions").hidden = f.role !== "admin";
     showApp();
+    conversationsFor(f.principal, f.role);
     // Signed in again, maybe in another role: what may be edited changes.
     if (state.tool && (state.tool.kind === "graph" || state.tool.kind === "prompt")) loadDefinition(state.tool.function.name);
     else if (editor.ed && f.role !== "admin") editor.hide();
@@ -147,6 +155,7 @@
     const pending = state.pending;
     state.pending = [];
     for (const p of pending) state.ws.send(JSON.stringify(p));
+    conv.resume();
   }
 
   function onUnauthorized(message) {
@@ -193,6 +202,9 @@
   $("signout").addEventListener("click", () => {
     store.setToken("");
     $("toast").hidden = true;
+    conv.reset();
+    $("views").hidden = true;
+    setView("tools");
     // The next to sign in gets the list anew.
     state.tools = [];
     renderTools();
@@ -258,6 +270,7 @@
   }
 
   function selectTool(t) {
+    if (state.view !== "tools") setView("tools");
     state.tool = t;
     const fn = t.function;
     history.replaceState(null, "", `#tool=${encodeURIComponent(fn.name)}`);
@@ -286,7 +299,9 @@
     for (const name of names) fields.append(field(name, params[name], required.has(name)));
     const viewer = state.role === "viewer";
     $("run-button").disabled = viewer;
-    $("run-hint").textContent = viewer ? "You are signed in as a viewer: you can look at tools, not run them." : "Ctrl+Enter runs";
+    $("run-hint").textContent = viewer ? "You are signed in as a viewer: you can look at tools, not run them."
+      : SESSION_TOOLS.has(fn.name) && conv.ok ? "This tool runs in a conversation's sandbox: try it in Conversations."
+        : "Ctrl+Enter runs";
     const first = fields.querySelector("input, textarea, select");
     if (first) first.focus();
   }
@@ -318,6 +333,57 @@
       send({ type: "list_tools", id: "tools" });
     },
   });
+
+  // ---- conversations: their sandboxes, files and runs ----
+  const conv = new window.ToolhostConversations({
+    side: $("conv-side"),
+    main: $("conv-main"),
+    token: store.token,
+    send,
+    toast,
+    navigate: (hash) => { if (state.view === "conversations") history.replaceState(null, "", hash); },
+  });
+
+  // conversationsFor shows the Conversations view to a caller who may use
+  // sessions (never a viewer), once the host says so.
+  async function conversationsFor(principal, role) {
+    const ok = await conv.signedIn(principal, role);
+    if (!state.signedIn || state.role !== role) return;
+    $("views").hidden = !ok;
+    if (!ok) {
+      if (state.view === "conversations") setView("tools");
+      return;
+    }
+    const m = /^#conv(?:=([^&]*)(?:&principal=(.*))?|ersations)$/.exec(location.hash);
+    if (m && state.view !== "conversations") {
+      setView("conversations");
+      conv.show(m[1] ? decodeURIComponent(m[1]) : "", m[2] ? decodeURIComponent(m[2]) : "");
+    } else if (state.view === "conversations") {
+      conv.show("");
+    }
+  }
+
+  function setView(v) {
+    state.view = v;
+    const convs = v === "conversations";
+    $("tools-side").hidden = convs;
+    $("tools-main").hidden = convs;
+    $("conv-side").hidden = !convs;
+    $("conv-main").hidden = !convs;
+    for (const b of document.querySelectorAll("#views button")) b.setAttribute("aria-current", b.dataset.view === v ? "page" : "false");
+    if (!convs) history.replaceState(null, "", state.tool ? `#tool=${encodeURIComponent(state.tool.function.name)}` : location.pathname);
+  }
+
+  for (const b of document.querySelectorAll("#views button")) {
+    b.addEventListener("click", () => {
+      if (b.dataset.view === state.view) return;
+      setView(b.dataset.view);
+      if (b.dataset.view === "conversations") {
+        conv.show("");
+        conv.refreshList();
+      }
+    });
+  }
 
   async function loadDefinition(name) {
     const ticket = ++state.defTicket;
@@ -479,7 +545,7 @@
     startRun(state.tool.function.name, args);
   });
   document.addEventListener("keydown", (e) => {
-    if ((e.ctrlKey || e.metaKey) && e.key === "Enter" && !$("tool-view").hidden) {
+    if ((e.ctrlKey || e.metaKey) && e.key === "Enter" && state.view === "tools" && !$("tool-view").hidden) {
       e.preventDefault();
       $("run-form").requestSubmit();
     }

@@ -1,0 +1,352 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/chromedp"
+
+	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
+)
+
+// evil is a file name that is markup if a page ever puts it in as HTML.
+const evil = `<img src=x onerror=alert(1)>.txt`
+
+// sessionsUIHost starts a real host with the real python plugin, runsc and
+// rootfs, [sessions] on with small workspaces, and the tokens of
+// tokensConfig. When the test ends the host is stopped and nothing of its
+// sandboxes may be left: no runsc sandbox of its prefix, no workspace
+// mounted, no loop device on a workspace image.
+func sessionsUIHost(t *testing.T) *Host {
+	t.Helper()
+	_, runscBin, rootfs := sandboxBuild(t)
+	b := make([]byte, 2)
+	_, _ = rand.Read(b)
+	prefix := "thui" + hex.EncodeToString(b) + "-"
+	pyState := filepath.Join(t.TempDir(), "py")
+	h := startHost(t, hostSpec{Config: tokensConfig() + fmt.Sprintf(`
+[python]
+runsc = %q
+rootfs = %q
+state_dir = %q
+sandbox_prefix = %q
+
+[python.pool]
+size = 0
+
+[sessions]
+enabled = true
+disk_mb = 16
+memory_mb = 256
+seconds = 60
+`, runscBin, rootfs, pyState, prefix)})
+	t.Cleanup(func() {
+		h.Stop(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: runscBin, Root: filepath.Join(pyState, "runsc")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := sandbox.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: pyState}
+		left, err := sandbox.Leftovers(ctx, opts)
+		if err != nil {
+			t.Errorf("looking for sandboxes left behind: %v", err)
+		}
+		if len(left) > 0 {
+			t.Errorf("the stopped host left sandboxes behind: %v", left)
+			_ = sandbox.Sweep(ctx, opts)
+		}
+		if m := mountsUnder(t, pyState); len(m) > 0 {
+			t.Errorf("the stopped host left workspaces mounted: %v", m)
+		}
+		if l := loopsOn(pyState); len(l) > 0 {
+			t.Errorf("the stopped host left loop devices on workspace images: %v", l)
+		}
+	})
+	return h
+}
+
+// mountsUnder are the mount points under dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			out = append(out, fields[4])
+		}
+	}
+	return out
+}
+
+// loopsOn are the loop devices whose backing file is under dir.
+func loopsOn(dir string) []string {
+	var out []string
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), dir+"/") {
+			out = append(out, filepath.Base(filepath.Dir(filepath.Dir(f)))+" on "+strings.TrimSpace(string(b)))
+		}
+	}
+	return out
+}
+
+// apiJSON is an HTTP request with a token, its answer decoded.
+func apiJSON(t *testing.T, h *Host, method, path, token string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, h.URL(path), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return resp.StatusCode, m
+}
+
+// convRun types code into the run box, runs it and waits for its end; it
+// returns the output the page shows.
+func (b *tab) convRun(code string) string {
+	b.t.Helper()
+	b.do("typing the code", chromedp.SetValue(chromedp.CSS("#conv-code"), code), chromedp.Click(chromedp.CSS("#conv-run")))
+	b.waitJS("the run's end", `(() => { const s = document.getElementById("conv-run-status"); return !s.hidden && s.textContent !== "running"; })()`)
+	out := b.text(`document.getElementById("conv-output").textContent`)
+	if st := b.text(`document.getElementById("conv-run-status").textContent`); st != "done" {
+		b.t.Fatalf("the run ended %q; the page shows output %q and error %q", st, out, b.text(`document.getElementById("conv-run-error").innerText`))
+	}
+	return out
+}
+
+// fileRow is JS that finds the files panel's row of a path (compared as a
+// string, so any name can be asked for).
+func fileRow(path string) string {
+	return fmt.Sprintf(`[...document.querySelectorAll("#conv-files tbody tr")].find(r => r.dataset.path === %q)`, path)
+}
+
+// TestSessionsUIFilesPanel: in headless Chromium against a real host with
+// conversation sandboxes (real python plugin, real runsc), an editor opens
+// Conversations, starts one by running run_python that writes out.txt, sees
+// it in the files panel and downloads it; uploads files (one named as
+// markup, shown as text) which the next run reads; deletes a file; changes
+// the network; sees the run history; deletes the conversation. A viewer
+// does not see Conversations at all. No sandbox is left once the host stops.
+func TestSessionsUIFilesPanel(t *testing.T) {
+	h := sessionsUIHost(t)
+	b := newTab(t)
+	downloads := t.TempDir()
+	b.do("opening the UI", chromedp.Navigate(h.URL("/")),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads,
+			})
+			return err
+		}))
+	signIn := func(token, name string) {
+		t.Helper()
+		b.do("signing in as "+name,
+			chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SendKeys(chromedp.CSS("#token"), token),
+			chromedp.Click(chromedp.CSS("#signin-submit")))
+		b.waitJS("signed in as "+name, fmt.Sprintf(`document.getElementById("who").textContent.startsWith(%q)`, name+" "))
+	}
+	openConv := func(id, principal string) {
+		t.Helper()
+		b.waitJS("Conversations offered", `!document.getElementById("views").hidden`)
+		b.do("opening Conversations", chromedp.Click(chromedp.CSS(`#views button[data-view="conversations"]`)))
+		item := fmt.Sprintf(`#conv-list button[data-session=%q][data-principal=%q]`, id, principal)
+		b.do("opening "+id, chromedp.WaitVisible(chromedp.CSS(item)), chromedp.Click(chromedp.CSS(item)))
+		b.waitJS(id+"'s files", `!!`+fileRow("out.txt"))
+	}
+	signIn(editorToken, "eddie")
+	b.waitJS("Conversations offered to the editor", `!document.getElementById("views").hidden`)
+
+	// Open a new conversation by its id and run code that writes a file.
+	const conv = "ui-conv-1"
+	b.do("opening Conversations",
+		chromedp.Click(chromedp.CSS(`#views button[data-view="conversations"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#conv-new-id")),
+		chromedp.SendKeys(chromedp.CSS("#conv-new-id"), conv),
+		chromedp.Click(chromedp.CSS("#conv-new-open")),
+		chromedp.WaitVisible(chromedp.CSS("#conv-code")))
+	if title := b.text(`document.getElementById("conv-title").textContent`); title != conv {
+		t.Errorf("the conversation's title is %q", title)
+	}
+	out := b.convRun("with open('out.txt', 'w') as f:\n    f.write('made in the sandbox\\n' * 3)\nprint('wrote out.txt')")
+	if !strings.Contains(out, "wrote out.txt") {
+		t.Errorf("the run's output reads %q", out)
+	}
+	b.waitJS("out.txt in the files panel", `!!`+fileRow("out.txt"))
+	if size := b.text(fileRow("out.txt") + `.children[1].textContent`); size != "60 B" {
+		t.Errorf("out.txt's size reads %q, want 60 B", size)
+	}
+	b.waitJS("the conversation in the list", fmt.Sprintf(`!!document.querySelector('#conv-list button[data-session=%q]')`, conv))
+	b.shot("sessions-files.png")
+
+	// Download it: the page fetches it with the token and saves it.
+	b.do("downloading out.txt", chromedp.Evaluate[chromedp.Void](fileRow("out.txt")+`.querySelector("button.dl").click()`))
+	var got []byte
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if d, err := os.ReadFile(filepath.Join(downloads, "out.txt")); err == nil && len(d) == 60 {
+			got = d
+			break
+		}
+		if time.Now().After(deadline) {
+			entries, _ := os.ReadDir(downloads)
+			t.Fatalf("out.txt was not downloaded; the folder holds %v", entries)
+		}
+	}
+	if string(got) != strings.Repeat("made in the sandbox\n", 3) {
+		t.Errorf("the downloaded out.txt reads %q", got)
+	}
+
+	// Upload two files, one named as markup: both listed, the name as text.
+	up := t.TempDir()
+	for name, body := range map[string]string{"numbers.txt": "1\n2\n3\n", evil: "not markup\n"} {
+		if err := os.WriteFile(filepath.Join(up, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.do("watching for alerts", chromedp.Evaluate[chromedp.Void](`window.alert = () => { window.__pwned = 1; }`))
+	b.do("uploading", chromedp.SetUploadFiles(chromedp.CSS("#conv-upload"), []string{filepath.Join(up, "numbers.txt"), filepath.Join(up, evil)}))
+	b.waitJS("both uploads listed", `!!`+fileRow("numbers.txt")+` && !!`+fileRow(evil))
+	if name := b.text(fileRow(evil) + `.querySelector(".fname").textContent`); name != evil {
+		t.Errorf("the markup-named file reads %q in the panel", name)
+	}
+	if b.eval("looking for injected markup", `!!window.__pwned || document.querySelectorAll("#conv-main img, #conv-side img").length > 0`) != false {
+		t.Error("a file's name became markup in the page")
+	}
+	if s := b.text(`document.getElementById("conv-upload-status").textContent`); s != "Uploaded 2 files." {
+		t.Errorf("the upload says %q", s)
+	}
+	out = b.convRun(fmt.Sprintf("import os\nprint('sum', sum(int(x) for x in open('numbers.txt')))\nprint('evil', open(%q).read().strip())", evil))
+	if !strings.Contains(out, "sum 6") || !strings.Contains(out, "evil not markup") {
+		t.Errorf("the next run read the uploads as %q", out)
+	}
+
+	// Delete a file, after saying yes in the page's dialog.
+	b.do("deleting numbers.txt", chromedp.Evaluate[chromedp.Void](fileRow("numbers.txt")+`.querySelector("button.rm").click()`))
+	b.waitJS("the confirmation", `document.getElementById("confirm-dialog").open`)
+	if q := b.text(`document.getElementById("confirm-title").textContent`); q != "Delete numbers.txt?" {
+		t.Errorf("the confirmation asks %q", q)
+	}
+	b.shot("sessions-confirm.png")
+	b.do("saying yes", chromedp.Click(chromedp.CSS("#confirm-yes")))
+	b.waitJS("numbers.txt gone from the panel", `!`+fileRow("numbers.txt")+` && !!`+fileRow("out.txt"))
+	if status, body := apiJSON(t, h, "GET", "/api/v1/sessions/"+conv+"/files", editorToken); status != 200 || strings.Contains(fmt.Sprint(body), "numbers.txt") {
+		t.Errorf("the host's files after the delete: %d %v", status, body)
+	}
+
+	// The run history: both runs, with their tool, exit code and end.
+	b.waitJS("two runs in the history", `document.querySelectorAll("#conv-runs tbody tr").length === 2`)
+	rows := b.eval("reading the history", `[...document.querySelectorAll("#conv-runs tbody tr")].map(r => [...r.children].map(c => c.textContent))`).([]any)
+	for _, r := range rows {
+		cells := r.([]any)
+		if !strings.HasPrefix(cells[1].(string), "run_python") || cells[3] != "0" || cells[4] != "ran to its end" || !strings.Contains(cells[5].(string), "/") {
+			t.Errorf("a history row reads %v", cells)
+		}
+	}
+
+	// The network: web is taken, and said to give the next run a new
+	// sandbox; packages, with no package hosts, is refused and the select
+	// goes back.
+	b.pick("#conv-network", "web")
+	b.waitJS("the network changed", `document.getElementById("conv-network-note").textContent.includes("next run gets a new sandbox")`)
+	if status, body := apiJSON(t, h, "GET", "/api/v1/sessions/"+conv, editorToken); status != 200 || body["network"] != "web" {
+		t.Errorf("the host's session after choosing web: %d %v", status, body)
+	}
+	b.pick("#conv-network", "packages")
+	b.waitJS("packages refused", `document.getElementById("conv-network-note").classList.contains("bad") && document.getElementById("conv-network").value === "web"`)
+	b.shot("sessions-conversation.png")
+	b.do("going dark", colorScheme("dark"), chromedp.Sleep(200*time.Millisecond))
+	b.shot("sessions-conversation-dark.png")
+	b.do("back to light", colorScheme("light"))
+	b.do("a phone's screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.shot("sessions-phone.png")
+	b.do("back to a desktop screen", chromedp.EmulateViewport(1280, 900))
+
+	// An admin sees the editor's conversation, its files and history, and
+	// may not run code in it.
+	b.do("signing out", chromedp.Click(chromedp.CSS("#signout")))
+	signIn(adminToken, "ada")
+	openConv(conv, "eddie")
+	if meta := b.text(`document.getElementById("conv-meta").textContent`); !strings.HasPrefix(meta, "eddie's") {
+		t.Errorf("the admin's view of eddie's conversation says %q", meta)
+	}
+	b.waitJS("the history for the admin", `document.querySelectorAll("#conv-runs tbody tr").length === 2`)
+	if b.eval("the run box", `document.getElementById("conv-run").disabled && document.getElementById("conv-code").disabled`) != true {
+		t.Error("an admin may run code in someone else's conversation from the page")
+	}
+	b.shot("sessions-admin.png")
+	b.do("signing out", chromedp.Click(chromedp.CSS("#signout")))
+	signIn(editorToken, "eddie")
+	openConv(conv, "eddie")
+
+	// Delete the conversation: its files go with it.
+	b.do("deleting the conversation", chromedp.Click(chromedp.CSS("#conv-delete")))
+	b.waitJS("the confirmation", `document.getElementById("confirm-dialog").open`)
+	b.do("saying yes", chromedp.Click(chromedp.CSS("#confirm-yes")))
+	b.waitJS("the conversation gone", fmt.Sprintf(`!!document.getElementById("conv-empty") && !document.querySelector('#conv-list button[data-session=%q]')`, conv))
+	if status, _ := apiJSON(t, h, "GET", "/api/v1/sessions/"+conv, editorToken); status != 404 {
+		t.Errorf("the deleted conversation answers %d", status)
+	}
+	b.shot("sessions-deleted.png")
+
+	// A viewer sees no Conversations, even when the address asks for it.
+	b.do("signing out", chromedp.Click(chromedp.CSS("#signout")))
+	signIn(viewerToken, "vera")
+	b.do("asking for Conversations by address", chromedp.Navigate(h.URL("/#conversations")))
+	b.waitJS("signed in again as vera", `!document.getElementById("app-view").hidden && document.getElementById("who").textContent.startsWith("vera ")`)
+	time.Sleep(time.Second) // room for a wrong answer to show
+	type viewerSees struct {
+		Views, Side, Main bool
+		Nodes             int
+		Tools             []string
+	}
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[viewerSees](`(() => ({
+		Views: !document.getElementById("views").hidden,
+		Side: !document.getElementById("conv-side").hidden,
+		Main: !document.getElementById("conv-main").hidden,
+		Nodes: document.querySelectorAll("#conv-side *, #conv-main *").length,
+		Tools: [...document.querySelectorAll("#tools button")].map(b => b.dataset.tool),
+	}))()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Views || v.Side || v.Main || v.Nodes > 0 {
+		t.Errorf("a viewer sees Conversations: %+v", v)
+	}
+	for _, name := range v.Tools {
+		if name == "run_python" || name == "run_bash" {
+			t.Errorf("a viewer is offered %s", name)
+		}
+	}
+	b.shot("sessions-viewer.png")
+
+	if ex := b.exceptions(); len(ex) > 0 {
+		t.Errorf("the page threw: %v", ex)
+	}
+}
