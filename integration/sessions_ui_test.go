@@ -30,14 +30,14 @@ const evil = `<img src=x onerror=alert(1)>.txt`
 // tokensConfig. When the test ends the host is stopped and nothing of its
 // sandboxes may be left: no runsc sandbox of its prefix, no workspace
 // mounted, no loop device on a workspace image.
-func sessionsUIHost(t *testing.T) *Host {
+func sessionsUIHost(t *testing.T) (h *Host, left func() []string) {
 	t.Helper()
 	_, runscBin, rootfs := sandboxBuild(t)
 	b := make([]byte, 2)
 	_, _ = rand.Read(b)
 	prefix := "thui" + hex.EncodeToString(b) + "-"
 	pyState := filepath.Join(t.TempDir(), "py")
-	h := startHost(t, hostSpec{Config: tokensConfig() + fmt.Sprintf(`
+	h = startHost(t, hostSpec{Config: tokensConfig() + fmt.Sprintf(`
 [python]
 runsc = %q
 rootfs = %q
@@ -53,31 +53,32 @@ disk_mb = 16
 memory_mb = 256
 seconds = 60
 `, runscBin, rootfs, pyState, prefix)})
-	t.Cleanup(func() {
-		h.Stop(t)
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: runscBin, Root: filepath.Join(pyState, "runsc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := sandbox.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: pyState}
+	// left is every sandbox, workspace mount and loop device of the host's.
+	left = func() []string {
+		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: runscBin, Root: filepath.Join(pyState, "runsc")})
+		boxes, err := sandbox.Leftovers(ctx, opts)
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("looking for the host's sandboxes: %v", err)
 		}
-		opts := sandbox.SweepOptions{Runtime: rt, Prefix: prefix, StateDir: pyState}
-		left, err := sandbox.Leftovers(ctx, opts)
-		if err != nil {
-			t.Errorf("looking for sandboxes left behind: %v", err)
-		}
-		if len(left) > 0 {
-			t.Errorf("the stopped host left sandboxes behind: %v", left)
+		return append(append(boxes, mountsUnder(t, pyState)...), loopsOn(pyState)...)
+	}
+	t.Cleanup(func() {
+		h.Stop(t)
+		if l := left(); len(l) > 0 {
+			t.Errorf("the stopped host left sandboxes, mounts or loop devices behind: %v", l)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 			_ = sandbox.Sweep(ctx, opts)
 		}
-		if m := mountsUnder(t, pyState); len(m) > 0 {
-			t.Errorf("the stopped host left workspaces mounted: %v", m)
-		}
-		if l := loopsOn(pyState); len(l) > 0 {
-			t.Errorf("the stopped host left loop devices on workspace images: %v", l)
-		}
 	})
-	return h
+	return h, left
 }
 
 // mountsUnder are the mount points under dir.
@@ -128,17 +129,35 @@ func apiJSON(t *testing.T, h *Host, method, path, token string) (int, map[string
 	return resp.StatusCode, m
 }
 
-// convRun types code into the run box, runs it and waits for its end; it
-// returns the output the page shows.
-func (b *tab) convRun(code string) string {
+// convRun types code into the run box, runs it and waits for its end,
+// which must be want ("done", "failed", "cancelled"); it returns the output
+// the page shows.
+func (b *tab) convRun(code, want string) string {
 	b.t.Helper()
 	b.do("typing the code", chromedp.SetValue(chromedp.CSS("#conv-code"), code), chromedp.Click(chromedp.CSS("#conv-run")))
 	b.waitJS("the run's end", `(() => { const s = document.getElementById("conv-run-status"); return !s.hidden && s.textContent !== "running"; })()`)
 	out := b.text(`document.getElementById("conv-output").textContent`)
-	if st := b.text(`document.getElementById("conv-run-status").textContent`); st != "done" {
-		b.t.Fatalf("the run ended %q; the page shows output %q and error %q", st, out, b.text(`document.getElementById("conv-run-error").innerText`))
+	if st := b.text(`document.getElementById("conv-run-status").textContent`); st != want {
+		b.t.Fatalf("the run ended %q, want %q; the page shows output %q and error %q", st, want, out, b.text(`document.getElementById("conv-run-error").innerText`))
 	}
 	return out
+}
+
+// download clicks a file's Download button and returns the file saved in
+// dir under name.
+func (b *tab) download(path, dir, name string) []byte {
+	b.t.Helper()
+	b.do("downloading "+path, chromedp.Evaluate[chromedp.Void](fileRow(path)+`.querySelector("button.dl").click()`))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		// Chromium writes into name.crdownload and renames it when done.
+		if d, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+			return d
+		}
+		if time.Now().After(deadline) {
+			entries, _ := os.ReadDir(dir)
+			b.t.Fatalf("%s was not downloaded; the folder holds %v", path, entries)
+		}
+	}
 }
 
 // fileRow is JS that finds the files panel's row of a path (compared as a
@@ -155,7 +174,7 @@ func fileRow(path string) string {
 // the network; sees the run history; deletes the conversation. A viewer
 // does not see Conversations at all. No sandbox is left once the host stops.
 func TestSessionsUIFilesPanel(t *testing.T) {
-	h := sessionsUIHost(t)
+	h, left := sessionsUIHost(t)
 	b := newTab(t)
 	downloads := t.TempDir()
 	b.do("opening the UI", chromedp.Navigate(h.URL("/")),
@@ -195,32 +214,24 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	if title := b.text(`document.getElementById("conv-title").textContent`); title != conv {
 		t.Errorf("the conversation's title is %q", title)
 	}
-	out := b.convRun("with open('out.txt', 'w') as f:\n    f.write('made in the sandbox\\n' * 3)\nprint('wrote out.txt')")
+	out := b.convRun("import os\nwith open('out.txt', 'w') as f:\n    f.write('made in the sandbox\\n' * 3)\n"+
+		"os.makedirs('results')\nopen('results/table.csv', 'w').write('a,b\\n1,2\\n')\nprint('wrote out.txt')", "done")
 	if !strings.Contains(out, "wrote out.txt") {
 		t.Errorf("the run's output reads %q", out)
 	}
-	b.waitJS("out.txt in the files panel", `!!`+fileRow("out.txt"))
+	b.waitJS("out.txt, results/ and results/table.csv in the files panel", `!!`+fileRow("out.txt")+` && !!`+fileRow("results/table.csv")+` && `+fileRow("results")+`.dataset.dir === "true"`)
 	if size := b.text(fileRow("out.txt") + `.children[1].textContent`); size != "60 B" {
 		t.Errorf("out.txt's size reads %q, want 60 B", size)
 	}
 	b.waitJS("the conversation in the list", fmt.Sprintf(`!!document.querySelector('#conv-list button[data-session=%q]')`, conv))
 	b.shot("sessions-files.png")
 
-	// Download it: the page fetches it with the token and saves it.
-	b.do("downloading out.txt", chromedp.Evaluate[chromedp.Void](fileRow("out.txt")+`.querySelector("button.dl").click()`))
-	var got []byte
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if d, err := os.ReadFile(filepath.Join(downloads, "out.txt")); err == nil && len(d) == 60 {
-			got = d
-			break
-		}
-		if time.Now().After(deadline) {
-			entries, _ := os.ReadDir(downloads)
-			t.Fatalf("out.txt was not downloaded; the folder holds %v", entries)
-		}
-	}
-	if string(got) != strings.Repeat("made in the sandbox\n", 3) {
+	// Download them: the page fetches each with the token and saves it.
+	if got := b.download("out.txt", downloads, "out.txt"); string(got) != strings.Repeat("made in the sandbox\n", 3) {
 		t.Errorf("the downloaded out.txt reads %q", got)
+	}
+	if got := b.download("results/table.csv", downloads, "table.csv"); string(got) != "a,b\n1,2\n" {
+		t.Errorf("the downloaded results/table.csv reads %q", got)
 	}
 
 	// Upload two files, one named as markup: both listed, the name as text.
@@ -242,9 +253,34 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	if s := b.text(`document.getElementById("conv-upload-status").textContent`); s != "Uploaded 2 files." {
 		t.Errorf("the upload says %q", s)
 	}
-	out = b.convRun(fmt.Sprintf("import os\nprint('sum', sum(int(x) for x in open('numbers.txt')))\nprint('evil', open(%q).read().strip())", evil))
+	out = b.convRun(fmt.Sprintf("import os\nprint('sum', sum(int(x) for x in open('numbers.txt')))\nprint('evil', open(%q).read().strip())", evil), "done")
 	if !strings.Contains(out, "sum 6") || !strings.Contains(out, "evil not markup") {
 		t.Errorf("the next run read the uploads as %q", out)
+	}
+
+	// A bash run that fails says its exit code, its stderr marked; a run
+	// cancelled from the page ends cancelled.
+	b.pick("#conv-lang", "bash")
+	b.convRun("wc -l < numbers.txt; echo 'no such thing' >&2; exit 3", "failed")
+	if e := b.text(`document.getElementById("conv-exit").textContent`); !strings.HasPrefix(e, "exit code 3") {
+		t.Errorf("the failed run says %q", e)
+	}
+	if e := b.text(`[...document.querySelectorAll("#conv-output .line.stderr")].map(l => l.textContent).join("")`); e != "no such thing\n" {
+		t.Errorf("the failed run's stderr reads %q", e)
+	}
+	b.pick("#conv-lang", "python")
+	b.do("starting a long run", chromedp.SetValue(chromedp.CSS("#conv-code"), "import time\nprint('waiting', flush=True)\ntime.sleep(300)"),
+		chromedp.Click(chromedp.CSS("#conv-run")))
+	b.waitJS("the long run printing", `document.getElementById("conv-output").textContent.includes("waiting")`)
+	b.do("cancelling it", chromedp.Click(chromedp.CSS("#conv-cancel")))
+	b.waitJS("the run cancelled", `document.getElementById("conv-run-status").textContent === "cancelled"`)
+
+	// While it is used the conversation has a sandbox and a mounted
+	// workspace, which the checks at the end look for.
+	if l := left(); len(l) < 2 {
+		t.Errorf("a conversation in use has only %v", l)
+	} else {
+		t.Logf("the conversation in use has %v", l)
 	}
 
 	// Delete a file, after saying yes in the page's dialog.
@@ -260,13 +296,14 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 		t.Errorf("the host's files after the delete: %d %v", status, body)
 	}
 
-	// The run history: both runs, with their tool, exit code and end.
-	b.waitJS("two runs in the history", `document.querySelectorAll("#conv-runs tbody tr").length === 2`)
+	// The run history, newest first: each run's tool, exit code and end.
+	b.waitJS("four runs in the history", `document.querySelectorAll("#conv-runs tbody tr").length === 4`)
 	rows := b.eval("reading the history", `[...document.querySelectorAll("#conv-runs tbody tr")].map(r => [...r.children].map(c => c.textContent))`).([]any)
-	for _, r := range rows {
+	want := [][3]string{{"run_python", "—", "cancelled"}, {"run_bash", "3", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}}
+	for i, r := range rows {
 		cells := r.([]any)
-		if !strings.HasPrefix(cells[1].(string), "run_python") || cells[3] != "0" || cells[4] != "ran to its end" || !strings.Contains(cells[5].(string), "/") {
-			t.Errorf("a history row reads %v", cells)
+		if !strings.HasPrefix(cells[1].(string), want[i][0]) || cells[3] != want[i][1] || cells[4] != want[i][2] || !strings.Contains(cells[5].(string), " / ") {
+			t.Errorf("history row %d reads %v, want %v", i, cells, want[i])
 		}
 	}
 
@@ -296,7 +333,7 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	if meta := b.text(`document.getElementById("conv-meta").textContent`); !strings.HasPrefix(meta, "eddie's") {
 		t.Errorf("the admin's view of eddie's conversation says %q", meta)
 	}
-	b.waitJS("the history for the admin", `document.querySelectorAll("#conv-runs tbody tr").length === 2`)
+	b.waitJS("the history for the admin", `document.querySelectorAll("#conv-runs tbody tr").length === 4`)
 	if b.eval("the run box", `document.getElementById("conv-run").disabled && document.getElementById("conv-code").disabled`) != true {
 		t.Error("an admin may run code in someone else's conversation from the page")
 	}
