@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/host/api"
+	"github.com/toolhost/toolhost/host/api/apitest"
+	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/host/tools"
+)
+
+// fakeModel is an OpenAI-compatible chat endpoint that streams scripted
+// answers: each request takes the next one. (host/model/modeltest
+// scripts text only; this one also scripts tool calls.)
+type fakeModel struct {
+	url string
+
+	mu       sync.Mutex
+	script   []answer
+	requests []chatRequest
+}
+
+// answer is one scripted answer: text chunks, or one tool call whose
+// arguments come in chunks.
+type answer struct {
+	text     []string
+	tool     string
+	argParts []string
+}
+
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role       string          `json:"role"`
+		Content    json.RawMessage `json:"content"`
+		ToolCallID string          `json:"tool_call_id"`
+		ToolCalls  []struct {
+			ID       string `json:"id"`
+			Function struct{ Name, Arguments string }
+		} `json:"tool_calls"`
+	} `json:"messages"`
+	Tools []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name       string         `json:"name"`
+			Parameters map[string]any `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+func newFakeModel(t *testing.T, script ...answer) *fakeModel {
+	f := &fakeModel{script: script}
+	srv := httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(srv.Close)
+	f.url = srv.URL + "/v1"
+	return f
+}
+
+func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	var req chatRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.requests = append(f.requests, req)
+	a := answer{text: []string{"(no more script)"}}
+	if len(f.script) > 0 {
+		a, f.script = f.script[0], f.script[1:]
+	}
+	f.mu.Unlock()
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunk := func(delta map[string]any, finish any) {
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		w.(http.Flusher).Flush()
+	}
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	if a.tool != "" {
+		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call_1", "type": "function",
+			"function": map[string]any{"name": a.tool, "arguments": ""}}}}, nil)
+		for _, p := range a.argParts {
+			chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": p}}}}, nil)
+		}
+		chunk(map[string]any{}, "tool_calls")
+	} else {
+		for _, c := range a.text {
+			chunk(map[string]any{"content": c}, nil)
+		}
+		chunk(map[string]any{}, "stop")
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func (f *fakeModel) Requests() []chatRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]chatRequest(nil), f.requests...)
+}
+
+// startHost serves toolhost's real API (websocket and all) with the
+// in-process tools of apitest.
+func startHost(t *testing.T, s apitest.Setup) (wsURL string, d *runs.Dispatcher) {
+	h := apitest.Start(t, s, func(reg *tools.Registry, d *runs.Dispatcher) http.Handler {
+		return api.New(api.Options{Registry: reg, Dispatcher: d})
+	})
+	return "ws" + strings.TrimPrefix(h.Srv.URL, "http") + "/api/v1/ws", h.Runs
+}
+
+// The model asks for one tool call, the example runs it over the
+// websocket in its conversation, streams what it prints, hands the result
+// back as a tool message, and prints the model's answer.
+func TestChatRunsAToolCall(t *testing.T) {
+	ws, d := startHost(t, apitest.Setup{})
+	m := newFakeModel(t,
+		answer{tool: "lines", argParts: []string{`{"n":`, `3}`}},
+		answer{text: []string{"The tool ", "printed three lines."}},
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := run(ctx, options{ModelURL: m.url, Model: "test-model", Toolhost: ws}, strings.NewReader("print three lines\n"), &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, &out)
+	}
+	got := out.String()
+	t.Log("the terminal:\n" + got)
+	for _, want := range []string{
+		`[tool lines {"n":3}]` + "\n0 \n1 \n2 \n" + `[lines returned {"lines":3}]`,
+		"The tool printed three lines.\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the terminal does not show %q; it shows:\n%s", want, got)
+		}
+	}
+
+	// The tool ran once, with the model's arguments, in the conversation.
+	list := d.List()
+	if len(list) != 1 {
+		t.Fatalf("%d runs, want 1", len(list))
+	}
+	r := list[0]
+	if r.Tool != "lines" || !strings.HasPrefix(r.Session, "chat-") || !strings.Contains(got, r.Session) {
+		t.Errorf("the run is of %q in session %q, want lines in the conversation the terminal names", r.Tool, r.Session)
+	}
+
+	reqs := m.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model was asked %d times, want 2", len(reqs))
+	}
+	// The tools were offered as function tools, with their parameters.
+	offered := map[string]bool{}
+	for _, tl := range reqs[0].Tools {
+		offered[tl.Function.Name] = tl.Type == "function" && tl.Function.Parameters["type"] == "object"
+	}
+	if !offered["lines"] || !offered["fail"] {
+		t.Errorf("the tools offered to the model: %+v", reqs[0].Tools)
+	}
+	// The second request carries the tool call and its result.
+	msgs := reqs[1].Messages
+	last, call := msgs[len(msgs)-1], msgs[len(msgs)-2]
+	if call.Role != "assistant" || len(call.ToolCalls) != 1 || call.ToolCalls[0].Function.Name != "lines" || call.ToolCalls[0].Function.Arguments != `{"n":3}` {
+		t.Errorf("the assistant's tool call was not sent back: %+v", call)
+	}
+	var content string
+	_ = json.Unmarshal(last.Content, &content)
+	if last.Role != "tool" || last.ToolCallID != "call_1" || content != `{"lines":3}` {
+		t.Errorf("the tool's result was not sent as a tool message: %+v (%s)", last, last.Content)
+	}
+}
+
+// A tool that fails is reported on the terminal and to the model in words;
+// the conversation goes on.
+func TestChatToolFails(t *testing.T) {
+	ws, _ := startHost(t, apitest.Setup{})
+	m := newFakeModel(t, answer{tool: "fail"}, answer{text: []string{"It failed."}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, options{ModelURL: m.url, Model: "test-model", Toolhost: ws}, strings.NewReader("try\n"), &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, &out)
+	}
+	if want := "trying\n[fail failed: the thing could not be done]\nIt failed."; !strings.Contains(out.String(), want) {
+		t.Errorf("the terminal does not show %q; it shows:\n%s", want, &out)
+	}
+	reqs := m.Requests()
+	var content string
+	msgs := reqs[len(reqs)-1].Messages
+	_ = json.Unmarshal(msgs[len(msgs)-1].Content, &content)
+	if content != "error no_luck: the thing could not be done" {
+		t.Errorf("the model was told %q", content)
+	}
+}
+
+// A model that can't be reached is said in words, and the chat goes on.
+func TestChatModelUnreachable(t *testing.T) {
+	ws, _ := startHost(t, apitest.Setup{})
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL + "/v1"
+	srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, options{ModelURL: url, Model: "m", Toolhost: ws}, strings.NewReader("hi\n"), &out); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if want := "can't reach the model at " + url; !strings.Contains(out.String(), want) {
+		t.Errorf("the terminal does not show %q; it shows:\n%s", want, &out)
+	}
+}
+
+// Toolhost refusing the token is an error that says what to do.
+func TestChatBadToolhost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	err := run(ctx, options{ModelURL: "http://127.0.0.1:1/v1", Model: "m", Toolhost: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/ws"}, strings.NewReader(""), &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "can't connect to toolhost") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// A graph's nested output is tagged with its node, line by line.
+func TestPrinterTagsNodes(t *testing.T) {
+	var b bytes.Buffer
+	p := &printer{w: &b, atStart: true}
+	p.print("", "plain\n")
+	p.print("fetch", "one\ntw")
+	p.print("fetch", "o\n")
+	p.print("sum", "half")
+	p.print("", "own\n")
+	p.end()
+	want := "plain\n[fetch] one\n[fetch] two\n[sum] half\nown\n"
+	if b.String() != want {
+		t.Errorf("printed %q, want %q", b.String(), want)
+	}
+}
