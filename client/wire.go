@@ -35,6 +35,10 @@ type Message struct {
 	Run string `json:"run,omitempty"`
 	// AfterSeq is attach's last seq the client has; nil (or -1) for all.
 	AfterSeq *int64 `json:"after_seq,omitempty"`
+	// approve: the approval (from approval_required) and the decision,
+	// "approve" or "decline".
+	Approval string `json:"approval,omitempty"`
+	Decision string `json:"decision,omitempty"`
 	// hello
 	Client   string `json:"client,omitempty"`
 	Token    string `json:"token,omitempty"`
@@ -50,6 +54,9 @@ const (
 	TypeLog      = "log"
 	TypeResult   = "result"
 	TypeError    = "error"
+	// TypeApprovalRequired: the run (or a call nested in it) waits for a
+	// person to approve a change; see Event.Approval.
+	TypeApprovalRequired = "approval_required"
 )
 
 // Event is one event of a run: started, stdout, stderr, progress, log,
@@ -77,6 +84,14 @@ type Event struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error is set on error.
 	Error *Error `json:"error,omitempty"`
+	// Approval, Args and Why are set on approval_required: the approval's
+	// id (decide it with approve, or POST /api/v1/approvals/{id}), the
+	// exact arguments of the call waiting, and why it asks. Tool names
+	// the tool waiting, which is a nested call's when it differs from
+	// the run's.
+	Approval string          `json:"approval,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Why      string          `json:"why,omitempty"`
 }
 
 // Terminal says whether the event ends its run.
@@ -120,6 +135,15 @@ type HelloReply struct {
 	// it is not yet).
 	Principal string `json:"principal"`
 	Role      string `json:"role"`
+}
+
+// Decided is the host's answer to approve: the decision was taken.
+type Decided struct {
+	Type     string `json:"type"` // "decided"
+	ID       string `json:"id,omitempty"`
+	Approval string `json:"approval"`
+	Run      string `json:"run"`
+	Decision string `json:"decision"`
 }
 
 // ToolsReply is the host's answer to list_tools.

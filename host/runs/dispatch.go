@@ -54,6 +54,8 @@ type Dispatcher struct {
 	model Model
 	// gateFn is the host's own check of calls (hooks.go).
 	gateFn Gate
+	// appr are the approvals of change calls (approvals.go).
+	appr *approvals
 }
 
 // Model answers the questions runs ask the model (AskModel). The host's is
@@ -326,6 +328,7 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 	var streams []streamKey
 	texts := map[streamKey]*textStream{}
 	var mu sync.Mutex // onEvent may be called while the result is being appended
+	inv = d.approving(run, tool, inv)
 	result, err := inv.Invoke(ctx, hostside.Invocation{
 		Tool: tool.SDK(), Args: args, RunID: run.ID, Principal: run.Principal, Session: run.Session,
 	}, func(e sdk.Event) {

@@ -28,7 +28,7 @@ type Event = client.Event
 
 // eventSize is roughly what an event holds in memory.
 func eventSize(e Event) int {
-	n := 96 + len(e.Type) + len(e.Run) + len(e.Tool) + len(e.Data) + len(e.Node) + len(e.Message) + len(e.Level) + len(e.Result)
+	n := 96 + len(e.Type) + len(e.Run) + len(e.Tool) + len(e.Data) + len(e.Node) + len(e.Message) + len(e.Level) + len(e.Result) + len(e.Args) + len(e.Why) + len(e.Approval)
 	if e.Error != nil {
 		n += len(e.Error.Code) + len(e.Error.Message)
 	}

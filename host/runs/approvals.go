@@ -1,0 +1,391 @@
+package runs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/hostside"
+)
+
+// This file is approvals: a run of a tool with effect "change" (called by
+// a client, or nested in a graph) waits, before its plugin is invoked, for
+// a person to approve it. The waiting run, and every run it is nested in,
+// gets an approval_required event; Decide approves or declines; the wait
+// ends with the run's error when it is declined, expires or is cancelled.
+//
+// Taint: a session whose run returned an http tool's output, or ran in a
+// session with the "web" network, has read outside text; its change calls
+// ask from then on even when [approvals] change is "auto".
+
+// Error codes of runs ended by an approval.
+const (
+	CodeDeclined        = "declined"
+	CodeApprovalExpired = "approval_expired"
+)
+
+// Who decides approvals ([approvals] by).
+const (
+	ByCaller = "caller" // the principal who started the run, or an admin
+	ByAdmins = "admins" // admins only
+)
+
+// ApprovalPolicy is what [approvals] says.
+type ApprovalPolicy struct {
+	// By is ByCaller (the default) or ByAdmins.
+	By string
+	// Auto runs change tools without asking ([approvals] change =
+	// "auto"); a tainted session's change calls ask all the same.
+	Auto bool
+	// Expire is how long an approval waits; 0 is DefaultExpire.
+	Expire time.Duration
+	// WebSession says whether a session has the "web" network: its runs'
+	// output is outside text. Nil knows none.
+	WebSession func(ctx context.Context, principal, session string) bool
+}
+
+// DefaultExpire is how long an approval waits unless [approvals]
+// expire_minutes says otherwise.
+const DefaultExpire = 10 * time.Minute
+
+// Clock is the time approvals read; tests give their own.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Approval is a change call waiting for a person's decision, as GET
+// /api/v1/approvals lists it.
+type Approval struct {
+	ID        string          `json:"id"`
+	Run       string          `json:"run"`
+	Tool      string          `json:"tool"`
+	Args      json.RawMessage `json:"args"`
+	Why       string          `json:"why"`
+	Principal string          `json:"principal"`
+	Session   string          `json:"session,omitempty"`
+	Asked     time.Time       `json:"asked"`
+	Expires   time.Time       `json:"expires"`
+	// Decision is "" while it waits, then approve, decline, expired or
+	// cancelled.
+	Decision string `json:"decision,omitempty"`
+}
+
+// Decider is who decides an approval.
+type Decider struct {
+	Name  string
+	Admin bool
+	// Viewer is set for a viewer, who never decides.
+	Viewer bool
+}
+
+type pending struct {
+	Approval
+	decided chan string // gets the decision once
+}
+
+// approvals is the dispatcher's approvals; see Dispatcher.approvals.
+type approvals struct {
+	mu      sync.Mutex
+	policy  ApprovalPolicy
+	clock   Clock
+	all     map[string]*pending
+	tainted map[string]string // session -> why
+}
+
+func (d *Dispatcher) approvals() *approvals {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.appr == nil {
+		d.appr = &approvals{policy: ApprovalPolicy{By: ByCaller, Expire: DefaultExpire}, clock: realClock{}, all: map[string]*pending{}, tainted: map[string]string{}}
+	}
+	return d.appr
+}
+
+// SetApprovals sets [approvals] for the approvals asked from now on.
+func (d *Dispatcher) SetApprovals(p ApprovalPolicy) {
+	if p.By == "" {
+		p.By = ByCaller
+	}
+	if p.Expire <= 0 {
+		p.Expire = DefaultExpire
+	}
+	a := d.approvals()
+	a.mu.Lock()
+	a.policy = p
+	a.mu.Unlock()
+}
+
+// SetApprovalClock sets the clock approvals read (tests).
+func (d *Dispatcher) SetApprovalClock(c Clock) {
+	a := d.approvals()
+	a.mu.Lock()
+	a.clock = c
+	a.mu.Unlock()
+}
+
+// approving returns the invoker of a run: inv, behind the run's approval
+// when its tool changes things (or its session is tainted), and noting
+// when the run's output taints its session.
+func (d *Dispatcher) approving(run *Run, tool *tools.Tool, inv Invoker) Invoker {
+	return approvingInvoker{d: d, run: run, tool: tool, inv: inv}
+}
+
+type approvingInvoker struct {
+	d    *Dispatcher
+	run  *Run
+	tool *tools.Tool
+	inv  Invoker
+}
+
+func (ai approvingInvoker) Invoke(ctx context.Context, in hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
+	a := ai.d.approvals()
+	if why := a.asks(ai.run, ai.tool); why != "" {
+		if err := ai.d.await(ctx, a, ai.run, in.Args, why); err != nil {
+			return nil, err
+		}
+	}
+	res, err := ai.inv.Invoke(ctx, in, onEvent)
+	if err == nil && ai.run.Session != "" {
+		a.noteOutside(ctx, ai.run, ai.tool)
+	}
+	return res, err
+}
+
+// asks says why the run must be approved, or "" when it need not.
+func (a *approvals) asks(run *Run, tool *tools.Tool) string {
+	if tool.Effect != "change" {
+		return ""
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	taint := ""
+	if run.Session != "" {
+		taint = a.tainted[run.Session]
+	}
+	switch {
+	case !a.policy.Auto && taint != "":
+		return fmt.Sprintf("%s changes things (effect \"change\"), and this conversation read outside text (%s)", tool.Name, taint)
+	case !a.policy.Auto:
+		return fmt.Sprintf("%s changes things (effect \"change\"): a person approves each run", tool.Name)
+	case taint != "":
+		return fmt.Sprintf("this conversation read outside text (%s): %s changes things, so it asks first even though [approvals] change is \"auto\"", taint, tool.Name)
+	}
+	return ""
+}
+
+// noteOutside taints the run's session when its output was outside text:
+// an http tool's answer, or any run of a session with the web network.
+func (a *approvals) noteOutside(ctx context.Context, run *Run, tool *tools.Tool) {
+	a.mu.Lock()
+	web := a.policy.WebSession
+	_, done := a.tainted[run.Session]
+	a.mu.Unlock()
+	if done {
+		return
+	}
+	why := ""
+	switch {
+	case tool.Kind == "http":
+		why = tool.Name + "'s answer"
+	case web != nil && web(ctx, run.Principal, run.Session):
+		why = tool.Name + "'s output, from a session with the web network"
+	default:
+		return
+	}
+	a.mu.Lock()
+	if _, done := a.tainted[run.Session]; !done {
+		a.tainted[run.Session] = why
+	}
+	a.mu.Unlock()
+}
+
+// Tainted says why a session's change calls ask: what outside text it
+// read; "" when it read none.
+func (d *Dispatcher) Tainted(session string) string {
+	a := d.approvals()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.tainted[session]
+}
+
+// await asks for the run's approval and waits for the decision.
+func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args json.RawMessage, why string) error {
+	a.mu.Lock()
+	clock, expire := a.clock, a.policy.Expire
+	now := clock.Now()
+	p := &pending{decided: make(chan string, 1), Approval: Approval{
+		ID: newApprovalID(), Run: run.ID, Tool: run.Tool, Args: args, Why: why, Principal: run.Principal,
+		Session: run.Session, Asked: now.UTC(), Expires: now.Add(expire).UTC(),
+	}}
+	a.all[p.ID] = p
+	a.forgetOld(now)
+	a.mu.Unlock()
+	ev := Event{Type: client.TypeApprovalRequired, Approval: p.ID, Tool: run.Tool, Args: args, Why: why}
+	for _, r := range d.lineage(run) {
+		r.append(ev)
+	}
+	d.log.Info("a run waits for approval", "run", run.ID, "tool", run.Tool, "approval", p.ID, "principal", run.Principal)
+	timer := clock.After(expire)
+	select {
+	case dec := <-p.decided:
+		if dec == "approve" {
+			return nil
+		}
+		return &sdk.Error{Code: CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
+	case <-timer:
+		if a.settle(p, "expired") {
+			waited := clock.Now().Sub(now).Round(time.Second)
+			return &sdk.Error{Code: CodeApprovalExpired, Message: fmt.Sprintf(
+				"nobody approved the call of %s in %s, so it expired and did not run ([approvals] expire_minutes); call it again and approve it in time", run.Tool, waited)}
+		}
+		dec := <-p.decided
+		if dec == "approve" {
+			return nil
+		}
+		return &sdk.Error{Code: CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
+	case <-ctx.Done():
+		a.settle(p, "cancelled")
+		return ctx.Err()
+	}
+}
+
+// lineage is the run and the runs it is nested in, innermost first.
+func (d *Dispatcher) lineage(run *Run) []*Run {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := []*Run{run}
+	for p, ok := d.parent[run.ID]; ok; p, ok = d.parent[p] {
+		if r := d.runs[p]; r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// settle records a decision that ends the wait; false when the approval
+// was decided already.
+func (a *approvals) settle(p *pending, decision string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p.Decision != "" {
+		return false
+	}
+	p.Decision = decision
+	p.decided <- decision
+	return true
+}
+
+// keepDecided is how long a decided approval is kept, so a second
+// decision is told it came too late rather than that there is none.
+const keepDecided = time.Hour
+
+// forgetOld drops approvals decided long ago. Called with mu held.
+func (a *approvals) forgetOld(now time.Time) {
+	for id, p := range a.all {
+		if p.Decision != "" && now.Sub(p.Expires) > keepDecided {
+			delete(a.all, id)
+		}
+	}
+}
+
+// mayDecide says whether who may decide p under the policy.
+func (a *approvals) mayDecide(p *pending, who Decider) bool {
+	switch {
+	case who.Viewer:
+		return false
+	case who.Admin:
+		return true
+	case a.policy.By == ByAdmins:
+		return false
+	}
+	return who.Name != "" && who.Name == p.Principal
+}
+
+// Approvals lists the approvals waiting that who may decide, oldest first.
+func (d *Dispatcher) Approvals(who Decider) []Approval {
+	a := d.approvals()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := []Approval{}
+	for _, p := range a.all {
+		if p.Decision == "" && a.mayDecide(p, who) {
+			out = append(out, p.Approval)
+		}
+	}
+	slices.SortFunc(out, func(x, y Approval) int {
+		if c := x.Asked.Compare(y.Asked); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	return out
+}
+
+// Decide approves ("approve") or declines ("decline") an approval for
+// who. The error is an *sdk.Error: bad_args for another decision,
+// not_found for an approval there is not (or one who may not even see),
+// forbidden for one who may see but not decide, already_decided for one
+// decided before.
+func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, error) {
+	if decision != "approve" && decision != "decline" {
+		return Approval{}, &sdk.Error{Code: "bad_args", Message: fmt.Sprintf("the decision must be \"approve\" or \"decline\", not %q", decision)}
+	}
+	if who.Viewer {
+		return Approval{}, &sdk.Error{Code: "forbidden", Message: fmt.Sprintf("%s is a viewer and may not decide approvals", who.Name)}
+	}
+	a := d.approvals()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.all[id]
+	if !ok || (!who.Admin && who.Name != p.Principal) {
+		return Approval{}, &sdk.Error{Code: "not_found", Message: "there is no approval with that id waiting for you"}
+	}
+	if !a.mayDecide(p, who) {
+		return p.Approval, &sdk.Error{Code: "forbidden", Message: "only admins decide approvals on this host ([approvals] by = \"admins\")"}
+	}
+	if p.Decision != "" {
+		return p.Approval, &sdk.Error{Code: CodeAlreadyDecided, Message: fmt.Sprintf("the approval was already decided (%s): a call is approved or declined once", describeDecision(p.Decision))}
+	}
+	p.Decision = decision
+	p.decided <- decision
+	d.log.Info("approval decided", "approval", id, "run", p.Run, "tool", p.Tool, "decision", decision, "by", who.Name)
+	return p.Approval, nil
+}
+
+// CodeAlreadyDecided is the error code of a second decision.
+const CodeAlreadyDecided = "already_decided"
+
+func describeDecision(d string) string {
+	switch d {
+	case "approve":
+		return "approved"
+	case "decline":
+		return "declined"
+	case "expired":
+		return "it expired"
+	case "cancelled":
+		return "its run was cancelled"
+	}
+	return d
+}
+
+func newApprovalID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return "a" + hex.EncodeToString(b[:])
+}
