@@ -2,8 +2,8 @@
 // as function specs, checking a tool, reading, writing and deleting a
 // tool's file (admins), calling a tool over plain HTTP,
 // reading a run back, conversation sandboxes (sessions, their files and
-// the ledger of their runs), the websocket protocol (docs/protocol.md), and the
-// web UI's files; it lets in only callers with a good token, and when the
+// the ledger of their runs), the websocket protocol (docs/protocol.md), MCP
+// at /mcp (package mcp), and the web UI's files; it lets in only callers with a good token, and when the
 // tokens change it closes the websockets whose token no longer holds.
 package api
 
@@ -24,6 +24,7 @@ import (
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
+	"github.com/toolhost/toolhost/host/mcp"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/tools"
@@ -166,6 +167,9 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("POST /api/v1/tools/{name}/call", s.authed(s.callTool))
 	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.authed(s.getRun))
 	s.mux.HandleFunc("GET /api/v1/ws", s.websocket)
+	// MCP (host/mcp): the same tools, tokens and roles, for MCP clients.
+	mcpHandler := mcp.New(mcp.Options{Dispatcher: opts.Dispatcher, Tools: s.visibleSpecs, Version: opts.Version, Logger: opts.Logger.Named("mcp")})
+	s.mux.HandleFunc(mcp.Path, s.authed(mcpHandler.Serve))
 	s.sessionRoutes()
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "there is no such endpoint (see docs/protocol.md)")
