@@ -3,7 +3,7 @@
 // error at its file and line), with defaults filled in and paths resolved.
 //
 // It knows the host's own tables only ([server], [plugins], [runs], [log],
-// [model], [sessions], [[tokens]], [[tool]]). Every other table ([http],
+// [model], [sessions], [approvals], [[tokens]], [[tool]]). Every other table ([http],
 // [python], [kinds.NAME]) belongs to a kind and is kept as written: the kind's plugin
 // says what it takes (its config schema) and checks it (its Configure), and
 // KindTable and KindError turn the one into the plugin's input and the other
@@ -37,6 +37,8 @@ type Config struct {
 	Log      LogConfig
 	Model    ModelConfig
 	Sessions SessionsConfig
+	// Approvals is [approvals] (approvals.go).
+	Approvals ApprovalsConfig
 	// Kinds holds every kind's table as written, by kind: a top-level table
 	// that is not the host's own ([http], [python]) or a [kinds.<name>]
 	// table. Values are as decoded: string, int64, float64, bool, time
@@ -116,14 +118,15 @@ type LogConfig struct {
 // Default returns the configuration used when a file sets nothing.
 func Default() *Config {
 	return &Config{
-		Server:   ServerConfig{Listen: "127.0.0.1:8080", StateDir: "/var/lib/toolhost"},
-		Plugins:  PluginsConfig{Dir: "/usr/lib/toolhost/plugins", SHA256: map[string]string{}, StartTimeoutSeconds: 10},
-		Runs:     RunsConfig{KeepMinutes: 60, MaxRunningPerToken: 8},
-		Log:      LogConfig{Level: "info", Format: "text"},
-		Model:    defaultModel(),
-		Sessions: defaultSessions(),
-		Kinds:    map[string]map[string]any{},
-		kindAt:   map[string]string{},
+		Server:    ServerConfig{Listen: "127.0.0.1:8080", StateDir: "/var/lib/toolhost"},
+		Plugins:   PluginsConfig{Dir: "/usr/lib/toolhost/plugins", SHA256: map[string]string{}, StartTimeoutSeconds: 10},
+		Runs:      RunsConfig{KeepMinutes: 60, MaxRunningPerToken: 8},
+		Log:       LogConfig{Level: "info", Format: "text"},
+		Model:     defaultModel(),
+		Sessions:  defaultSessions(),
+		Approvals: defaultApprovals(),
+		Kinds:     map[string]map[string]any{},
+		kindAt:    map[string]string{},
 	}
 }
 
@@ -243,6 +246,10 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 
 	if v, ok := top.get("sessions"); ok {
 		d.decodeSessions(v, &c.Sessions)
+	}
+
+	if v, ok := top.get("approvals"); ok {
+		d.decodeApprovals(v, &c.Approvals)
 	}
 
 	// Every other table belongs to a kind: [http], [python], or a
@@ -453,7 +460,7 @@ var (
 
 // hostKeys are the host's own top-level keys, in the order of the example
 // config; any other top-level table is a kind's.
-var hostKeys = []string{"server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "kinds", "tool"}
+var hostKeys = []string{"server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "approvals", "kinds", "tool"}
 
 func checkHex(s string) string {
 	switch {

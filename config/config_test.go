@@ -22,7 +22,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"syntax", "[server]\nlisten = \n", `toolhost.toml:2: this is not valid TOML: unexpected character U+000A at start of value`},
 		{"key twice", "[http]\ntimeout_seconds = 1\ntimeout_seconds = 2\n", `toolhost.toml:3: this is not valid TOML: key timeout_seconds is already defined`},
-		{"unknown top key", "\nlisten = \"x\"\n", `toolhost.toml:2: unknown key "listen"; the keys allowed here are "server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "kinds", "tool"`},
+		{"unknown top key", "\nlisten = \"x\"\n", `toolhost.toml:2: unknown key "listen"; the keys allowed here are "server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "approvals", "kinds", "tool"`},
 		{"unknown top key suggested", "\nlogs = \"x\"\n", `toolhost.toml:2: unknown key "logs" (did you mean "log"?)`},
 		{"kind table bad name", "[Sever]\nx = 1\n", `toolhost.toml:1: Sever: [Sever] is neither one of the host's tables nor a kind's: a kind name must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores (did you mean [server]?)`},
 		{"kinds twice", "[weather]\nx = 1\n[kinds.weather]\nx = 2\n", `toolhost.toml:3: kinds.weather: the weather kind's settings are given twice, in [weather] and in [kinds.weather]: keep one`},
@@ -188,9 +188,10 @@ retries = 3
 			{Name: "alice", SHA256: hexB, Role: "admin", MaxRunning: 20, Line: 32},
 			{Name: "bob", SHA256: hexA, Role: "editor", Line: 37},
 		},
-		Log:      LogConfig{Level: "debug", Format: "json"},
-		Model:    Default().Model,
-		Sessions: Default().Sessions,
+		Log:       LogConfig{Level: "debug", Format: "json"},
+		Model:     Default().Model,
+		Sessions:  Default().Sessions,
+		Approvals: Default().Approvals,
 		Kinds: map[string]map[string]any{
 			"weather": {"api_url": "https://api.example.com", "retries": int64(3)},
 			"http":    {"allow_private": true, "timeout_seconds": int64(5), "max_bytes": int64(1024)},
