@@ -64,6 +64,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 	h.runs = runs.NewDispatcher(h.registry, h.invoker, log.Named("runs"), time.Duration(cfg.Runs.KeepMinutes)*time.Minute)
 	h.runs.SetCallers(callers(cfg))
 	h.sessions = newHostSessions(h, cfg)
+	h.runs.SetApprovals(h.approvalPolicy(cfg))
 	h.plugins = plugins.NewManager(plugins.Options{
 		Dir:          cfg.Plugins.Dir,
 		Pins:         cfg.Plugins.SHA256,
@@ -367,6 +368,7 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
 	h.runs.SetCallers(callers(cfg))
 	h.runs.SetModel(m)
 	h.sessions.reload(ctx, cfg)
+	h.runs.SetApprovals(h.approvalPolicy(cfg))
 	h.api.SetTokens(auth.New(cfg.Tokens))
 	if len(cfg.Tokens) == 0 {
 		h.log.Warn("NO TOKENS ARE CONFIGURED after the reload: every caller on this machine is an admin, and nobody else is served")

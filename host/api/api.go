@@ -167,6 +167,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("POST /api/v1/tools/{name}/call", s.authed(s.callTool))
 	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.authed(s.getRun))
 	s.mux.HandleFunc("GET /api/v1/ws", s.websocket)
+	s.approvalRoutes()
 	// MCP (host/mcp): the same tools, tokens and roles, for MCP clients.
 	mcpHandler := mcp.New(mcp.Options{Dispatcher: opts.Dispatcher, Tools: s.visibleSpecs, Version: opts.Version, Logger: opts.Logger.Named("mcp")})
 	s.mux.HandleFunc(mcp.Path, s.authed(mcpHandler.Serve))
@@ -340,8 +341,13 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 	defer cancel()
 	wait := &httpWait{id: id, cancel: cancel}
 	untrack := s.track(wait)
-	last, err := run.Wait(ctx)
+	last, asked, err := waitOrAsked(ctx, run)
 	untrack()
+	if asked != nil {
+		// The run waits for a person: answer at once (approvals.go).
+		writeJSON(w, http.StatusAccepted, askedJSON(run, asked))
+		return
+	}
 	if err != nil {
 		if change := wait.revoked(); change != nil {
 			// The caller's token was taken away: the run goes on, for an

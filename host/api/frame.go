@@ -12,7 +12,7 @@ import (
 )
 
 // messageTypes are the frames a client may send.
-var messageTypes = map[string]bool{"hello": true, "ping": true, "list_tools": true, "call": true, "cancel": true, "attach": true}
+var messageTypes = map[string]bool{"hello": true, "ping": true, "list_tools": true, "call": true, "cancel": true, "attach": true, "approve": true}
 
 // decodeFrame reads one client frame, or says what is wrong with it (with
 // the frame's id when one can be read).
@@ -41,6 +41,10 @@ func decodeFrame(data []byte) (client.Message, *client.ErrorFrame) {
 		return m, badFrame(m.ID, "a call needs a \"tool\" to run")
 	case m.Type == "attach" && m.Run == "":
 		return m, badFrame(m.ID, "attach needs the \"run\" to attach to")
+	case m.Type == "approve" && m.Approval == "":
+		return m, badFrame(m.ID, "approve needs the \"approval\" to decide (from approval_required)")
+	case m.Type == "approve" && m.Decision != "approve" && m.Decision != "decline":
+		return m, badFrame(m.ID, fmt.Sprintf("approve needs a \"decision\": \"approve\" or \"decline\", not %q", m.Decision))
 	case m.Type == "cancel" && m.Run == "" && m.ID == "":
 		return m, badFrame("", "cancel needs the \"run\" to cancel, or the \"id\" of your call")
 	}

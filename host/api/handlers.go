@@ -38,6 +38,8 @@ func (c *wsConn) handle(data []byte) bool {
 		c.cancelRun(m)
 	case "attach":
 		c.attach(m)
+	case "approve":
+		c.decide(m)
 	}
 	return true
 }

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/host/auth"
+	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+// This file is approvals over HTTP and the websocket: GET
+// /api/v1/approvals lists the approvals waiting that the caller may
+// decide, POST /api/v1/approvals/{id} and the websocket's approve message
+// decide one, and a POST …/call whose run asks answers 202 at once.
+
+func (s *Server) approvalRoutes() {
+	s.mux.HandleFunc("GET /api/v1/approvals", s.authed(s.listApprovals))
+	s.mux.HandleFunc("POST /api/v1/approvals/{id}", s.authed(s.decideApproval))
+}
+
+// decider is who decides, as the dispatcher knows it.
+func decider(id auth.Identity) runs.Decider {
+	return runs.Decider{Name: id.Name, Admin: id.Role == auth.Admin, Viewer: id.Role == auth.Viewer}
+}
+
+func (s *Server) listApprovals(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
+	if id.Role == auth.Viewer {
+		forbidden(w, fmt.Sprintf("%s is a viewer and may not decide approvals", id.Name))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": s.opts.Dispatcher.Approvals(decider(id))})
+}
+
+func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, id auth.Identity) {
+	var body struct {
+		Decision string `json:"decision"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, errcode.BadArgs, `send {"decision": "approve"} or {"decision": "decline"}: `+describeJSONError(err))
+		return
+	}
+	a, err := s.opts.Dispatcher.Decide(r.PathValue("id"), decider(id), body.Decision)
+	if err != nil {
+		code, status := errcode.Failed, http.StatusInternalServerError
+		var ce *errcode.Error
+		if errors.As(err, &ce) {
+			code = ce.Code
+			status = map[string]int{
+				errcode.BadArgs: http.StatusBadRequest, errcode.NotFound: http.StatusNotFound,
+				errcode.Forbidden: http.StatusForbidden, runs.CodeAlreadyDecided: http.StatusConflict,
+			}[code]
+		}
+		writeError(w, status, code, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approval": a})
+}
+
+// waitOrAsked waits for a run's end, or for it to ask for an approval:
+// then it returns the approval_required event.
+func waitOrAsked(ctx context.Context, run *runs.Run) (last client.Event, asked *client.Event, err error) {
+	for from := uint64(0); ; {
+		evs, err := run.Next(ctx, from)
+		if err != nil {
+			return client.Event{}, nil, err
+		}
+		if evs == nil {
+			last, err := run.Wait(ctx)
+			return last, nil, err
+		}
+		for _, e := range evs {
+			switch {
+			case e.Type == client.TypeApprovalRequired:
+				return client.Event{}, &e, nil
+			case e.Terminal():
+				return e, nil, nil
+			}
+			from = e.Seq + 1
+		}
+	}
+}
+
+// askedJSON is the 202 answer of a call that waits for an approval.
+func askedJSON(run *runs.Run, e *client.Event) map[string]any {
+	return map[string]any{
+		"run": run.ID,
+		"approval": map[string]any{
+			"id": e.Approval, "tool": e.Tool, "args": e.Args, "why": e.Why,
+			"decide": "POST /api/v1/approvals/" + e.Approval + ` with {"decision": "approve"} or {"decision": "decline"}`,
+			"result": "GET /api/v1/runs/" + run.ID,
+		},
+	}
+}
+
+// decide is the websocket's approve message.
+func (c *wsConn) decide(m client.Message) {
+	a, err := c.s.opts.Dispatcher.Decide(m.Approval, decider(c.who()), m.Decision)
+	if err != nil {
+		code := errcode.Failed
+		var ce *errcode.Error
+		if errors.As(err, &ce) {
+			code = ce.Code
+		}
+		c.sendError(m.ID, a.Run, code, err.Error())
+		return
+	}
+	c.send(client.Decided{Type: "decided", ID: m.ID, Approval: a.ID, Run: a.Run, Decision: m.Decision})
+}
