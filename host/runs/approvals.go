@@ -26,6 +26,11 @@ import (
 // Taint: a session whose run returned an http tool's output, or ran in a
 // session with the "web" network, has read outside text; its change calls
 // ask from then on even when [approvals] change is "auto".
+//
+// A tool whose changes stay in the caller's own sandbox (the session
+// tools run_python and run_bash: ApprovalPolicy.InSandbox) runs at once,
+// unless its session is tainted and has a network: code could carry what
+// it read out.
 
 // Error codes of runs ended by an approval.
 const (
@@ -48,9 +53,13 @@ type ApprovalPolicy struct {
 	Auto bool
 	// Expire is how long an approval waits; 0 is DefaultExpire.
 	Expire time.Duration
-	// WebSession says whether a session has the "web" network: its runs'
-	// output is outside text. Nil knows none.
-	WebSession func(ctx context.Context, principal, session string) bool
+	// SessionNetwork says a session's network ("off", "web",
+	// "packages"); a web session's output is outside text. Nil knows
+	// none.
+	SessionNetwork func(ctx context.Context, principal, session string) string
+	// InSandbox says whether a tool's changes stay in its caller's own
+	// sandbox; nil says none do.
+	InSandbox func(tool *tools.Tool) bool
 }
 
 // DefaultExpire is how long an approval waits unless [approvals]
@@ -154,7 +163,7 @@ type approvingInvoker struct {
 
 func (ai approvingInvoker) Invoke(ctx context.Context, in hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
 	a := ai.d.approvals()
-	if why := a.asks(ai.run, ai.tool); why != "" {
+	if why := a.asks(ctx, ai.run, ai.tool); why != "" {
 		if err := ai.d.await(ctx, a, ai.run, in.Args, why); err != nil {
 			return nil, err
 		}
@@ -167,20 +176,30 @@ func (ai approvingInvoker) Invoke(ctx context.Context, in hostside.Invocation, o
 }
 
 // asks says why the run must be approved, or "" when it need not.
-func (a *approvals) asks(run *Run, tool *tools.Tool) string {
+func (a *approvals) asks(ctx context.Context, run *Run, tool *tools.Tool) string {
 	if tool.Effect != "change" {
 		return ""
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	taint := ""
+	taint, p := "", a.policy
 	if run.Session != "" {
 		taint = a.tainted[run.Session]
 	}
+	a.mu.Unlock()
+	if p.InSandbox != nil && p.InSandbox(tool) {
+		if taint == "" || p.SessionNetwork == nil {
+			return ""
+		}
+		network := p.SessionNetwork(ctx, run.Principal, run.Session)
+		if network == "" || network == "off" {
+			return ""
+		}
+		return fmt.Sprintf("this conversation read outside text (%s), and its sandbox reaches the network (%s): %s could carry what it read out", taint, network, tool.Name)
+	}
 	switch {
-	case !a.policy.Auto && taint != "":
+	case !p.Auto && taint != "":
 		return fmt.Sprintf("%s changes things (effect \"change\"), and this conversation read outside text (%s)", tool.Name, taint)
-	case !a.policy.Auto:
+	case !p.Auto:
 		return fmt.Sprintf("%s changes things (effect \"change\"): a person approves each run", tool.Name)
 	case taint != "":
 		return fmt.Sprintf("this conversation read outside text (%s): %s changes things, so it asks first even though [approvals] change is \"auto\"", taint, tool.Name)
@@ -192,7 +211,7 @@ func (a *approvals) asks(run *Run, tool *tools.Tool) string {
 // an http tool's answer, or any run of a session with the web network.
 func (a *approvals) noteOutside(ctx context.Context, run *Run, tool *tools.Tool) {
 	a.mu.Lock()
-	web := a.policy.WebSession
+	network := a.policy.SessionNetwork
 	_, done := a.tainted[run.Session]
 	a.mu.Unlock()
 	if done {
@@ -202,7 +221,7 @@ func (a *approvals) noteOutside(ctx context.Context, run *Run, tool *tools.Tool)
 	switch {
 	case tool.Kind == "http":
 		why = tool.Name + "'s answer"
-	case web != nil && web(ctx, run.Principal, run.Session):
+	case network != nil && network(ctx, run.Principal, run.Session) == "web":
 		why = tool.Name + "'s output, from a session with the web network"
 	default:
 		return

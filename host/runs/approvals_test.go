@@ -372,10 +372,45 @@ func TestTaintAsksEvenWhenChangeIsAuto(t *testing.T) {
 		t.Errorf("another session: %+v, sent %d", last, k.sent.Load())
 	}
 	// A web session's output taints too.
-	d.SetApprovals(ApprovalPolicy{Auto: true, WebSession: func(_ context.Context, _, s string) bool { return s == "w" }})
+	d.SetApprovals(ApprovalPolicy{Auto: true, SessionNetwork: network})
 	end(t, run("graph", "w")) // graph (read) calls send: auto, not tainted yet
 	if d.Tainted("w") == "" {
 		t.Fatal("a web session's run did not taint it")
 	}
 	waitAsked(t, run("send", "w"))
+}
+
+func network(_ context.Context, _, s string) string {
+	if s == "w" || s == "p" {
+		return map[string]string{"w": "web", "p": "packages"}[s]
+	}
+	return "off"
+}
+
+// TestSandboxToolsAskOnlyWhenTaintedWithANetwork: a tool whose changes stay
+// in the caller's sandbox runs at once even with change = "ask", until
+// its session read outside text and its sandbox has a network.
+func TestSandboxToolsAskOnlyWhenTaintedWithANetwork(t *testing.T) {
+	d, k := changeDispatcher(t)
+	d.SetApprovals(ApprovalPolicy{SessionNetwork: network, InSandbox: func(tool *tools.Tool) bool { return tool.Name == "send" }})
+	run := func(tool, session string) *Run {
+		r, err := d.Start(Request{Tool: tool, Args: json.RawMessage(`{}`), Principal: "ed", Session: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, s := range []string{"off1", "p"} {
+		if last := end(t, run("send", s)); last.Type != "result" {
+			t.Fatalf("%s, untainted: %+v", s, last)
+		}
+		end(t, run("fetch", s))
+	}
+	if last := end(t, run("send", "off1")); last.Type != "result" || k.sent.Load() != 3 {
+		t.Fatalf("tainted without a network: %+v", last)
+	}
+	ev := waitAsked(t, run("send", "p"))
+	if !strings.Contains(ev.Why, "fetch's answer") || !strings.Contains(ev.Why, "(packages)") {
+		t.Errorf("why: %q", ev.Why)
+	}
 }
