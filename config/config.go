@@ -88,6 +88,11 @@ type RunsConfig struct {
 	// once: each token without a max_running of its own, and the "local"
 	// caller of a host with no tokens. Default 8, 1..1024.
 	MaxRunningPerToken int
+	// RunsPerHourPerToken and SandboxCPUSecondsPerHourPerToken are the
+	// budgets of each token without its own (and of the "local" caller),
+	// over a sliding hour; 0 (the default) is no budget.
+	RunsPerHourPerToken              int
+	SandboxCPUSecondsPerHourPerToken int
 }
 
 // Token is one [[tokens]] entry: a bearer token, stored as its SHA-256.
@@ -98,7 +103,12 @@ type Token struct {
 	// MaxRunning is how many runs the token may have going at once; 0
 	// (not set) means [runs] max_running_per_token.
 	MaxRunning int
-	Line       int // the [[tokens]] line
+	// RunsPerHour and SandboxCPUSecondsPerHour are the token's budgets
+	// over a sliding hour; 0 (not set) means [runs]
+	// runs_per_hour_per_token and sandbox_cpu_seconds_per_hour_per_token.
+	RunsPerHour              int
+	SandboxCPUSecondsPerHour int
+	Line                     int // the [[tokens]] line
 }
 
 // MaxRunningOf is how many runs the token may have going at once.
@@ -222,6 +232,8 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 		t := d.table("runs", v)
 		t.int("keep_minutes", &c.Runs.KeepMinutes, 1, 10080)
 		t.int("max_running_per_token", &c.Runs.MaxRunningPerToken, 1, 1024)
+		t.int("runs_per_hour_per_token", &c.Runs.RunsPerHourPerToken, 0, 1000000)
+		t.int("sandbox_cpu_seconds_per_hour_per_token", &c.Runs.SandboxCPUSecondsPerHourPerToken, 0, 1000000)
 		t.done()
 	}
 
@@ -363,6 +375,8 @@ func (d *decoder) decodeTokens(l []any, c *Config) {
 			d.addf(p, "the token has no role: add role = \"viewer\" (or \"editor\", \"admin\")")
 		}
 		t.int("max_running", &tok.MaxRunning, 1, 1024)
+		t.int("runs_per_hour", &tok.RunsPerHour, 1, 1000000)
+		t.int("sandbox_cpu_seconds_per_hour", &tok.SandboxCPUSecondsPerHour, 1, 1000000)
 		t.done()
 		c.Tokens = append(c.Tokens, tok)
 	}

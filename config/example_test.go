@@ -104,7 +104,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		"server":         {"listen", "allowed_origins", "state_dir"},
 		"plugins":        {"dir", "sha256_file", "start_timeout_seconds"},
 		"plugins.sha256": nil,
-		"runs":           {"keep_minutes", "max_running_per_token"},
+		"runs":           {"keep_minutes", "max_running_per_token", "runs_per_hour_per_token", "sandbox_cpu_seconds_per_hour_per_token"},
 		"log":            {"level", "format"},
 		"model":          {"base_url", "model", "api_key_env", "api_key_file", "timeout_seconds", "max_tokens"},
 		"sessions":       {"enabled", "who", "seconds", "disk_mb", "memory_mb", "idle_minutes", "keep_hours", "network", "package_hosts", "proxy_listen"},

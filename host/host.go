@@ -24,6 +24,7 @@ import (
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/plugins"
 	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/host/ui"
 	"github.com/toolhost/toolhost/sdk"
@@ -48,6 +49,8 @@ type Host struct {
 	api      *api.Server
 	http     *http.Server
 	sessions *hostSessions
+	// ownLedger is the store of budgets and keys when sessions opened none (budgets.go).
+	ownLedger *sessions.Store
 	// unavailable says why a kind could not be started, by kind.
 	unavailable map[string]string
 }
@@ -63,6 +66,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 	h := &Host{cfg: cfg, log: log, registry: tools.NewRegistry(), unavailable: map[string]string{}}
 	h.runs = runs.NewDispatcher(h.registry, h.invoker, log.Named("runs"), time.Duration(cfg.Runs.KeepMinutes)*time.Minute)
 	h.runs.SetCallers(callers(cfg))
+	h.runs.SetBudgets(budgets(cfg))
 	h.sessions = newHostSessions(h, cfg)
 	h.runs.SetApprovals(h.approvalPolicy(cfg))
 	h.plugins = plugins.NewManager(plugins.Options{
@@ -108,6 +112,7 @@ func (h *Host) PrepareState() error {
 	h.runs.SpillTo(sd, runs.DefaultMemoryBytes)
 	h.log.Debug("run output beyond memory goes to disk", "folder", sd.Path())
 	h.sessions.open(context.Background(), dir)
+	h.openLedger(context.Background(), dir)
 	return nil
 }
 
@@ -366,6 +371,7 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
 	h.cfg = cfg
 	h.cfgMu.Unlock()
 	h.runs.SetCallers(callers(cfg))
+	h.runs.SetBudgets(budgets(cfg))
 	h.runs.SetModel(m)
 	h.sessions.reload(ctx, cfg)
 	h.runs.SetApprovals(h.approvalPolicy(cfg))
@@ -425,6 +431,7 @@ func (h *Host) Stop() {
 	h.runs.CancelAll()
 	h.plugins.Stop(ctx)
 	h.sessions.stop(ctx)
+	h.closeLedger()
 	h.runs.Close()
 	h.log.Info("stopped")
 }

@@ -56,6 +56,8 @@ type Dispatcher struct {
 	gateFn Gate
 	// appr are the approvals of change calls (approvals.go).
 	appr *approvals
+	// acct are the budgets and idempotency keys (budgets.go, idempotency.go).
+	acct accounting
 }
 
 // Model answers the questions runs ask the model (AskModel). The host's is
@@ -156,6 +158,9 @@ type Request struct {
 // is cancelled, whoever is reading it. A call refused before it ran returns
 // an *sdk.Error. A call past its principal's limit is refused at once.
 func (d *Dispatcher) Start(req Request) (*Run, error) {
+	if req.IdempotencyKey != "" && req.Parent == "" {
+		return d.startKeyed(req)
+	}
 	return d.start(context.Background(), req, false)
 }
 
@@ -182,9 +187,15 @@ func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, e
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	req.Tool = tool.Name
-	run := newRun(newRunID(), req, d.spill, cancel)
+	id := newRunID()
+	if err := d.charge(id, req, tool); err != nil {
+		cancel()
+		return nil, err
+	}
+	run := newRun(id, req, d.spill, cancel)
 	if err := d.admit(ctx, run, req, wait); err != nil {
 		cancel()
+		d.refund(id)
 		return nil, err
 	}
 	go d.execute(runCtx, run, tool, inv, args)
@@ -321,7 +332,7 @@ func (d *Dispatcher) depth(id string) int {
 
 func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, inv Invoker, args json.RawMessage) {
 	defer run.cancel()
-	started := time.Now()
+	started, began := time.Now(), d.clock()()
 	// One text stream per stream and node, so a character split across
 	// two chunks of one node is never mixed with another node's.
 	type streamKey struct{ typ, node string }
@@ -370,6 +381,7 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 	// The place comes free before the end is told: whoever sees the end
 	// may start another run at once.
 	d.release(run)
+	d.ended(run, tool, end, began)
 	run.append(end)
 	last, _ := run.Wait(context.Background())
 	outcome := last.Type
@@ -405,6 +417,7 @@ func (d *Dispatcher) List() []*Run {
 
 // Sweep forgets runs that ended more than the keep time ago.
 func (d *Dispatcher) Sweep(now time.Time) {
+	d.forget(now)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for id, r := range d.runs {

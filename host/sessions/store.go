@@ -123,6 +123,32 @@ var migrations = []migration{
 		`CREATE INDEX runs_principal_started ON runs (principal, started)`,
 		`CREATE INDEX runs_session_started ON runs (session, started)`,
 	},
+	// 2: the usage of every run, for budgets, and the idempotency keys of
+	// calls with their recorded outcome (usage.go).
+	{
+		`CREATE TABLE usage (
+			run_id    TEXT PRIMARY KEY,
+			principal TEXT NOT NULL,
+			tool      TEXT NOT NULL,
+			parent    TEXT NOT NULL,
+			started   INTEGER NOT NULL,
+			sandbox   INTEGER NOT NULL,
+			seconds   REAL NOT NULL
+		)`,
+		`CREATE INDEX usage_principal_started ON usage (principal, started)`,
+		`CREATE TABLE idempotency_keys (
+			principal TEXT NOT NULL,
+			key       TEXT NOT NULL,
+			tool      TEXT NOT NULL,
+			args_hash TEXT NOT NULL,
+			run_id    TEXT NOT NULL,
+			created   INTEGER NOT NULL,
+			done      INTEGER NOT NULL,
+			outcome   TEXT NOT NULL,
+			PRIMARY KEY (principal, key)
+		)`,
+		`CREATE INDEX idempotency_keys_created ON idempotency_keys (created)`,
+	},
 }
 
 // OpenStore opens (making it if needed) the store at path, a file in the

@@ -72,6 +72,16 @@ const (
 	TokenRevoked = "token_revoked"
 	// TokenDowngraded: the token's role was lowered.
 	TokenDowngraded = "token_downgraded"
+	// Budget: the caller used up one of its budgets per hour
+	// (runs_per_hour, sandbox_cpu_seconds_per_hour); the message says
+	// which, the use and when it resets.
+	Budget = "budget"
+	// IdempotencyConflict: an idempotency key sent again with another
+	// call (another tool, session or arguments).
+	IdempotencyConflict = "idempotency_conflict"
+	// Interrupted: the call of an idempotency key was running when the
+	// host stopped; whether it acted is unknown.
+	Interrupted = "interrupted"
 
 	// The model's codes: why the host's model ([model] in its config)
 	// gave no answer. A run that asked it ends with the code unless its

@@ -1,0 +1,166 @@
+package runs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+// maxRecorded bounds each of the printed streams a key's outcome keeps.
+const maxRecorded = 1 << 20
+
+// keyOutcome is the end of a key's run as the ledger keeps it.
+type keyOutcome struct {
+	Stdout string          `json:"stdout,omitempty"`
+	Stderr string          `json:"stderr,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *ErrorBody      `json:"error,omitempty"`
+}
+
+// SetKeyKeep sets how long an idempotency key holds after its call
+// started ([runs] keep_minutes); 0 is the dispatcher's keep time.
+func (d *Dispatcher) SetKeyKeep(keep time.Duration) {
+	d.acct.mu.Lock()
+	defer d.acct.mu.Unlock()
+	d.acct.keep = keep
+}
+
+// startKeyed starts a call with an idempotency key, once: the same key
+// from the same principal for the same call (tool, session and arguments,
+// compared as canonical JSON) within the keep time returns the run it
+// started, going on or ended, or, once that is forgotten or the host
+// restarted, a run made from its recorded outcome. The same key for
+// another call is refused (errcode.IdempotencyConflict).
+func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
+	a := &d.acct
+	a.keyMu.Lock()
+	defer a.keyMu.Unlock()
+	a.mu.Lock()
+	l, now := a.ledgerOf()
+	keep := a.keep
+	a.mu.Unlock()
+	if keep == 0 {
+		keep = d.keep
+	}
+	hash, err := callHash(req)
+	if err != nil {
+		return nil, &sdk.Error{Code: errcode.BadArgs, Message: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t := now()
+	prev, found, err := l.Key(ctx, req.Principal, req.IdempotencyKey)
+	if err != nil {
+		return nil, fmt.Errorf("the idempotency key %q can't be looked up, so the call was not run: %w", req.IdempotencyKey, err)
+	}
+	if found && t.Sub(prev.Created) < keep {
+		if prev.ArgsHash != hash {
+			return nil, &sdk.Error{Code: errcode.IdempotencyConflict, Message: fmt.Sprintf(
+				"the idempotency key %q was already used %s ago for another call (of %s, or with other arguments or session); a key names one call: send a new key for a new call",
+				req.IdempotencyKey, t.Sub(prev.Created).Round(time.Second), prev.Tool)}
+		}
+		if run, ok := d.Get(prev.Run); ok {
+			return run, nil
+		}
+		if !prev.Done {
+			return nil, &sdk.Error{Code: errcode.Interrupted, Message: fmt.Sprintf(
+				"the call with the idempotency key %q (run %s) was running when the host stopped, so whether it acted is unknown; check, then send a new key to run it again",
+				req.IdempotencyKey, prev.Run)}
+		}
+		return d.replay(req, prev)
+	}
+	run, err := d.start(context.Background(), req, false)
+	if err != nil {
+		return nil, err
+	}
+	e := KeyEntry{Principal: req.Principal, Key: req.IdempotencyKey, Tool: run.Tool, ArgsHash: hash, Run: run.ID, Created: t}
+	if err := l.PutKey(ctx, e); err != nil {
+		d.log.Warn("an idempotency key is not recorded: a retry would run the call again", "run", run.ID, "error", err)
+	}
+	return run, nil
+}
+
+// keyEnded records the outcome of a keyed run.
+func (d *Dispatcher) keyEnded(ctx context.Context, l Ledger, run *Run, end Event) {
+	d.acct.keyMu.Lock() // after startKeyed recorded the key
+	defer d.acct.keyMu.Unlock()
+	stdout, stderr, err := run.Printed()
+	if err != nil {
+		d.log.Warn("a keyed run's output can't be read back for its record", "run", run.ID, "error", err)
+	}
+	out := keyOutcome{Stdout: cut(stdout), Stderr: cut(stderr), Result: end.Result, Error: end.Error}
+	b, err := json.Marshal(out)
+	if err == nil {
+		err = l.EndKey(ctx, run.Principal, run.IdempotencyKey, run.ID, b)
+	}
+	if err != nil {
+		d.log.Warn("the outcome of a keyed run is not recorded: a retry after a restart is told it was interrupted", "run", run.ID, "error", err)
+	}
+}
+
+func cut(s string) string {
+	if len(s) <= maxRecorded {
+		return s
+	}
+	return s[:maxRecorded] + "\n[the recorded output keeps its first MiB only]"
+}
+
+// replay makes an ended run from a key's recorded outcome, under the
+// first run's id, and keeps it like a run.
+func (d *Dispatcher) replay(req Request, prev KeyEntry) (*Run, error) {
+	var out keyOutcome
+	if err := json.Unmarshal(prev.Outcome, &out); err != nil {
+		return nil, fmt.Errorf("the recorded outcome of the idempotency key %q can't be read: %w", prev.Key, err)
+	}
+	req.Tool = prev.Tool
+	run := newRun(prev.Run, req, spillConfig{}, func() {})
+	run.Started = prev.Created
+	if out.Stdout != "" {
+		run.append(Event{Type: client.TypeStdout, Data: out.Stdout})
+	}
+	if out.Stderr != "" {
+		run.append(Event{Type: client.TypeStderr, Data: out.Stderr})
+	}
+	if out.Error != nil {
+		run.append(Event{Type: "error", Error: out.Error})
+	} else {
+		run.append(Event{Type: "result", Result: out.Result})
+	}
+	d.mu.Lock()
+	d.runs[run.ID] = run
+	d.mu.Unlock()
+	return run, nil
+}
+
+// callHash names a call by its tool, session and canonical arguments
+// (objects' keys sorted, no spaces, numbers as written).
+func callHash(req Request) (string, error) {
+	args := req.Args
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("the arguments must be JSON: %w", err)
+	}
+	canon, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("the arguments can't be compared: %w", err)
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(req.Tool), []byte(req.Session), canon} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
