@@ -171,13 +171,7 @@ func New(opts Options) *Server {
 	s.approvalRoutes()
 	// MCP (host/mcp): the same tools, tokens and roles, for MCP clients.
 	mcpHandler := mcp.New(mcp.Options{Dispatcher: opts.Dispatcher, Tools: s.visibleSpecs, Version: opts.Version, Logger: opts.Logger.Named("mcp")})
-	s.mux.HandleFunc(mcp.Path, s.authed(func(w http.ResponseWriter, r *http.Request, id auth.Identity) {
-		// A change of tokens that takes the caller's sign-in away ends its call, as over HTTP.
-		ctx, cancel := context.WithCancelCause(r.Context())
-		defer cancel(nil)
-		defer s.track(&httpWait{id: id, cancel: func() { cancel(mcp.SignedOut{Message: "the token of this call was taken away or lowered"}) }})()
-		mcpHandler.Serve(w, r.WithContext(ctx), id)
-	}))
+	s.mux.HandleFunc(mcp.Path, s.authed(mcpHandler.Serve))
 	s.sessionRoutes()
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "there is no such endpoint (see docs/protocol.md)")
