@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"unicode"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -95,6 +96,7 @@ func run(ctx context.Context, o options, in io.Reader, out io.Writer) error {
 	}
 	// The service, not openai.NewClient, which would also read OPENAI_*
 	// variables and could send a key to a server it was not meant for.
+	out = terminal{out}
 	c := &chat{o: o, model: openai.NewChatCompletionService(opts...), in: bufio.NewScanner(in), out: out}
 	c.in.Buffer(nil, 1<<20)
 
@@ -233,7 +235,7 @@ func (c *chat) callTool(ctx context.Context, name, args string) string {
 		switch e.Type {
 		case client.TypeStdout, client.TypeStderr:
 			p.print(e.Node, e.Data)
-		case typeApprovalRequired:
+		case client.TypeApprovalRequired:
 			p.end()
 			c.approve(ctx, e)
 		}
@@ -284,6 +286,27 @@ func (p *printer) end() {
 		fmt.Fprintln(p.w)
 		p.atStart = true
 	}
+}
+
+// terminal writes to the terminal with control characters shown, not
+// obeyed: what a tool prints or a model writes (a web page's text, say)
+// can't move the cursor, rewrite the approval question above it, or send
+// the terminal escape sequences.
+type terminal struct{ w io.Writer }
+
+func (t terminal) Write(p []byte) (int, error) {
+	var b strings.Builder
+	for _, r := range string(p) {
+		if r != '\n' && r != '\t' && (unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	if _, err := io.WriteString(t.w, b.String()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // short shortens a result for the terminal; the model gets it whole.
