@@ -166,12 +166,17 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("DELETE /api/v1/tools/{name}", s.authed(s.deleteTool))
 	s.mux.HandleFunc("POST /api/v1/tools/{name}/call", s.authed(s.callTool))
 	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.authed(s.getRun))
-	s.mux.HandleFunc("GET /api/v1/me", s.authed(s.me))
 	s.mux.HandleFunc("GET /api/v1/ws", s.websocket)
 	s.approvalRoutes()
 	// MCP (host/mcp): the same tools, tokens and roles, for MCP clients.
 	mcpHandler := mcp.New(mcp.Options{Dispatcher: opts.Dispatcher, Tools: s.visibleSpecs, Version: opts.Version, Logger: opts.Logger.Named("mcp")})
-	s.mux.HandleFunc(mcp.Path, s.authed(mcpHandler.Serve))
+	s.mux.HandleFunc(mcp.Path, s.authed(func(w http.ResponseWriter, r *http.Request, id auth.Identity) {
+		// A change of tokens that takes the caller's sign-in away ends its call, as over HTTP.
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		defer s.track(&httpWait{id: id, cancel: func() { cancel(mcp.SignedOut{Message: "the token of this call was taken away or lowered"}) }})()
+		mcpHandler.Serve(w, r.WithContext(ctx), id)
+	}))
 	s.sessionRoutes()
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "there is no such endpoint (see docs/protocol.md)")
@@ -360,11 +365,8 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 			writeError(w, status, change.Code, change.Message)
 			return
 		}
-		// The caller went away: nobody is left to read the run, unless
-		// it has an idempotency key, which a retry attaches to.
-		if run.IdempotencyKey == "" {
-			run.Cancel()
-		}
+		// The caller went away: nobody is left to read the run.
+		run.Cancel()
 		return
 	}
 	stdout, stderr, err := run.Printed()
@@ -387,10 +389,8 @@ func callErrorStatus(code string) int {
 		return http.StatusNotFound
 	case "plugin_unavailable":
 		return http.StatusServiceUnavailable
-	case "too_many_runs", errcode.Budget:
+	case "too_many_runs":
 		return http.StatusTooManyRequests
-	case errcode.IdempotencyConflict, errcode.Interrupted:
-		return http.StatusConflict
 	case "forbidden":
 		return http.StatusForbidden
 	}

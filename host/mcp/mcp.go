@@ -86,6 +86,13 @@ func New(opts Options) *Handler {
 	return h
 }
 
+// SignedOut is the cause the API ends a request's context with when a
+// change of tokens takes its caller's sign-in away mid-call: the call ends,
+// and its run goes on.
+type SignedOut struct{ Message string }
+
+func (e SignedOut) Error() string { return e.Message }
+
 // Serve serves one MCP request of the caller id, signed in by the API.
 func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	h.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
@@ -189,8 +196,17 @@ func (h *Handler) call(ctx context.Context, id auth.Identity, req *sdkmcp.CallTo
 	for from := uint64(0); ; {
 		batch, err := run.Next(ctx, from)
 		if err != nil {
-			// The client went away: nobody is left to read the run.
-			run.Cancel()
+			var out SignedOut
+			if errors.As(context.Cause(ctx), &out) {
+				// The caller's sign-in was taken away: the run goes on,
+				// for an admin to read, but this caller gets no more of it.
+				return nil, out
+			}
+			// The client went away: nobody is left to read the run,
+			// unless it has an idempotency key, which a retry attaches to.
+			if run.IdempotencyKey == "" {
+				run.Cancel()
+			}
 			return nil, err
 		}
 		if len(batch) == 0 {

@@ -411,3 +411,80 @@ func TestMCPProgressOnTheWire(t *testing.T) {
 		t.Errorf("the stream: %q (status %d)\nwant %s\n%s", got, resp.StatusCode, want, raw)
 	}
 }
+
+// A client that goes away mid-call cancels the run, as over HTTP.
+func TestMCPClientGoneCancelsRun(t *testing.T) {
+	h := startHost(t, tokens("ed", auth.Editor))
+	s, err := connect(t, h.Srv.URL, "ed-token", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.CallTool(ctx, &sdkmcp.CallToolParams{Name: "block", Arguments: map[string]any{}})
+		errc <- err
+	}()
+	var run *runs.Run
+	for deadline := time.Now().Add(10 * time.Second); run == nil; time.Sleep(10 * time.Millisecond) {
+		for _, r := range h.Runs.List() {
+			if r.Tool == "block" {
+				run = r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started a run")
+		}
+	}
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("a cancelled call answered")
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	last, err := run.Wait(wctx)
+	if err != nil || last.Error == nil || last.Error.Code != "cancelled" {
+		t.Errorf("the run of a client gone: %+v %v", last, err)
+	}
+}
+
+// A token taken away mid-call ends the call at once; its run goes on, as
+// over HTTP.
+func TestMCPTokenTakenAwayMidCall(t *testing.T) {
+	h := startHost(t, tokens("ed", auth.Editor))
+	s, err := connect(t, h.Srv.URL, "ed-token", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := s.CallTool(ctx, &sdkmcp.CallToolParams{Name: "block", Arguments: map[string]any{}})
+		errc <- err
+	}()
+	var run *runs.Run
+	for deadline := time.Now().Add(10 * time.Second); run == nil; time.Sleep(10 * time.Millisecond) {
+		for _, r := range h.Runs.List() {
+			if r.Tool == "block" {
+				run = r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started a run")
+		}
+	}
+	h.API.SetTokens(tokens("ad", auth.Admin))
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("the call of a caller signed out answered without an error")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call went on after its token was taken away")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if run.Done() {
+		t.Error("the run ended with the call; it should go on, for an admin to read")
+	}
+}
