@@ -166,6 +166,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("DELETE /api/v1/tools/{name}", s.authed(s.deleteTool))
 	s.mux.HandleFunc("POST /api/v1/tools/{name}/call", s.authed(s.callTool))
 	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.authed(s.getRun))
+	s.mux.HandleFunc("GET /api/v1/me", s.authed(s.me))
 	s.mux.HandleFunc("GET /api/v1/ws", s.websocket)
 	s.approvalRoutes()
 	// MCP (host/mcp): the same tools, tokens and roles, for MCP clients.
@@ -365,8 +366,11 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 			writeError(w, status, change.Code, change.Message)
 			return
 		}
-		// The caller went away: nobody is left to read the run.
-		run.Cancel()
+		// The caller went away: nobody is left to read the run, unless
+		// it has an idempotency key, which a retry attaches to.
+		if run.IdempotencyKey == "" {
+			run.Cancel()
+		}
 		return
 	}
 	stdout, stderr, err := run.Printed()
@@ -389,8 +393,10 @@ func callErrorStatus(code string) int {
 		return http.StatusNotFound
 	case "plugin_unavailable":
 		return http.StatusServiceUnavailable
-	case "too_many_runs":
+	case "too_many_runs", errcode.Budget:
 		return http.StatusTooManyRequests
+	case errcode.IdempotencyConflict, errcode.Interrupted:
+		return http.StatusConflict
 	case "forbidden":
 		return http.StatusForbidden
 	}
