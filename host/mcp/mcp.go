@@ -44,9 +44,12 @@ const (
 	MetaRun = "toolhost/run"
 )
 
-// maxBody bounds a request's body: a call's arguments (at most 1 MiB, as
-// everywhere) with room for the JSON-RPC around them.
-const maxBody = 2 << 20
+// maxArgs bounds a call's arguments, as everywhere; maxBody a request's
+// body, with room for the JSON-RPC around them.
+const (
+	maxArgs = 1 << 20
+	maxBody = maxArgs + 64<<10
+)
 
 // Options wire the MCP endpoint to the rest of the host.
 type Options struct {
@@ -164,6 +167,9 @@ func (h *Handler) call(ctx context.Context, id auth.Identity, req *sdkmcp.CallTo
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
+	}
+	if len(args) > maxArgs {
+		return failed("", &errcode.Error{Code: "too_large", Message: "the arguments must be at most 1 MiB of JSON"}), nil
 	}
 	var header http.Header
 	if req.Extra != nil {

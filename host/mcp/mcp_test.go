@@ -229,6 +229,7 @@ func TestMCP(t *testing.T) {
 			{"fail", map[string]any{}, "no_luck: the thing could not be done"},
 			{"lines", map[string]any{"n": "two"}, "bad_args: "},
 			{"nope", map[string]any{}, "unknown_tool: "},
+			{"lines", map[string]any{"n": 1, "pad": strings.Repeat("x", 1<<20)}, "too_large: "},
 		} {
 			res := call(t, s, c.tool, c.args, nil)
 			if !res.IsError || !strings.HasPrefix(text(res), c.want) {
@@ -486,5 +487,26 @@ func TestMCPTokenTakenAwayMidCall(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if run.Done() {
 		t.Error("the run ended with the call; it should go on, for an admin to read")
+	}
+}
+
+// A call's _meta names its conversation sandbox and idempotency key; the
+// HTTP request's headers do when it doesn't.
+func TestMCPSessionAndKey(t *testing.T) {
+	h := startHost(t, tokens("ed", auth.Editor))
+	s, err := connect(t, h.Srv.URL, "ed-token", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := s.CallTool(ctx, &sdkmcp.CallToolParams{Name: "lines", Arguments: map[string]any{"n": 1},
+		Meta: sdkmcp.Meta{"toolhost/session": "conv-1", "toolhost/idempotency_key": "k-1"}})
+	if err != nil || res.IsError {
+		t.Fatalf("%v %q", err, text(res))
+	}
+	run, ok := h.Runs.Get(res.Meta["toolhost/run"].(string))
+	if !ok || run.Session != "conv-1" || run.IdempotencyKey != "k-1" || run.Principal != "ed" {
+		t.Errorf("the run: %+v", run)
 	}
 }
