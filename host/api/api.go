@@ -283,15 +283,6 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.opts.Version, "tools": len(s.opts.Registry.List())})
 }
 
-func (s *Server) specs() []tools.FunctionSpec {
-	list := s.opts.Registry.List()
-	out := make([]tools.FunctionSpec, len(list))
-	for i, t := range list {
-		out[i] = t.Spec()
-	}
-	return out
-}
-
 func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
 	writeJSON(w, http.StatusOK, map[string]any{"tools": s.visibleSpecs(id)})
 }
