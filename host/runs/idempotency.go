@@ -14,6 +14,9 @@ import (
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
+// MaxKeyLength bounds an idempotency key, in bytes.
+const MaxKeyLength = 255
+
 // maxRecorded bounds each of the printed streams a key's outcome keeps.
 const maxRecorded = 1 << 20
 
@@ -49,6 +52,9 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 	a.mu.Unlock()
 	if keep == 0 {
 		keep = d.keep
+	}
+	if len(req.IdempotencyKey) > MaxKeyLength {
+		return nil, &sdk.Error{Code: errcode.BadArgs, Message: fmt.Sprintf("the idempotency key is %d bytes long; a key may be at most %d: use a shorter one, e.g. a UUID", len(req.IdempotencyKey), MaxKeyLength)}
 	}
 	hash, err := callHash(req)
 	if err != nil {

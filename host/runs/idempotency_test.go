@@ -2,6 +2,7 @@ package runs
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,6 +88,8 @@ func TestTheSameKeyForAnotherCallIsAConflict(t *testing.T) {
 		_, err := d.Start(req)
 		refusedWith(t, err, errcode.IdempotencyConflict, `the idempotency key "k" was already used`, "send a new key")
 	}
+	_, err = d.Start(Request{Tool: "count", Principal: "ed", IdempotencyKey: strings.Repeat("k", MaxKeyLength+1)})
+	refusedWith(t, err, errcode.BadArgs, "at most 255")
 	clock.advance(11 * time.Minute)
 	run, err = d.Start(Request{Tool: "count", Args: json.RawMessage(`{"n":2}`), Principal: "ed", IdempotencyKey: "k"})
 	if err != nil {

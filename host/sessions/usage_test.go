@@ -1,0 +1,70 @@
+package sessions
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/host/runs"
+)
+
+// TestUsageAndKeysOutliveTheStore: what the dispatcher's ledger keeps in
+// the store is there after it is closed and opened again; usage counts
+// the hour after since only, seconds of sandboxed runs only; Forget drops
+// the old.
+func TestUsageAndKeysOutliveTheStore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), DBFile)
+	st := openTestStore(t, path)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for i, e := range []runs.UsageEntry{
+		{Run: "r1", Principal: "ed", Tool: "hit", Started: t0},
+		{Run: "r2", Principal: "ed", Tool: "run_python", Started: t0.Add(10 * time.Minute), Sandbox: true},
+		{Run: "r3", Principal: "ed", Tool: "run_python", Parent: "r2", Started: t0.Add(20 * time.Minute), Sandbox: true},
+		{Run: "r4", Principal: "eve", Tool: "hit", Started: t0.Add(30 * time.Minute)},
+	} {
+		if err := st.StartUsage(ctx, e); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	_ = st.EndUsage(ctx, "r2", 4.5)
+	_ = st.EndUsage(ctx, "r3", 1.5)
+	_ = st.EndUsage(ctx, "r1", 100) // not sandboxed: not counted
+	if err := st.PutKey(ctx, runs.KeyEntry{Principal: "ed", Key: "k", Tool: "hit", ArgsHash: "h", Run: "r1", Created: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndKey(ctx, "ed", "k", "r1", []byte(`{"result":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st = openTestStore(t, path)
+	defer st.Close()
+	u, err := st.Usage(ctx, "ed", t0.Add(-time.Minute))
+	if err != nil || u.Runs != 3 || u.SandboxSeconds != 6 || !u.OldestRun.Equal(t0) || !u.OldestSandbox.Equal(t0.Add(10*time.Minute)) {
+		t.Errorf("usage = %+v, %v", u, err)
+	}
+	if u, _ := st.Usage(ctx, "ed", t0); u.Runs != 2 {
+		t.Errorf("a run started at since is counted: %+v", u)
+	}
+	k, ok, err := st.Key(ctx, "ed", "k")
+	if err != nil || !ok || !k.Done || string(k.Outcome) != `{"result":1}` || k.Run != "r1" || !k.Created.Equal(t0) {
+		t.Errorf("key = %+v, %v, %v", k, ok, err)
+	}
+	if _, ok, _ := st.Key(ctx, "eve", "k"); ok {
+		t.Errorf("another principal's key was found")
+	}
+	if err := st.DropUsage(ctx, "r3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Forget(ctx, t0.Add(5*time.Minute), t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := st.Usage(ctx, "ed", t0.Add(-time.Hour)); u.Runs != 1 || u.SandboxSeconds != 4.5 {
+		t.Errorf("after DropUsage and Forget: %+v", u)
+	}
+	if _, ok, _ := st.Key(ctx, "ed", "k"); ok {
+		t.Errorf("Forget kept an old key")
+	}
+}
