@@ -20,7 +20,7 @@ func (c *chat) approve(ctx context.Context, e client.Event) {
 	}
 	fmt.Fprint(c.out, "]\nrun it? [y/N] ")
 	decision := "decline"
-	if c.in.Scan() && strings.HasPrefix(strings.ToLower(strings.TrimSpace(c.in.Text())), "y") {
+	if line, _ := c.readLine(ctx); strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y") {
 		decision = "approve"
 	}
 	if err := c.sendDecision(ctx, e.Approval, decision); err != nil {

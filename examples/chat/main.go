@@ -78,8 +78,8 @@ type chat struct {
 	model   openai.ChatCompletionService
 	conn    *client.Conn
 	tools   []openai.ChatCompletionToolUnionParam
-	session string // the conversation's id, sent with every tool call
-	in      *bufio.Scanner
+	session string        // the conversation's id, sent with every tool call
+	lines   <-chan string // what the user types, a line at a time
 	out     io.Writer
 	history []openai.ChatCompletionMessageParamUnion
 }
@@ -97,8 +97,7 @@ func run(ctx context.Context, o options, in io.Reader, out io.Writer) error {
 	// The service, not openai.NewClient, which would also read OPENAI_*
 	// variables and could send a key to a server it was not meant for.
 	out = terminal{out}
-	c := &chat{o: o, model: openai.NewChatCompletionService(opts...), in: bufio.NewScanner(in), out: out}
-	c.in.Buffer(nil, 1<<20)
+	c := &chat{o: o, model: openai.NewChatCompletionService(opts...), lines: readLines(ctx, in), out: out}
 
 	conn, err := client.Dial(ctx, o.Toolhost, client.Options{Token: o.Token, Client: "examples/chat"})
 	if err != nil {
@@ -127,11 +126,12 @@ func run(ctx context.Context, o options, in io.Reader, out io.Writer) error {
 
 	for {
 		fmt.Fprint(out, "> ")
-		if !c.in.Scan() {
+		line, ok := c.readLine(ctx)
+		if !ok {
 			fmt.Fprintln(out)
-			return c.in.Err()
+			return ctx.Err()
 		}
-		line := strings.TrimSpace(c.in.Text())
+		line = strings.TrimSpace(line)
 		if line == "" {
 			continue
 		}
@@ -143,6 +143,36 @@ func run(ctx context.Context, o options, in io.Reader, out io.Writer) error {
 			// The model failed this turn; the conversation goes on.
 			fmt.Fprintf(out, "\n(%v)\n", err)
 		}
+	}
+}
+
+// readLines reads in a line at a time on a goroutine of its own, so that
+// waiting for the user ends with ctx (Ctrl-C).
+func readLines(ctx context.Context, in io.Reader) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		s := bufio.NewScanner(in)
+		s.Buffer(nil, 1<<20)
+		for s.Scan() {
+			select {
+			case lines <- s.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return lines
+}
+
+// readLine waits for the user's next line; false when the input ended or
+// ctx did.
+func (c *chat) readLine(ctx context.Context) (string, bool) {
+	select {
+	case line, ok := <-c.lines:
+		return line, ok
+	case <-ctx.Done():
+		return "", false
 	}
 }
 
@@ -208,6 +238,8 @@ func (c *chat) modelError(err error) error {
 		return fmt.Errorf("can't reach the model at %s (is it running? for Ollama: `ollama serve`): %w", c.o.ModelURL, err)
 	}
 	switch ae.StatusCode {
+	case 400:
+		return fmt.Errorf("the model at %s refused the request: %s (if it says the model does not support tools, give -model one that does, e.g. llama3.2 or qwen2.5)", c.o.ModelURL, ae.Message)
 	case 401, 403:
 		return fmt.Errorf("the model at %s refused the API key: set -api-key-env to the variable that holds a good one (%s)", c.o.ModelURL, ae.Message)
 	case 404:

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -42,8 +44,9 @@ type answer struct {
 }
 
 type chatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
+	Authorization string `json:"-"`
+	Model         string `json:"model"`
+	Messages      []struct {
 		Role       string          `json:"role"`
 		Content    json.RawMessage `json:"content"`
 		ToolCallID string          `json:"tool_call_id"`
@@ -79,6 +82,7 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	req.Authorization = r.Header.Get("Authorization")
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
 	a := answer{text: []string{"(no more script)"}}
@@ -228,7 +232,7 @@ func TestChatModelUnreachable(t *testing.T) {
 	}
 }
 
-// Toolhost refusing the token is an error that says what to do.
+// Toolhost not answering is an error that says what to check.
 func TestChatBadToolhost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -347,4 +351,81 @@ func TestChatTerminalEscapes(t *testing.T) {
 			t.Errorf("the terminal does not show %q", want)
 		}
 	}
+}
+
+// The model's key is read from the variable -api-key-env names and sent
+// to the model's endpoint only; the OPENAI_* variables of the
+// environment are not read, so their key never goes to an endpoint that
+// was not meant to get it.
+func TestChatModelKey(t *testing.T) {
+	ws, _ := startHost(t, apitest.Setup{})
+	t.Setenv("OPENAI_API_KEY", "sk-not-for-this-endpoint")
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+	t.Setenv("CHAT_TEST_KEY", "sk-for-this-one")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct{ keyEnv, want string }{{"", ""}, {"CHAT_TEST_KEY", "Bearer sk-for-this-one"}} {
+		m := newFakeModel(t, answer{text: []string{"hi"}})
+		var out bytes.Buffer
+		if err := run(ctx, options{ModelURL: m.url, Model: "test-model", KeyEnv: tc.keyEnv, Toolhost: ws}, strings.NewReader("hello\n"), &out); err != nil {
+			t.Fatalf("run: %v\n%s", err, &out)
+		}
+		reqs := m.Requests()
+		if len(reqs) != 1 {
+			t.Fatalf("the model got %d requests, want 1", len(reqs))
+		}
+		if reqs[0].Authorization != tc.want {
+			t.Errorf("-api-key-env %q: the model got Authorization %q, want %q", tc.keyEnv, reqs[0].Authorization, tc.want)
+		}
+	}
+
+	t.Setenv("CHAT_TEST_KEY", "")
+	err := run(ctx, options{ModelURL: "http://127.0.0.1:1/v1", Model: "m", KeyEnv: "CHAT_TEST_KEY", Toolhost: ws}, strings.NewReader(""), &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "-api-key-env names CHAT_TEST_KEY, but that environment variable is empty") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// Ctrl-C (ctx ending) while the chat waits for the user ends it, without
+// waiting for a line that never comes.
+func TestChatEndsWhileWaiting(t *testing.T) {
+	ws, _ := startHost(t, apitest.Setup{})
+	in, w := io.Pipe()
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, options{ModelURL: "http://127.0.0.1:1/v1", Model: "m", Toolhost: ws}, in, out)
+	}()
+	for !strings.Contains(out.String(), "> ") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the chat did not end after its context did")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while run writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
