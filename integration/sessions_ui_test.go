@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,12 +33,22 @@ const evil = `<img src=x onerror=alert(1)>.txt`
 // mounted, no loop device on a workspace image.
 func sessionsUIHost(t *testing.T) (h *Host, left func() []string) {
 	t.Helper()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"text": "outside text"}`)
+	}))
+	t.Cleanup(page.Close)
 	_, runscBin, rootfs := sandboxBuild(t)
 	b := make([]byte, 2)
 	_, _ = rand.Read(b)
 	prefix := "thui" + hex.EncodeToString(b) + "-"
 	pyState := filepath.Join(t.TempDir(), "py")
-	h = startHost(t, hostSpec{Config: tokensConfig() + fmt.Sprintf(`
+	h = startHost(t, hostSpec{Tools: map[string]string{"read_page.toml": fmt.Sprintf(`name = "read_page"
+description = "Read a page from outside."
+[run]
+type = "http"
+url = %q
+`, page.URL)}, Config: tokensConfig() + fmt.Sprintf(`
 [python]
 runsc = %q
 rootfs = %q
@@ -52,6 +63,13 @@ enabled = true
 disk_mb = 16
 memory_mb = 256
 seconds = 60
+
+[approvals]
+change = "ask"
+by = "caller"
+
+[http]
+allow_private = true
 `, runscBin, rootfs, pyState, prefix)})
 	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: runscBin, Root: filepath.Join(pyState, "runsc")})
 	if err != nil {
@@ -129,13 +147,92 @@ func apiJSON(t *testing.T, h *Host, method, path, token string) (int, map[string
 	return resp.StatusCode, m
 }
 
-// convRun types code into the run box, runs it and waits for its end,
-// which must be want ("done", "failed", "cancelled"); it returns the output
-// the page shows.
+// sessionsTab is a headless Chromium tab like newTab's, with room for a
+// slow machine: starting a conversation's first sandbox may take a while.
+func sessionsTab(t *testing.T) *tab {
+	t.Helper()
+	ensureChromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	ctx, cancelTimeout := context.WithTimeout(ctx, 10*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	b := &tab{t: t, ctx: ctx}
+	msgs := chromedp.Console(ctx) // subscribes now, before the first action
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.IsException() {
+				b.mu.Lock()
+				b.thrown = append(b.thrown, m.String())
+				b.mu.Unlock()
+			}
+		}
+	}()
+	return b
+}
+
+// convWait waits, for as long as a run may take, until js is true in the
+// page, and says what the conversation shows if it never is.
+func (b *tab) convWait(what, js string) {
+	b.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for b.eval(what, js) != true {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("the page never showed %s; the conversation reads %q", what, b.text(`(document.getElementById("conv-main") || {}).innerText || ""`))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// convAsk types code into the run box and runs it, when the host asks for
+// an approval first: the page shows the code waiting and why, and decision
+// ("approve" or "decline"; "" for none yet) is clicked. It returns why.
+func (b *tab) convAsk(code, decision string) string {
+	b.t.Helper()
+	b.do("typing the code", chromedp.SetValue(chromedp.CSS("#conv-code"), code), chromedp.Click(chromedp.CSS("#conv-run")))
+	b.convWait("the run waiting for approval", `!document.getElementById("conv-approval").hidden`)
+	if got := b.text(`document.getElementById("conv-approval-args").textContent`); got != code {
+		b.t.Errorf("the approval shows %q, not the code waiting", got)
+	}
+	if st := b.text(`document.getElementById("conv-run-status").textContent`); st != "waiting for approval" {
+		b.t.Errorf("while it waits the run says %q", st)
+	}
+	why := b.text(`document.getElementById("conv-approval-why").textContent`)
+	if decision != "" {
+		b.do(decision, chromedp.Click(chromedp.CSS("#conv-"+decision)))
+	}
+	return why
+}
+
+// convRun runs code and waits for its end, which must be want ("done",
+// "failed", "cancelled"); it returns the output the page shows.
 func (b *tab) convRun(code, want string) string {
 	b.t.Helper()
 	b.do("typing the code", chromedp.SetValue(chromedp.CSS("#conv-code"), code), chromedp.Click(chromedp.CSS("#conv-run")))
-	b.waitJS("the run's end", `(() => { const s = document.getElementById("conv-run-status"); return !s.hidden && s.textContent !== "running"; })()`)
+	return b.convEnd(want)
+}
+
+// convEnd waits for the run's end, which must be want, and returns the
+// output the page shows.
+func (b *tab) convEnd(want string) string {
+	b.t.Helper()
+	b.convWait("the run's end", `(() => { const s = document.getElementById("conv-run-status"); return !s.hidden && s.textContent !== "running" && s.textContent !== "waiting for approval"; })()`)
 	out := b.text(`document.getElementById("conv-output").textContent`)
 	if st := b.text(`document.getElementById("conv-run-status").textContent`); st != want {
 		b.t.Fatalf("the run ended %q, want %q; the page shows output %q and error %q", st, want, out, b.text(`document.getElementById("conv-run-error").innerText`))
@@ -175,7 +272,7 @@ func fileRow(path string) string {
 // does not see Conversations at all. No sandbox is left once the host stops.
 func TestSessionsUIFilesPanel(t *testing.T) {
 	h, left := sessionsUIHost(t)
-	b := newTab(t)
+	b := sessionsTab(t)
 	downloads := t.TempDir()
 	b.do("opening the UI", chromedp.Navigate(h.URL("/")),
 		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
@@ -205,10 +302,17 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 
 	// Open a new conversation by its id and run code that writes a file.
 	const conv = "ui-conv-1"
-	b.do("opening Conversations",
+	b.do("opening Conversations with a bad id",
 		chromedp.Click(chromedp.CSS(`#views button[data-view="conversations"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#conv-new-id")),
-		chromedp.SendKeys(chromedp.CSS("#conv-new-id"), conv),
+		chromedp.SendKeys(chromedp.CSS("#conv-new-id"), "no spaces/here"),
+		chromedp.Click(chromedp.CSS("#conv-new-open")),
+		chromedp.WaitVisible(chromedp.CSS("#conv-new-error")))
+	if b.eval("looking for a conversation view", `!!document.getElementById("conv-view")`) != false {
+		t.Error("a bad id opened a conversation")
+	}
+	b.do("opening the conversation",
+		chromedp.SetValue(chromedp.CSS("#conv-new-id"), conv),
 		chromedp.Click(chromedp.CSS("#conv-new-open")),
 		chromedp.WaitVisible(chromedp.CSS("#conv-code")))
 	if title := b.text(`document.getElementById("conv-title").textContent`); title != conv {
@@ -271,9 +375,9 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	b.pick("#conv-lang", "python")
 	b.do("starting a long run", chromedp.SetValue(chromedp.CSS("#conv-code"), "import time\nprint('waiting', flush=True)\ntime.sleep(300)"),
 		chromedp.Click(chromedp.CSS("#conv-run")))
-	b.waitJS("the long run printing", `document.getElementById("conv-output").textContent.includes("waiting")`)
+	b.convWait("the long run printing", `document.getElementById("conv-output").textContent.includes("waiting")`)
 	b.do("cancelling it", chromedp.Click(chromedp.CSS("#conv-cancel")))
-	b.waitJS("the run cancelled", `document.getElementById("conv-run-status").textContent === "cancelled"`)
+	b.convWait("the run cancelled", `document.getElementById("conv-run-status").textContent === "cancelled"`)
 
 	// While it is used the conversation has a sandbox and a mounted
 	// workspace, which the checks at the end look for.
@@ -341,6 +445,36 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	b.do("signing out", chromedp.Click(chromedp.CSS("#signout")))
 	signIn(editorToken, "eddie")
 	openConv(conv, "eddie")
+
+	// Once the conversation read outside text (an http tool's answer, called
+	// in it by the test) and its sandbox reaches the web, the host asks
+	// before a run ([approvals]): the page shows why and the code, and
+	// runs it once approved, in a new sandbox with the web network.
+	ws := h.Dial(t)
+	ws.Send(map[string]any{"type": "hello", "id": "h", "protocol": 1, "token": editorToken})
+	ws.Send(map[string]any{"type": "call", "id": "taint", "tool": "read_page", "session": conv})
+	if end := ws.UntilEnd("taint", time.Minute); end[len(end)-1].Str("type") != "result" {
+		t.Fatalf("read_page in the conversation: %v", end)
+	}
+	why := b.convAsk("print('approved')", "")
+	if !strings.Contains(why, "outside text") || !strings.Contains(why, "web") {
+		t.Errorf("the approval says why as %q", why)
+	}
+	b.shot("sessions-approval.png")
+	b.do("approving", chromedp.Click(chromedp.CSS("#conv-approve")))
+	if out := b.convEnd("done"); out != "approved\n" {
+		t.Errorf("the approved run printed %q", out)
+	}
+
+	// A run declined never runs.
+	b.convAsk("print('never printed')", "decline")
+	b.convWait("the declined run's end", `document.getElementById("conv-run-status").textContent === "failed"`)
+	if out := b.text(`document.getElementById("conv-output").textContent`); out != "" {
+		t.Errorf("a declined run printed %q", out)
+	}
+	if e := b.text(`document.getElementById("conv-run-error").innerText`); e == "" {
+		t.Error("a declined run says nothing")
+	}
 
 	// Delete the conversation: its files go with it.
 	b.do("deleting the conversation", chromedp.Click(chromedp.CSS("#conv-delete")))

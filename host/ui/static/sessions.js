@@ -186,7 +186,30 @@
       this.renderSide();
     }
 
+    // renderSide draws the list; the form above it is made once, so what
+    // is typed in it stays while the list is drawn again.
     renderSide() {
+      if (!this.side.querySelector("#conv-list")) this.buildSide();
+      const ul = this.side.querySelector("#conv-list");
+      ul.replaceChildren();
+      for (const s of this.list) {
+        const mine = s.principal === this.principal;
+        const current = this.cur && this.cur.id === s.session && this.cur.principal === s.principal;
+        const b = el("button", { type: "button", "data-session": s.session, "data-principal": s.principal, "aria-current": current ? "true" : "false", title: s.session },
+          el("span", { class: "c-top" },
+            el("span", { class: "c-id", text: s.session }),
+            el("span", { class: `net net-${s.network}`, text: s.network })),
+          el("span", { class: "c-when", title: `last used ${exact(s.last_used)}`, text: `used ${ago(s.last_used)}` },
+            mine ? null : el("span", { class: "c-who", text: ` · ${s.principal}` })));
+        b.addEventListener("click", () => this.open(s.session, s.principal));
+        ul.append(el("li", null, b));
+      }
+      ul.hidden = !this.list.length;
+      this.side.querySelector("#conv-list-empty").hidden = this.list.length > 0;
+      this.side.querySelector("#conv-count").textContent = String(this.list.length);
+    }
+
+    buildSide() {
       const input = el("input", { id: "conv-new-id", type: "text", spellcheck: "false", autocomplete: "off", maxlength: "128", placeholder: "a new id, or leave empty", "aria-label": "Conversation id" });
       const err = el("p", { id: "conv-new-error", class: "form-error small-text", role: "alert", hidden: true });
       const form = el("form", { id: "conv-new", class: "conv-new", novalidate: true },
@@ -202,21 +225,6 @@
         input.value = "";
         this.open(id, this.principal);
       });
-      const ul = el("ul", { id: "conv-list", class: "conv-list", "aria-label": "Conversations" });
-      for (const s of this.list) {
-        const mine = s.principal === this.principal;
-        const current = this.cur && this.cur.id === s.session && this.cur.principal === s.principal;
-        const b = el("button", { type: "button", "data-session": s.session, "data-principal": s.principal, "aria-current": current ? "true" : "false", title: s.session },
-          el("span", { class: "c-top" },
-            el("span", { class: "c-id", text: s.session }),
-            el("span", { class: `net net-${s.network}`, text: s.network })),
-          el("span", { class: "c-when", "data-time": s.last_used, title: `last used ${exact(s.last_used)}`, text: `used ${ago(s.last_used)}` },
-            mine ? null : el("span", { class: "c-who", text: ` · ${s.principal}` })));
-        b.addEventListener("click", () => this.open(s.session, s.principal));
-        ul.append(el("li", null, b));
-      }
-      const empty = el("p", { id: "conv-list-empty", class: "muted small-text", text: "No conversations yet. Open one above: it starts with its first run, upload or network change." });
-      empty.hidden = this.list.length > 0;
       this.side.replaceChildren(
         el("div", { class: "side-section" },
           el("div", { class: "side-head" }, el("h2", { text: "New conversation" })),
@@ -224,8 +232,9 @@
         el("div", { class: "side-section" },
           el("div", { class: "side-head" },
             el("h2", { text: "Conversations" }),
-            el("span", { id: "conv-count", class: "count", text: String(this.list.length) })),
-          ul, empty));
+            el("span", { id: "conv-count", class: "count" })),
+          el("ul", { id: "conv-list", class: "conv-list", "aria-label": "Conversations" }),
+          el("p", { id: "conv-list-empty", class: "muted small-text", text: "No conversations yet. Open one above: it starts with its first run, upload or network change." })));
     }
 
     badID(id) {
@@ -256,7 +265,6 @@
       const same = this.cur && this.cur.id === id && this.cur.principal === principal;
       if (!same) {
         this.cur = { id, principal, session: null, files: [], runs: [] };
-        if (this.run && this.run.state === "running") this.run.detached = true;
         this.run = null;
       }
       this.o.navigate(`#conv=${encodeURIComponent(id)}${principal !== this.principal ? "&principal=" + encodeURIComponent(principal) : ""}`);
@@ -316,6 +324,14 @@
             el("button", { id: "conv-cancel", class: "danger", type: "button", text: "Cancel", hidden: true, onclick: () => this.cancelRun() }),
             el("span", { id: "conv-run-status", class: "status", hidden: true }),
             el("span", { id: "conv-run-hint", class: "muted small-text", text: own ? "Ctrl+Enter runs. Files the code writes in /work stay for the next run." : `This is ${c.principal}'s conversation: runs go in your own conversations only.` })),
+          el("div", { id: "conv-approval", class: "conv-approval", role: "alert", hidden: true },
+            el("strong", { id: "conv-approval-title", text: "This run waits for approval" }),
+            el("p", { id: "conv-approval-why" }),
+            el("pre", { id: "conv-approval-args", class: "conv-approval-args" }),
+            el("div", { class: "actions" },
+              el("button", { id: "conv-approve", class: "primary", type: "button", text: "Approve", onclick: () => this.decide("approve") }),
+              el("button", { id: "conv-decline", class: "danger", type: "button", text: "Decline", onclick: () => this.decide("decline") }),
+              el("span", { id: "conv-approval-note", class: "muted small-text" }))),
           el("div", { class: "output-wrap" },
             el("div", { class: "output-head" }, el("span", { text: "Output" }), el("span", { id: "conv-exit", class: "muted" })),
             el("pre", { id: "conv-output", class: "output stream", "aria-live": "polite" })),
@@ -578,7 +594,7 @@
 
     startRun() {
       const c = this.cur;
-      if (!c || c.principal !== this.principal || (this.run && this.run.state === "running")) return;
+      if (!c || c.principal !== this.principal || (this.run && (this.run.state === "running" || this.run.state === "waiting"))) return;
       const code = $id("conv-code").value;
       const lang = $id("conv-lang").value;
       if (!code.trim()) {
@@ -586,19 +602,19 @@
         return;
       }
       const id = `conv-${Date.now().toString(36)}-${this.next++}`;
-      this.run = { id, run: "", lastSeq: -1, state: "running", chunks: 0, streamed: false, conv: c, started: Date.now() };
+      const tool = lang === "bash" ? "run_bash" : "run_python";
+      this.run = { id, run: "", tool, lastSeq: -1, state: "running", chunks: 0, streamed: false, conv: c, started: Date.now(), approval: "", approveID: "" };
       $id("conv-output").replaceChildren();
       $id("conv-exit").textContent = "";
       $id("conv-run-error").hidden = true;
       this.setRunState("running");
-      const tool = lang === "bash" ? "run_bash" : "run_python";
       const args = lang === "bash" ? { command: code } : { code };
       this.o.send({ type: "call", id, tool, args, session: c.id });
     }
 
     cancelRun() {
       const r = this.run;
-      if (!r || r.state !== "running") return;
+      if (!r || (r.state !== "running" && r.state !== "waiting")) return;
       $id("conv-cancel").disabled = true;
       this.o.send(r.run ? { type: "cancel", id: r.id, run: r.run } : { type: "cancel", id: r.id });
     }
@@ -610,20 +626,65 @@
       if (!st) return;
       st.hidden = false;
       st.dataset.state = s;
-      st.textContent = { running: "running", done: "done", failed: "failed", cancelled: "cancelled" }[s];
-      $id("conv-run").disabled = s === "running";
-      $id("conv-cancel").hidden = s !== "running";
+      st.textContent = { running: "running", waiting: "waiting for approval", done: "done", failed: "failed", cancelled: "cancelled" }[s];
+      const going = s === "running" || s === "waiting";
+      $id("conv-run").disabled = going;
+      $id("conv-cancel").hidden = !going;
       $id("conv-cancel").disabled = false;
+      if (s !== "waiting") $id("conv-approval").hidden = true;
+    }
+
+    // asked shows that the run waits for a person to approve it (the
+    // host's [approvals]): why, and the exact arguments waiting.
+    asked(f) {
+      const r = this.run;
+      r.approval = f.approval;
+      const args = f.args && typeof f.args === "object" ? f.args : {};
+      const shown = typeof args.code === "string" ? args.code : typeof args.command === "string" ? args.command : JSON.stringify(f.args, null, 2);
+      $id("conv-approval-title").textContent = f.tool && f.tool !== r.tool ? `${f.tool}, called by this run, waits for approval` : "This run waits for approval";
+      $id("conv-approval-why").textContent = sentence(f.why || "runs of tools that change things wait for a person to approve them on this host");
+      $id("conv-approval-args").textContent = shown || "";
+      $id("conv-approval-note").textContent = "";
+      $id("conv-approve").disabled = false;
+      $id("conv-decline").disabled = false;
+      $id("conv-approval").hidden = false;
+      this.setRunState("waiting");
+    }
+
+    decide(decision) {
+      const r = this.run;
+      if (!r || !r.approval || r.state !== "waiting") return;
+      r.approveID = `conv-approve-${this.next++}`;
+      $id("conv-approve").disabled = true;
+      $id("conv-decline").disabled = true;
+      $id("conv-approval-note").textContent = decision === "approve" ? "Approving…" : "Declining…";
+      this.o.send({ type: "approve", id: r.approveID, approval: r.approval, decision });
+    }
+
+    // onDecided is the host's answer to approve.
+    onDecided(f) {
+      const r = this.run;
+      if (f.type === "decided") {
+        r.approval = "";
+        if (r.state === "waiting") this.setRunState("running");
+        return;
+      }
+      if (f.type === "error" && r.state === "waiting") {
+        $id("conv-approve").disabled = false;
+        $id("conv-decline").disabled = false;
+        $id("conv-approval-note").textContent = sentence((f.error && f.error.message) || "The host did not take the decision.");
+      }
     }
 
     // resume picks a run up after the websocket came back.
     resume() {
       const r = this.run;
-      if (r && r.state === "running" && r.run) this.o.send({ type: "attach", id: r.id, run: r.run, after_seq: r.lastSeq });
+      if (r && (r.state === "running" || r.state === "waiting") && r.run) this.o.send({ type: "attach", id: r.id, run: r.run, after_seq: r.lastSeq });
     }
 
     onFrame(f) {
       const r = this.run;
+      if (r && r.approveID && f.id === r.approveID && r.conv === this.cur) return this.onDecided(f);
       if (!r || f.id !== r.id || r.conv !== this.cur) return;
       if (f.type === "behind") {
         this.o.send({ type: "attach", id: r.id, run: r.run, after_seq: r.lastSeq });
@@ -631,7 +692,7 @@
       }
       if (f.type === "error" && (f.seq === undefined || !f.run)) {
         // Refused before it ran.
-        if (r.state !== "running") return;
+        if (r.state !== "running" && r.state !== "waiting") return;
         this.showError(f.error, f.error && f.error.code === "bad_args" ? "The call was refused" : "The run could not start");
         this.setRunState("failed");
         return;
@@ -644,8 +705,13 @@
         case "started":
           r.run = f.run;
           break;
+        case "approval_required":
+          this.asked(f);
+          break;
         case "stdout":
         case "stderr":
+          // Approved elsewhere (another tab, the approvals list): it runs.
+          if (r.state === "waiting") this.setRunState("running");
           r.streamed = true;
           this.print(f.type, f.data);
           break;
