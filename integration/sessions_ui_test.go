@@ -266,10 +266,15 @@ func fileRow(path string) string {
 // TestSessionsUIFilesPanel: in headless Chromium against a real host with
 // conversation sandboxes (real python plugin, real runsc), an editor opens
 // Conversations, starts one by running run_python that writes out.txt, sees
-// it in the files panel and downloads it; uploads files (one named as
-// markup, shown as text) which the next run reads; deletes a file; changes
-// the network; sees the run history; deletes the conversation. A viewer
-// does not see Conversations at all. No sandbox is left once the host stops.
+// it in the files panel and downloads it (and one in a folder); uploads
+// files (one named as markup, shown as text) which the next run reads; runs
+// bash that fails and a run it cancels; deletes a file; changes the
+// network; sees the run history. An admin sees the conversation but can't
+// run in it. Once the conversation read outside text and reaches the web,
+// a run waits for approval in the page (approved: it runs; declined: it
+// never does). The editor deletes the conversation. A viewer does not see
+// Conversations at all. No sandbox, mount or loop device is left once the
+// host stops.
 func TestSessionsUIFilesPanel(t *testing.T) {
 	h, left := sessionsUIHost(t)
 	b := sessionsTab(t)
