@@ -37,13 +37,12 @@ const maxRounds = 10
 
 // options are the command line's.
 type options struct {
-	ModelURL  string // the model endpoint's base URL
-	Model     string
-	KeyEnv    string // the environment variable that holds the model's API key
-	Toolhost  string // toolhost's websocket URL
-	Token     string // toolhost's token (from $TOOLHOST_TOKEN)
-	System    string // the system prompt
-	ModelOpts []option.RequestOption
+	ModelURL string // the model endpoint's base URL
+	Model    string
+	KeyEnv   string // the environment variable that holds the model's API key
+	Toolhost string // toolhost's websocket URL
+	Token    string // toolhost's token (from $TOOLHOST_TOKEN)
+	System   string // the system prompt
 }
 
 func main() {
@@ -86,7 +85,7 @@ type chat struct {
 
 // run connects to the model and toolhost, then chats until the input ends.
 func run(ctx context.Context, o options, in io.Reader, out io.Writer) error {
-	opts := append([]option.RequestOption{option.WithBaseURL(strings.TrimRight(o.ModelURL, "/") + "/"), option.WithMaxRetries(1)}, o.ModelOpts...)
+	opts := []option.RequestOption{option.WithBaseURL(strings.TrimRight(o.ModelURL, "/") + "/"), option.WithMaxRetries(1)}
 	if o.KeyEnv != "" {
 		key := strings.TrimSpace(os.Getenv(o.KeyEnv))
 		if key == "" {
@@ -94,9 +93,9 @@ func run(ctx context.Context, o options, in io.Reader, out io.Writer) error {
 		}
 		opts = append(opts, option.WithAPIKey(key))
 	}
+	out = terminal{out}
 	// The service, not openai.NewClient, which would also read OPENAI_*
 	// variables and could send a key to a server it was not meant for.
-	out = terminal{out}
 	c := &chat{o: o, model: openai.NewChatCompletionService(opts...), lines: readLines(ctx, in), out: out}
 
 	conn, err := client.Dial(ctx, o.Toolhost, client.Options{Token: o.Token, Client: "examples/chat"})
