@@ -109,6 +109,7 @@
       case "pong": return;
     }
     if (f.type === "error" && f.error && f.error.code === "unauthorized") return onUnauthorized(f.error.message);
+    if (f.type === "approval_required") approvals.refresh(); // approvals.js shows it
     // The frames of a run started in Conversations are its.
     if (conv.owns(f.id)) return conv.onFrame(f);
     switch (f.type) {
@@ -139,6 +140,7 @@
     $("admin-actions").hidden = f.role !== "admin";
     showApp();
     conversationsFor(f.principal, f.role);
+    approvals.signedIn(f.principal, f.role);
     // Signed in again, maybe in another role: what may be edited changes.
     if (state.tool && (state.tool.kind === "graph" || state.tool.kind === "prompt")) loadDefinition(state.tool.function.name);
     else if (editor.ed && f.role !== "admin") editor.hide();
@@ -333,6 +335,9 @@
       send({ type: "list_tools", id: "tools" });
     },
   });
+
+  // ---- approvals of change calls (approvals.js) ----
+  const approvals = new window.ToolhostApprovals({ root: $("approvals"), request: api, toast });
 
   // ---- conversations: their sandboxes, files and runs ----
   const conv = new window.ToolhostConversations({
