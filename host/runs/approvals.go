@@ -113,7 +113,7 @@ type approvals struct {
 	policy  ApprovalPolicy
 	clock   Clock
 	all     map[string]*pending
-	tainted map[string]string // session -> why
+	tainted map[string]string // taintKey(principal, session) -> why
 }
 
 func (d *Dispatcher) approvals() *approvals {
@@ -183,7 +183,7 @@ func (a *approvals) asks(ctx context.Context, run *Run, tool *tools.Tool) string
 	a.mu.Lock()
 	taint, p := "", a.policy
 	if run.Session != "" {
-		taint = a.tainted[run.Session]
+		taint = a.tainted[taintKey(run.Principal, run.Session)]
 	}
 	a.mu.Unlock()
 	if p.InSandbox != nil && p.InSandbox(tool) {
@@ -212,7 +212,7 @@ func (a *approvals) asks(ctx context.Context, run *Run, tool *tools.Tool) string
 func (a *approvals) noteOutside(ctx context.Context, run *Run, tool *tools.Tool) {
 	a.mu.Lock()
 	network := a.policy.SessionNetwork
-	_, done := a.tainted[run.Session]
+	_, done := a.tainted[taintKey(run.Principal, run.Session)]
 	a.mu.Unlock()
 	if done {
 		return
@@ -227,20 +227,25 @@ func (a *approvals) noteOutside(ctx context.Context, run *Run, tool *tools.Tool)
 		return
 	}
 	a.mu.Lock()
-	if _, done := a.tainted[run.Session]; !done {
-		a.tainted[run.Session] = why
+	if _, done := a.tainted[taintKey(run.Principal, run.Session)]; !done {
+		a.tainted[taintKey(run.Principal, run.Session)] = why
 	}
 	a.mu.Unlock()
 }
 
-// Tainted says why a session's change calls ask: what outside text it
-// read; "" when it read none.
-func (d *Dispatcher) Tainted(session string) string {
+// Tainted says why the change calls of principal's session ask: what
+// outside text it read; "" when it read none.
+func (d *Dispatcher) Tainted(principal, session string) string {
 	a := d.approvals()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.tainted[session]
+	return a.tainted[taintKey(principal, session)]
 }
+
+// taintKey names a conversation: a session id is the caller's own, so two
+// principals' sessions of one name are two conversations, and one's
+// reading taints only its own.
+func taintKey(principal, session string) string { return principal + "\x00" + session }
 
 // await asks for the run's approval and waits for the decision.
 func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args json.RawMessage, why string) error {

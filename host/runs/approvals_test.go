@@ -356,8 +356,14 @@ func TestTaintAsksEvenWhenChangeIsAuto(t *testing.T) {
 		t.Fatalf("auto: %+v", last)
 	}
 	end(t, run("fetch", "c1"))
-	if d.Tainted("c1") == "" || d.Tainted("c2") != "" {
-		t.Fatalf("tainted: %q %q", d.Tainted("c1"), d.Tainted("c2"))
+	if d.Tainted("ed", "c1") == "" || d.Tainted("ed", "c2") != "" || d.Tainted("eve", "c1") != "" {
+		t.Fatalf("tainted: %q %q %q", d.Tainted("ed", "c1"), d.Tainted("ed", "c2"), d.Tainted("eve", "c1"))
+	}
+	// Another principal's session of the same name is another conversation.
+	if r, err := d.Start(Request{Tool: "send", Args: json.RawMessage(`{}`), Principal: "eve", Session: "c1"}); err != nil {
+		t.Fatal(err)
+	} else if last := end(t, r); last.Type != "result" {
+		t.Fatalf("eve's c1 asked because ed's c1 read outside text: %+v", last)
 	}
 	r := run("send", "c1")
 	ev := waitAsked(t, r)
@@ -368,13 +374,13 @@ func TestTaintAsksEvenWhenChangeIsAuto(t *testing.T) {
 		t.Fatal(err)
 	}
 	end(t, r)
-	if last := end(t, run("send", "c2")); last.Type != "result" || k.sent.Load() != 3 {
+	if last := end(t, run("send", "c2")); last.Type != "result" || k.sent.Load() != 4 {
 		t.Errorf("another session: %+v, sent %d", last, k.sent.Load())
 	}
 	// A web session's output taints too.
 	d.SetApprovals(ApprovalPolicy{Auto: true, SessionNetwork: network})
 	end(t, run("graph", "w")) // graph (read) calls send: auto, not tainted yet
-	if d.Tainted("w") == "" {
+	if d.Tainted("ed", "w") == "" {
 		t.Fatal("a web session's run did not taint it")
 	}
 	waitAsked(t, run("send", "w"))
