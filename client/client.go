@@ -484,10 +484,15 @@ type CallOptions struct {
 	// ID is the call's id on the wire, which its events carry; "" picks
 	// one. Ids of calls going on at once on one Conn must differ.
 	ID string
-	// Session is the conversation the call belongs to; recorded on the run.
+	// Session is the conversation the call belongs to: its conversation
+	// sandbox for run_python and run_bash, and what its approvals' taint
+	// is kept by.
 	Session string
-	// IdempotencyKey names the call so a retry can be recognised;
-	// recorded on the run.
+	// IdempotencyKey names the call so that a retry runs it once: the same
+	// key and call from the same token within the host's keep_minutes
+	// follows the first run (or gets its recorded outcome), even across a
+	// host restart; the same key for another call is an
+	// idempotency_conflict error.
 	IdempotencyKey string
 }
 
