@@ -2,7 +2,8 @@ package main
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/toolhost/toolhost/sdk/placeholder"
 )
 
 // piece is one part of a template: literal text, or a placeholder.
@@ -17,29 +18,17 @@ type template []piece
 // parseTemplate splits s into text and {{id}} placeholders (spaces inside
 // the braces are allowed). There is no way to write a literal "{{".
 func parseTemplate(s string) (template, error) {
-	var t template
-	rest := s
-	for {
-		i := strings.Index(rest, "{{")
-		if i < 0 {
-			if rest != "" {
-				t = append(t, piece{lit: rest})
-			}
-			return t, nil
-		}
-		if i > 0 {
-			t = append(t, piece{lit: rest[:i]})
-		}
-		j := strings.Index(rest[i+2:], "}}")
-		if j < 0 {
-			return nil, fmt.Errorf("the placeholder starting %q is never closed: write {{node_id}}", clip(rest[i:], 24))
-		}
-		inside := rest[i+2 : i+2+j]
-		name := strings.TrimSpace(inside)
-		if !idRE.MatchString(name) {
-			return nil, fmt.Errorf("{{%s}} is not a placeholder: write {{node_id}} with the id of a node", clip(inside, 40))
-		}
-		t = append(t, piece{name: name})
-		rest = rest[i+2+j+2:]
+	ps, perr := placeholder.Split(s, idRE.MatchString)
+	switch {
+	case perr == nil:
+	case perr.Unclosed:
+		return nil, fmt.Errorf("the placeholder starting %q is never closed: write {{node_id}}", clip(perr.Rest, 24))
+	default:
+		return nil, fmt.Errorf("{{%s}} is not a placeholder: write {{node_id}} with the id of a node", clip(perr.Inside, 40))
 	}
+	t := make(template, len(ps))
+	for i, p := range ps {
+		t[i] = piece{lit: p.Text, name: p.Name}
+	}
+	return t, nil
 }

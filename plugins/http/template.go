@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolhost/toolhost/sdk/placeholder"
 )
 
 // escaping is how a parameter's value is written at one spot of a
@@ -37,45 +39,35 @@ type template []piece
 // {{name}} (spaces inside the braces are allowed); there is no way to
 // write a literal "{{".
 func parseTemplate(s string) (template, error) {
-	var t template
-	rest := s
-	for {
-		i := strings.Index(rest, "{{")
-		if i < 0 {
-			if rest != "" {
-				t = append(t, piece{lit: rest})
-			}
-			return t, nil
+	ps, perr := placeholder.Split(s, isParamName)
+	switch {
+	case perr == nil:
+	case perr.Unclosed:
+		// Only the name is quoted: what follows may be a key.
+		rest := perr.Rest
+		n := 2
+		for n < len(rest) && n < 12 && rest[n] == ' ' {
+			n++
 		}
-		if i > 0 {
-			t = append(t, piece{lit: rest[:i]})
+		end := min(len(rest), n+32)
+		for n < end && (rest[n] == '_' || isASCIIAlnum(rune(rest[n]))) {
+			n++
 		}
-		j := strings.Index(rest[i+2:], "}}")
-		if j < 0 {
-			// Only the name is quoted: what follows may be a key.
-			n := i + 2
-			for n < len(rest) && n < i+12 && rest[n] == ' ' {
-				n++
-			}
-			end := min(len(rest), n+32)
-			for n < end && (rest[n] == '_' || isASCIIAlnum(rune(rest[n]))) {
-				n++
-			}
-			return nil, fmt.Errorf("the placeholder starting %q is never closed: write {{name}}", rest[i:n]+"…")
+		return nil, fmt.Errorf("the placeholder starting %q is never closed: write {{name}}", rest[:n]+"…")
+	default:
+		// What is between the braces is quoted only when it looks like
+		// a name gone wrong: anything else may be a key.
+		inside := perr.Inside
+		if len(inside) > 32 || strings.TrimFunc(inside, func(r rune) bool { return r == ' ' || r == '_' || r == '-' || isASCIIAlnum(r) }) != "" {
+			return nil, fmt.Errorf("a {{…}} is not a placeholder: write {{name}} with the name of one of the tool's parameters")
 		}
-		name := strings.TrimSpace(rest[i+2 : i+2+j])
-		if !isParamName(name) {
-			// What is between the braces is quoted only when it looks like
-			// a name gone wrong: anything else may be a key.
-			inside := rest[i+2 : i+2+j]
-			if len(inside) > 32 || strings.TrimFunc(inside, func(r rune) bool { return r == ' ' || r == '_' || r == '-' || isASCIIAlnum(r) }) != "" {
-				return nil, fmt.Errorf("a {{…}} is not a placeholder: write {{name}} with the name of one of the tool's parameters")
-			}
-			return nil, fmt.Errorf("{{%s}} is not a placeholder: write {{name}} with the name of one of the tool's parameters", inside)
-		}
-		t = append(t, piece{name: name})
-		rest = rest[i+2+j+2:]
+		return nil, fmt.Errorf("{{%s}} is not a placeholder: write {{name}} with the name of one of the tool's parameters", inside)
 	}
+	t := make(template, len(ps))
+	for i, p := range ps {
+		t[i] = piece{lit: p.Text, name: p.Name}
+	}
+	return t, nil
 }
 
 func isASCIIAlnum(r rune) bool {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolhost/toolhost/sdk/placeholder"
 )
 
 // piece is one part of a template: literal text, or a placeholder.
@@ -21,33 +23,21 @@ type template []piece
 // {{name}}, spaces inside the braces allowed ({{ name }}). "{{" always
 // starts a placeholder: there is no way to write a literal "{{".
 func parseTemplate(s string) (template, error) {
-	var t template
-	rest := s
-	for {
-		i := strings.Index(rest, "{{")
-		if i < 0 {
-			if rest != "" {
-				t = append(t, piece{lit: rest})
-			}
-			return t, nil
-		}
-		if i > 0 {
-			t = append(t, piece{lit: rest[:i]})
-		}
-		j := strings.Index(rest[i+2:], "}}")
-		if j < 0 {
-			return nil, fmt.Errorf("the placeholder starting %q is never closed: write {{name}} with the name of one of the tool's parameters "+
-				"(\"{{\" always starts a placeholder; a literal \"{{\" can only come in a parameter's value)", clip(rest[i:], 24))
-		}
-		inside := rest[i+2 : i+2+j]
-		name := strings.TrimSpace(inside)
-		if !isParamName(name) {
-			return nil, fmt.Errorf("{{%s}} is not a placeholder: write {{name}} with the name of one of the tool's parameters "+
-				"(\"{{\" always starts a placeholder; a literal \"{{\" can only come in a parameter's value)", clip(inside, 40))
-		}
-		t = append(t, piece{name: name})
-		rest = rest[i+2+j+2:]
+	const how = "write {{name}} with the name of one of the tool's parameters " +
+		"(\"{{\" always starts a placeholder; a literal \"{{\" can only come in a parameter's value)"
+	ps, perr := placeholder.Split(s, isParamName)
+	switch {
+	case perr == nil:
+	case perr.Unclosed:
+		return nil, fmt.Errorf("the placeholder starting %q is never closed: "+how, clip(perr.Rest, 24))
+	default:
+		return nil, fmt.Errorf("{{%s}} is not a placeholder: "+how, clip(perr.Inside, 40))
 	}
+	t := make(template, len(ps))
+	for i, p := range ps {
+		t[i] = piece{lit: p.Text, name: p.Name}
+	}
+	return t, nil
 }
 
 // isParamName says whether s can be a parameter's name: a letter or _,
