@@ -430,6 +430,25 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 	return tools, err
 }
 
+// Approve decides a run's pending approval (the Approval of an
+// approval_required event): decision is "approve" or "decline". It returns
+// once the host took it. An approval decided already gives an *Error with
+// code "already_decided"; one the caller may not decide, "forbidden" or
+// "not_found". It may be called from a Call's onEvent.
+func (c *Conn) Approve(ctx context.Context, approval, decision string) (Decided, error) {
+	var d Decided
+	err := c.request(ctx, Message{Type: "approve", ID: c.newID("a"), Approval: approval, Decision: decision}, func(f frame) (bool, error) {
+		if f.Type != "decided" {
+			return false, nil
+		}
+		if err := json.Unmarshal(f.raw, &d); err != nil {
+			return true, fmt.Errorf("the host's answer to approve can't be read: %w", err)
+		}
+		return true, nil
+	})
+	return d, err
+}
+
 // Ping checks the host answers.
 func (c *Conn) Ping(ctx context.Context) error {
 	return c.request(ctx, Message{Type: "ping", ID: c.newID("p")}, func(f frame) (bool, error) { return f.Type == "pong", nil })
