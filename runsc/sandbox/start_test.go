@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,11 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 	}
 	opts := SweepOptions{Runtime: base.opts.Runtime, Prefix: prefix, StateDir: testEnv.stateDir}
 	t.Cleanup(func() { _ = Sweep(context.Background(), opts) })
+	// m holds its instance lock for as long as it lives: closed when the
+	// test ends, not when the garbage collector finds m unused after Start
+	// (the lock's file would then be closed, and Leftovers would rightly
+	// report a lock nobody holds).
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err = m.Start(ctx, Options{Args: []string{"/no/such/program"}, Limits: testLimits(), Network: true})
@@ -27,6 +33,7 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 		!strings.Contains(err.Error(), "/no/such/program: no such file or directory") {
 		t.Fatalf("Start of a missing program = %v", err)
 	}
+	runtime.GC() // what would close an unreferenced m's lock
 	left, err := Leftovers(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
