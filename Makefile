@@ -17,16 +17,22 @@ TOOLS_BIN := $(CURDIR)/build/bin
 # Every folder under plugins/ with a main.go is a built-in kind.
 KINDS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins pins run test check lint tools proto bench clean
+.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm
 all: build
 
 include runsc/runsc.mk
 
-build: bin/toolhost plugins pins
+build: bin/toolhost bin/toolhost-rootfs plugins pins
 
 bin/toolhost: FORCE
 	@mkdir -p bin
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./host/cmd/toolhost
+
+# The rootfs builder `toolhost rootfs` runs: it lives beside the plugins' folder.
+bin/toolhost-rootfs: FORCE
+	@mkdir -p bin
+	$(GO) build -trimpath -o $@ ./runsc/rootfs/toolhost-rootfs
+	@chmod go-w $@
 
 plugins: FORCE
 	@mkdir -p bin/plugins
@@ -91,6 +97,86 @@ test: build tools sandbox lint
 bench: build sandbox
 	$(GO) test -run '^$$' -bench . -benchtime 300x ./integration/ ./host/api/
 	$(GO) run ./bench -root . | tee bench/results-$$(date -u +%F).txt
+
+# Where `make install` puts toolhost; DESTDIR stages the tree elsewhere, as packagers do.
+# Everything it installs is root's and writable by nobody else (`toolhost serve` refuses
+# plugins, pins and a plugin folder that others could change).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib/toolhost
+DOCDIR ?= $(PREFIX)/share/doc/toolhost
+SHAREDIR ?= $(PREFIX)/share/toolhost
+SYSCONFDIR ?= /etc/toolhost
+STATEDIR ?= /var/lib/toolhost
+UNITDIR ?= /etc/systemd/system
+OWNER := $(shell [ "$$(id -u)" = 0 ] && echo '-o 0 -g 0')
+
+# The files of an install that a package owns: the binary, the plugins and their pins, runsc and
+# the rootfs builder, the unit, the docs, and the installed config's reference copy.
+install-files: build runsc
+	install -d -m 0755 $(OWNER) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/plugins \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SHAREDIR)
+	install -m 0755 $(OWNER) bin/toolhost $(DESTDIR)$(BINDIR)/toolhost
+	install -m 0755 $(OWNER) bin/toolhost-rootfs $(RUNSC_BIN) $(DESTDIR)$(LIBDIR)/
+	install -m 0755 $(OWNER) bin/plugins/toolhost-plugin-* $(DESTDIR)$(LIBDIR)/plugins/
+	install -m 0644 $(OWNER) bin/pins.toml $(DESTDIR)$(LIBDIR)/pins.toml
+	sed -e 's|/usr/local/bin/toolhost|$(BINDIR)/toolhost|g' -e 's|/usr/local/share/doc/toolhost|$(DOCDIR)|g' \
+		-e 's|/etc/toolhost/|$(SYSCONFDIR)/|g' examples/systemd/toolhost.service > build/toolhost.service.tmp
+	install -m 0644 $(OWNER) build/toolhost.service.tmp $(DESTDIR)$(UNITDIR)/toolhost.service
+	$(GO) run ./examples/systemd/installconfig -libdir $(LIBDIR) -confdir $(SYSCONFDIR) -statedir $(STATEDIR) \
+		< examples/toolhost.toml > build/toolhost.toml.tmp
+	install -m 0644 $(OWNER) build/toolhost.toml.tmp $(DESTDIR)$(SHAREDIR)/toolhost.toml
+	install -m 0644 $(OWNER) README.md docs/operations.md docs/protocol.md docs/plugins.md docs/python.md $(DESTDIR)$(DOCDIR)/
+	@rm -f build/toolhost.service.tmp build/toolhost.toml.tmp
+
+# `make install`: the files above, the config in $(SYSCONFDIR) (never over one that is there),
+# and the rootfs in $(STATEDIR)/rootfs. Nothing is enabled or started.
+install: install-files rootfs
+	install -d -m 0755 $(OWNER) $(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(SYSCONFDIR)/tools $(DESTDIR)$(STATEDIR)
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/toolhost.toml ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/toolhost.toml; the config of this version is $(DESTDIR)$(SHAREDIR)/toolhost.toml"; \
+	else \
+		install -m 0640 $(OWNER) $(DESTDIR)$(SHAREDIR)/toolhost.toml $(DESTDIR)$(SYSCONFDIR)/toolhost.toml && \
+		echo "wrote $(DESTDIR)$(SYSCONFDIR)/toolhost.toml"; \
+	fi
+	rm -rf $(DESTDIR)$(STATEDIR)/rootfs.new
+	cp -a $(ROOTFS_DIR) $(DESTDIR)$(STATEDIR)/rootfs.new
+	rm -rf $(DESTDIR)$(STATEDIR)/rootfs && mv $(DESTDIR)$(STATEDIR)/rootfs.new $(DESTDIR)$(STATEDIR)/rootfs
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "installed; nothing is enabled or started: systemctl enable --now toolhost"
+
+# `make uninstall` removes what `make install` put there but the config and the state
+# (sessions, the run ledger): PURGE=1 removes those too.
+uninstall:
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now toolhost.service 2>/dev/null || true; fi
+	rm -f $(DESTDIR)$(BINDIR)/toolhost $(DESTDIR)$(UNITDIR)/toolhost.service
+	rm -rf $(DESTDIR)$(LIBDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(STATEDIR)/rootfs
+	@if [ "$(PURGE)" = 1 ]; then \
+		rm -rf $(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(STATEDIR); echo "removed $(DESTDIR)$(SYSCONFDIR) and $(DESTDIR)$(STATEDIR)"; \
+	else \
+		echo "kept $(DESTDIR)$(SYSCONFDIR) (the config and tools) and $(DESTDIR)$(STATEDIR) (sessions, the run ledger); make uninstall PURGE=1 removes them"; \
+	fi
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+# `make deb`: build/toolhost_<version>_amd64.deb, from the tree install-files stages with
+# PREFIX=/usr. The version sorts by commit time, so a later build upgrades an earlier one.
+NFPM_VERSION := v2.45.2
+DEB_VERSION ?= $(shell git log -1 --format='0.0~git%cd.%h' --date=format:%Y%m%d%H%M 2>/dev/null || echo 0.0~dev)
+DEB_STAGE := $(CURDIR)/build/deb-root
+nfpm:
+	@mkdir -p $(TOOLS_BIN)
+	@test -f $(TOOLS_BIN)/.nfpm-$(NFPM_VERSION) || { \
+		GOBIN=$(TOOLS_BIN) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION) && \
+		touch $(TOOLS_BIN)/.nfpm-$(NFPM_VERSION); }
+
+deb: nfpm
+	rm -rf $(DEB_STAGE)
+	$(MAKE) --no-print-directory install-files DESTDIR=$(DEB_STAGE) PREFIX=/usr UNITDIR=/lib/systemd/system
+	install -d $(DEB_STAGE)/scripts && install -m 0755 examples/systemd/postinst examples/systemd/prerm examples/systemd/postrm $(DEB_STAGE)/scripts/
+	rm -f build/toolhost_*_amd64.deb
+	cd $(DEB_STAGE) && VERSION='$(DEB_VERSION)' $(TOOLS_BIN)/nfpm package --config $(CURDIR)/examples/systemd/nfpm.yaml \
+		--packager deb --target $(CURDIR)/build/toolhost_$(DEB_VERSION)_amd64.deb
+	@rm -rf $(DEB_STAGE)
 
 clean:
 	rm -rf bin build/rootfs

@@ -1,7 +1,8 @@
 # runsc/runsc.mk — included by the top-level Makefile. Builds what the python kind's sandboxes need:
 #   make runsc    gVisor's runsc at the pinned version (runsc/VERSION) in build/bin
-#   make rootfs   the sandboxes' root filesystem in build/rootfs (Debian bookworm, python3 and the
-#                 Debian packages of [python] packages in $(ROOTFS_CONFIG)), rebuilt when its inputs change
+#   make rootfs   the sandboxes' root filesystem in build/rootfs (Debian bookworm, python3, pip and the
+#                 Debian packages of [python] packages in $(ROOTFS_CONFIG)), rebuilt when its inputs change,
+#                 by bin/toolhost-rootfs: the builder an installed toolhost runs as `toolhost rootfs`
 #   make netdeps  iptables and iproute2, for network namespaces and the firewall of network = true
 #   make sandbox  all three
 # The runsc version is written in one place only: runsc/VERSION.
@@ -11,9 +12,9 @@ RUNSC_BIN := $(CURDIR)/build/bin/runsc
 RUNSC_STAMP := $(CURDIR)/build/bin/.runsc-version
 ROOTFS_DIR := $(CURDIR)/build/rootfs
 ROOTFS_CONFIG ?= $(CURDIR)/examples/toolhost.toml
-# Deferred (=), so the config is read only when the rootfs is built. Override to build other packages:
+# Debian packages built in besides those of the config:
 #   make rootfs ROOTFS_PACKAGES="python3-numpy python3-requests"
-ROOTFS_PACKAGES ?= $(shell go run ./runsc/rootfs/packages $(ROOTFS_CONFIG))
+ROOTFS_PACKAGES ?=
 
 .PHONY: runsc rootfs netdeps sandbox
 
@@ -29,8 +30,8 @@ runsc:
 		echo "$(RUNSC_VERSION)" > "$(RUNSC_STAMP)"; \
 	fi
 
-rootfs:
-	@"$(CURDIR)/runsc/rootfs/build.sh" "$(ROOTFS_DIR)" $(ROOTFS_PACKAGES)
+rootfs: bin/toolhost-rootfs
+	@bin/toolhost-rootfs --config "$(ROOTFS_CONFIG)" --out "$(ROOTFS_DIR)" $(ROOTFS_PACKAGES)
 
 netdeps:
 	@if ! command -v iptables >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then \
