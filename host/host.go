@@ -53,6 +53,8 @@ type Host struct {
 	ownLedger *sessions.Store
 	// unavailable says why a kind could not be started, by kind.
 	unavailable map[string]string
+	// reloadsApplied and reloadsRefused count ReloadFile's outcomes, for /healthz.
+	reloadsApplied, reloadsRefused atomic.Uint64
 }
 
 // New builds a host from a loaded config. Start brings it up.
@@ -94,6 +96,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		ToolFiles:      &toolFiles{h: h},
 		Sessions:       h.sessions.svc,
+		Reloads:        func() (uint64, uint64) { return h.reloadsApplied.Load(), h.reloadsRefused.Load() },
 	})
 	return h
 }
@@ -381,6 +384,25 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) Problems {
 	}
 	pr.Tools = h.loadTools(ctx)
 	return pr
+}
+
+// ReloadFile loads the config at path and reloads with it (see Reload). A config that does not
+// load, or that Reload refuses, changes nothing and counts as refused; /healthz says how many
+// reloads were applied and refused, so that `toolhost reload` can wait for the outcome of its
+// signal. The error is the loading's; the problems are Reload's.
+func (h *Host) ReloadFile(ctx context.Context, path string) (Problems, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		h.reloadsRefused.Add(1)
+		return Problems{}, err
+	}
+	pr := h.Reload(ctx, cfg)
+	if len(pr.Config) > 0 {
+		h.reloadsRefused.Add(1)
+	} else {
+		h.reloadsApplied.Add(1)
+	}
+	return pr, nil
 }
 
 // failedKinds are the kinds whose plugins did not start.

@@ -52,6 +52,9 @@ type Options struct {
 	AllowedOrigins []string
 	// Version is the host's version, for /healthz.
 	Version string
+	// Reloads says how many config reloads the host applied and refused,
+	// for /healthz (`toolhost reload` waits on them); nil leaves them out.
+	Reloads func() (applied, refused uint64)
 	// Tokens are the tokens callers may present; with none, only callers
 	// on this machine are served, each as admin. SetTokens changes them.
 	Tokens *auth.Tokens
@@ -280,7 +283,11 @@ func fromLoopback(r *http.Request) bool {
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.opts.Version, "tools": len(s.opts.Registry.List())})
+	body := map[string]any{"status": "ok", "version": s.opts.Version, "tools": len(s.opts.Registry.List())}
+	if s.opts.Reloads != nil {
+		body["reloads"], body["reloads_refused"] = s.opts.Reloads()
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, id auth.Identity) {

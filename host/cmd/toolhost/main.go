@@ -1,5 +1,6 @@
 // Command toolhost is the one binary admins run: it serves tools
-// (serve), checks a config (check), lists and calls tools on a running
+// (serve), checks a config (check), reloads a running host (reload), builds
+// the sandboxes' root filesystem (rootfs), lists and calls tools on a running
 // host (tools, call), checks the machine (doctor), and says its version.
 package main
 
@@ -16,6 +17,12 @@ const usage = `toolhost runs an AI assistant's tools, each kind in a plugin proc
 Usage:
   toolhost serve  --config FILE        serve the tools of FILE
   toolhost check  --config FILE        check FILE and every tool; exit 1 if anything is wrong
+  toolhost reload [--config FILE] [--pid PID]
+                                       ask the host (PID, or systemd's $MAINPID) to reload FILE and
+                                       wait until it serves it; exit 1 when the host refused it
+  toolhost rootfs [--config FILE] [PACKAGE ...]
+                                       build the sandboxes' root filesystem ([python] rootfs), with
+                                       [python] packages and the Debian PACKAGEs given (1-3 minutes)
   toolhost tools  [--addr HOST:PORT]   list the tools of a running host
   toolhost call   [--addr HOST:PORT] [--token T] [--json] TOOL [name=value ...]
                                        call a tool, streaming what it prints; exits 0 on a
@@ -35,6 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	commands := map[string]command{
 		"serve":   runServe,
 		"check":   runCheck,
+		"reload":  runReload,
+		"rootfs":  runRootfs,
 		"tools":   runTools,
 		"doctor":  runDoctor,
 		"call":    runCall,

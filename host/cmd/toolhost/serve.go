@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/hashicorp/go-hclog"
@@ -106,6 +109,7 @@ func runServe(args []string, _, stderr io.Writer) int {
 	log.Info("listening", "addr", "http://"+ln.Addr().String())
 	notifyReady(log)
 	go reloadOnHangup(ctx, h, cfg.File, log, stderr)
+	go keepAlive(ctx, ln.Addr(), log)
 	if err := h.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "toolhost: %v\n", err)
 		return 1
@@ -113,8 +117,9 @@ func runServe(args []string, _, stderr io.Writer) int {
 	return 0
 }
 
-// reloadOnHangup reloads the config on SIGHUP (`systemctl reload`): a
-// config with errors is refused whole and the host goes on as it was.
+// reloadOnHangup reloads the config on SIGHUP (`systemctl reload`, whose
+// `toolhost reload` waits for the outcome): a config with errors is refused
+// whole and the host goes on as it was.
 func reloadOnHangup(ctx context.Context, h *host.Host, path string, log hclog.Logger, stderr io.Writer) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -126,8 +131,9 @@ func reloadOnHangup(ctx context.Context, h *host.Host, path string, log hclog.Lo
 		case <-hup:
 		}
 		_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
-		cfg, err := config.Load(path)
-		if err != nil {
+		problems, err := h.ReloadFile(ctx, path)
+		switch {
+		case err != nil:
 			var ce config.Errors
 			if errors.As(err, &ce) {
 				for _, e := range ce {
@@ -135,24 +141,82 @@ func reloadOnHangup(ctx context.Context, h *host.Host, path string, log hclog.Lo
 				}
 			}
 			log.Error("the new config has problems; still serving the one before", "file", path, "error", err)
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
-			continue
-		}
-		problems := h.Reload(ctx, cfg)
-		if len(problems.Config) > 0 {
+		case len(problems.Config) > 0:
 			for _, e := range problems.Config {
 				fmt.Fprintln(stderr, e.Error())
 			}
 			log.Error("the new config has problems; still serving the one before", "file", path, "problems", len(problems.Config))
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
-			continue
+		default:
+			for _, e := range problems.Tools {
+				fmt.Fprintf(stderr, "toolhost: %s (not served)\n", e.Error())
+			}
+			log.Info("config reloaded", "file", path, "problems", problems.Count())
 		}
-		for _, e := range problems.Tools {
-			fmt.Fprintf(stderr, "toolhost: %s (not served)\n", e.Error())
-		}
-		log.Info("config reloaded", "file", path, "problems", problems.Count())
 		_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
 	}
+}
+
+// keepAlive feeds systemd's watchdog (WatchdogSec in the unit) while the
+// host's API answers /healthz on its own listener, so that a host which
+// stopped serving is killed and restarted instead of hanging. It does
+// nothing when systemd set no watchdog.
+func keepAlive(ctx context.Context, addr net.Addr, log hclog.Logger) {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil || interval <= 0 {
+		return
+	}
+	every := interval / 3
+	client := &http.Client{Timeout: every}
+	url := "http://" + loopbackAddr(addr) + "/healthz"
+	t := time.NewTicker(every)
+	defer t.Stop()
+	log.Info("feeding the systemd watchdog while /healthz answers", "every", every.String())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := probeHealth(ctx, client, url); err != nil {
+			log.Warn("not feeding the systemd watchdog: the host's own /healthz did not answer", "error", err)
+			continue
+		}
+		_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+	}
+}
+
+// loopbackAddr is addr as this machine dials it: an unspecified address
+// (listen = "0.0.0.0:8080") becomes loopback.
+func loopbackAddr(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return addr.String()
+	}
+	ip := tcp.IP
+	if ip == nil || ip.IsUnspecified() {
+		if ip.To4() == nil && ip != nil {
+			ip = net.IPv6loopback
+		} else {
+			ip = net.IPv4(127, 0, 0, 1)
+		}
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
+}
+
+func probeHealth(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	return nil
 }
 
 // notifyReady tells systemd (Type=notify) that the host serves.

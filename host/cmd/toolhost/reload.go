@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/toolhost/toolhost/config"
+)
+
+// reloadWait bounds how long `toolhost reload` waits for the host's answer:
+// a reload starts no plugin, but re-checks every tool with its kind.
+const reloadWait = 2 * time.Minute
+
+// runReload is `toolhost reload [--config FILE] [--pid PID]`, the unit's
+// ExecReload. It asks the host with SIGHUP to reload FILE and waits until the
+// host applied or refused it (the counts in /healthz), so that `systemctl
+// reload` returns once the change is served, and fails, saying so, when the
+// host refused the config and serves on with the one before. PID is the
+// host's process; under systemd, $MAINPID says it.
+func runReload(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "/etc/toolhost/toolhost.toml", "the config the host serves")
+	pid := fs.Int("pid", 0, "the host's process id (default: $MAINPID, which systemd sets)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "toolhost reload: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *pid == 0 {
+		if n, err := strconv.Atoi(os.Getenv("MAINPID")); err == nil {
+			*pid = n
+		}
+	}
+	if *pid <= 0 {
+		fmt.Fprintln(stderr, "toolhost reload: which host? give --pid PID (under systemd, $MAINPID says it)")
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		var ce config.Errors
+		if errors.As(err, &ce) {
+			for _, e := range ce {
+				fmt.Fprintln(stderr, e.Error())
+			}
+		} else {
+			fmt.Fprintf(stderr, "toolhost reload: %v\n", err)
+		}
+		fmt.Fprintf(stderr, "toolhost reload: %s has problems, so the host was not asked to reload; it serves on with the config it has\n", *path)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reloadWait)
+	defer cancel()
+	url := "http://" + dialAddr(cfg.Server.Listen) + "/healthz"
+	before, err := reloadCounts(ctx, url)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolhost reload: can't ask the host how its reloads went (%v); is it serving [server] listen = %q? (a change of listen takes a restart)\n", err, cfg.Server.Listen)
+		return 1
+	}
+	if err := syscall.Kill(*pid, syscall.SIGHUP); err != nil {
+		fmt.Fprintf(stderr, "toolhost reload: can't signal the host (process %d): %v\n", *pid, err)
+		return 1
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "toolhost reload: the host did not say within %s whether it applied %s; see its log (journalctl -u toolhost)\n", reloadWait, *path)
+			return 1
+		case <-tick.C:
+		}
+		now, err := reloadCounts(ctx, url)
+		if err != nil {
+			continue
+		}
+		switch {
+		case now.Refused > before.Refused:
+			fmt.Fprintf(stderr, "toolhost reload: the host refused %s and serves on with the config it had; its log says why (journalctl -u toolhost)\n", *path)
+			return 1
+		case now.Applied > before.Applied:
+			fmt.Fprintf(stdout, "toolhost reload: the host serves %s\n", *path)
+			return 0
+		}
+	}
+}
+
+// counts are the reload counts of /healthz.
+type counts struct {
+	Applied uint64 `json:"reloads"`
+	Refused uint64 `json:"reloads_refused"`
+}
+
+func reloadCounts(ctx context.Context, url string) (counts, error) {
+	var c counts
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return c, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return c, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return c, fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&c); err != nil {
+		return c, fmt.Errorf("reading %s: %w", url, err)
+	}
+	return c, nil
+}
+
+// dialAddr is a listen address as this machine dials it: no host or an
+// unspecified one (":8080", "0.0.0.0:8080") becomes loopback.
+func dialAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}

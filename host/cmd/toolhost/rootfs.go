@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+// rootfsBuilder is the name of the python kind's rootfs builder, installed
+// beside the plugins' folder ([plugins] dir/../toolhost-rootfs).
+const rootfsBuilder = "toolhost-rootfs"
+
+// runRootfs is `toolhost rootfs [--config FILE] [PACKAGE...]`: it builds the
+// root filesystem the python kind's sandboxes run on, at the config's
+// [python] rootfs, with its [python] packages and the PACKAGEs given. The
+// building is the python kind's, not the host's (the host binary carries no
+// sandbox code): this runs the builder installed beside the plugins, after
+// the same checks of who may change it as the plugins get.
+func runRootfs(args []string, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("rootfs", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	path := flags.String("config", "/etc/toolhost/toolhost.toml", "the config whose [python] rootfs and packages are built")
+	if err := flags.Parse(args); err != nil {
+		return 2
+	}
+	packages := flags.Args()
+	cfg, ok := loadConfig("rootfs", []string{"--config", *path}, stderr)
+	if !ok {
+		return 2
+	}
+	builder := filepath.Join(filepath.Dir(cfg.Plugins.Dir), rootfsBuilder)
+	if err := trustedExecutable(builder); err != nil {
+		fmt.Fprintf(stderr, "toolhost rootfs: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := exec.CommandContext(ctx, builder, append([]string{"--config", cfg.File}, packages...)...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		fmt.Fprintf(stderr, "toolhost rootfs: running %s: %v\n", builder, err)
+		return 1
+	}
+	return 0
+}
+
+// trustedExecutable refuses a program, or a folder it is in, that a user
+// other than root and this one, or a group or others, could change: it is
+// about to run as this user, most often root.
+func trustedExecutable(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s is missing: it is installed beside the plugins' folder ([plugins] dir) by `make install` or the Debian package (`make build` puts it in bin/)", path)
+	}
+	if err != nil {
+		return err
+	}
+	for p := path; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		// A sticky folder (/tmp) lets nobody but the owner rename what is in it.
+		if fi.Mode().Perm()&0o022 != 0 && (p == path || fi.Mode()&fs.ModeSticky == 0) {
+			return fmt.Errorf("%s can be changed by its group or by others (mode %s), so %s is not run: chmod go-w %s", p, fi.Mode().Perm(), path, p)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Getuid() {
+			return fmt.Errorf("%s belongs to user %d, who could change it, so %s is not run", p, st.Uid, path)
+		}
+		if p == "/" || p == "." {
+			break
+		}
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o100 == 0 {
+		return fmt.Errorf("%s is not an executable file", path)
+	}
+	return nil
+}
