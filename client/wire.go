@@ -74,7 +74,9 @@ type Event struct {
 	Data string `json:"data,omitempty"`
 	// Node, on stdout and stderr, names the part of the run that printed
 	// Data: a graph's node id (its nested calls and model answers); unset
-	// for the run itself.
+	// for the run itself. On progress it names the node the progress is
+	// about (a graph's "node done"), when the kind's plugin says it
+	// (plugin protocol 2 and later).
 	Node string `json:"node,omitempty"`
 	// Fraction and Message are set on progress (Message, Level on log).
 	Fraction *float64 `json:"fraction,omitempty"`

@@ -38,7 +38,7 @@ func eventToProto(e Event) *pluginv1.Event {
 	case e.Stderr != nil:
 		return &pluginv1.Event{Kind: &pluginv1.Event_Stderr{Stderr: &pluginv1.Output{Data: e.Stderr, Node: e.Node}}}
 	case e.Progress != nil:
-		return &pluginv1.Event{Kind: &pluginv1.Event_Progress{Progress: &pluginv1.Progress{Fraction: e.Progress.Fraction, Message: e.Progress.Message}}}
+		return &pluginv1.Event{Kind: &pluginv1.Event_Progress{Progress: &pluginv1.Progress{Fraction: e.Progress.Fraction, Message: e.Progress.Message, Node: e.Progress.Node}}}
 	case e.Log != nil:
 		return &pluginv1.Event{Kind: &pluginv1.Event_Log{Log: &pluginv1.Log{Level: e.Log.Level, Message: e.Log.Message}}}
 	}
@@ -53,7 +53,7 @@ func eventFromProto(pe *pluginv1.Event) (Event, bool) {
 	case *pluginv1.Event_Stderr:
 		return Event{Stderr: k.Stderr.GetData(), Node: k.Stderr.GetNode()}, true
 	case *pluginv1.Event_Progress:
-		return Event{Progress: &Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage()}}, true
+		return Event{Progress: &Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage(), Node: k.Progress.GetNode()}}, true
 	}
 	return Event{}, false
 }

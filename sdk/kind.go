@@ -204,7 +204,7 @@ type Event struct {
 	Progress *Progress
 	Log      *Log
 	// Node is the part of the run that Stdout or Stderr comes from: a
-	// graph's node id; "" for the run itself.
+	// graph's node id; "" for the run itself. (A Progress has its own.)
 	Node string
 }
 
@@ -213,6 +213,11 @@ type Progress struct {
 	// Fraction is from 0 to 1, or negative when unknown.
 	Fraction float64
 	Message  string
+	// Node is the part of the run the progress is about: a composite
+	// run's (a graph's) node id; "" for the run itself. Added in protocol
+	// 2: a host of protocol 1 does not see it, so say the node in Message
+	// too.
+	Node string
 }
 
 // Log is a line for the host's log, not for the user.

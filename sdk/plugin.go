@@ -11,11 +11,35 @@ import (
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
-// ProtocolVersion is the plugin protocol this SDK speaks: the version of
-// sdk/proto/v1. It must equal the "protocol_version" written in that proto
-// file (a test checks). Raise it only with a new proto package; keep serving
-// the old one beside it in pluginSets and hostside.PluginSets.
-const ProtocolVersion = 1
+// ProtocolVersion is the newest plugin protocol this SDK speaks. It must
+// equal the "protocol_version" written in sdk/proto/v1/plugin.proto (a test
+// checks).
+//
+// The policy: each release that adds to the protocol (a field, a call)
+// raises ProtocolVersion, so that a host and a plugin know from the
+// go-plugin handshake, before the first call, what the other has. The wire
+// package stays toolhost.plugin.v1 while every change is additive (`buf
+// breaking` against sdk/proto/v1.released.binpb keeps it so); a breaking
+// change would be a new package, sdk/proto/v2. Every version from
+// MinProtocolVersion up is served side by side: a plugin built with the
+// SDK offers them all (pluginSets), the host asks for them all
+// (hostside.PluginSets), and go-plugin picks the highest both speak.
+//
+// Version 2 added Progress.Node.
+const ProtocolVersion = 2
+
+// MinProtocolVersion is the oldest plugin protocol this SDK and the host
+// still speak.
+const MinProtocolVersion = 1
+
+// ProtocolVersions lists every protocol version served, oldest first.
+func ProtocolVersions() []int {
+	out := make([]int, 0, ProtocolVersion-MinProtocolVersion+1)
+	for v := MinProtocolVersion; v <= ProtocolVersion; v++ {
+		out = append(out, v)
+	}
+	return out
+}
 
 // PluginName is the name the kind is served under inside a plugin set.
 const PluginName = "kind"
@@ -30,11 +54,15 @@ var Handshake = plugin.HandshakeConfig{
 }
 
 // pluginSets is the versioned plugin sets a plugin serves: one entry per
-// protocol version. The host's are hostside.PluginSets.
+// protocol version, every one it knows, all served by the same code (the
+// versions differ only in what they add, and an older peer leaves that
+// unset). The host's are hostside.PluginSets.
 func pluginSets(kind Kind, logger hclog.Logger) map[int]plugin.PluginSet {
-	return map[int]plugin.PluginSet{
-		ProtocolVersion: {PluginName: &KindPlugin{Impl: kind, Logger: logger}},
+	sets := map[int]plugin.PluginSet{}
+	for _, v := range ProtocolVersions() {
+		sets[v] = plugin.PluginSet{PluginName: &KindPlugin{Impl: kind, Logger: logger}}
 	}
+	return sets
 }
 
 // KindPlugin is the plugin's half of a kind over go-plugin's gRPC

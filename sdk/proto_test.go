@@ -23,8 +23,13 @@ func TestProtocolVersionMatchesProto(t *testing.T) {
 	if n != ProtocolVersion {
 		t.Fatalf("plugin.proto says protocol_version = %d, sdk.ProtocolVersion is %d", n, ProtocolVersion)
 	}
-	if _, ok := pluginSets(nil, nil)[ProtocolVersion]; !ok {
-		t.Fatalf("pluginSets serves no set for protocol version %d", ProtocolVersion)
+	for v := 1; v <= ProtocolVersion; v++ {
+		if _, ok := pluginSets(nil, nil)[v]; !ok {
+			t.Fatalf("pluginSets serves no set for protocol version %d: a plugin offers every version from 1 up", v)
+		}
+	}
+	if MinProtocolVersion != 1 {
+		t.Fatalf("MinProtocolVersion = %d: the host serves every version from 1 up", MinProtocolVersion)
 	}
 }
 

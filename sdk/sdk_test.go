@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -155,8 +156,9 @@ func TestDescribeNamesKindAndProtocol(t *testing.T) {
 	if err != nil || info.Kind != "echo" || info.Version != "0.1.0" || string(info.RunSchema) != `{"type":"object"}` {
 		t.Fatalf("describe = %+v, %v", info, err)
 	}
-	if len(versions) != 1 || versions[0] != sdk.ProtocolVersion {
-		t.Fatalf("versions = %v", versions)
+	// Every version the SDK knows, from 1 up: the host picks among them.
+	if fmt.Sprint(versions) != "[1 2]" || int(versions[len(versions)-1]) != sdk.ProtocolVersion {
+		t.Fatalf("versions = %v, want [1 2]", versions)
 	}
 }
 

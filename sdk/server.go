@@ -38,7 +38,7 @@ func (s *kindServer) Describe(ctx context.Context, _ *pluginv1.DescribeRequest) 
 	return &pluginv1.DescribeResponse{
 		Kind: info.Kind, Version: info.Version, RunSchema: schema,
 		ConfigSchema:     string(info.ConfigSchema),
-		ProtocolVersions: []uint32{ProtocolVersion},
+		ProtocolVersions: protocolVersions32(),
 		WantsCatalog:     wantsCatalog(s.impl),
 		ServesSessions:   servesSessions(s.impl),
 	}, nil
@@ -157,4 +157,14 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 func wantsCatalog(k Kind) bool {
 	_, ok := k.(CatalogChecker)
 	return ok
+}
+
+// protocolVersions32 is ProtocolVersions as Describe says them.
+func protocolVersions32() []uint32 {
+	vs := ProtocolVersions()
+	out := make([]uint32, len(vs))
+	for i, v := range vs {
+		out[i] = uint32(v)
+	}
+	return out
 }

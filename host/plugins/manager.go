@@ -199,11 +199,16 @@ type Plugin struct {
 	path string
 	m    *Manager
 
-	mu       sync.Mutex
-	client   *plugin.Client
-	kc       *hostside.KindClient
-	cmd      *exec.Cmd
-	info     sdk.Info
+	mu     sync.Mutex
+	client *plugin.Client
+	kc     *hostside.KindClient
+	cmd    *exec.Cmd
+	info   sdk.Info
+	// protocol is the plugin protocol version negotiated with the
+	// running process (go-plugin picks the highest both speak), and
+	// sha256 the hash of the bytes it runs.
+	protocol int
+	sha256   string
 	stopping bool
 	// up is closed when the plugin comes up, waking every caller waiting
 	// on it; a fresh one is made when it goes down.
@@ -222,38 +227,55 @@ func (p *Plugin) Info() sdk.Info {
 	return p.info
 }
 
+// Protocol is the plugin protocol version the host and the plugin
+// negotiated at its last start (0 before the first): the highest both
+// speak, 1 for a plugin built before version 2.
+func (p *Plugin) Protocol() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.protocol
+}
+
+// SHA256 is the hex SHA-256 of the bytes the plugin's process runs, as
+// checked against its pin at its last start ("" before the first).
+func (p *Plugin) SHA256() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sha256
+}
+
 // load reads the binary once into a sealed copy in memory, hashing what it
 // copies, and checks the hash against the pin, saying the exact line to add
 // when it has none or the wrong one. The plugin is started from that copy.
-func (p *Plugin) load() (*os.File, bool, error) {
+func (p *Plugin) load() (*os.File, bool, string, error) {
 	f, err := os.Open(p.path)
 	if err != nil {
-		return nil, false, fmt.Errorf("the %s plugin %s can't be read: %w", p.kind, p.path, err)
+		return nil, false, "", fmt.Errorf("the %s plugin %s can't be read: %w", p.kind, p.path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, false, fmt.Errorf("the %s plugin %s can't be read: %w", p.kind, p.path, err)
+		return nil, false, "", fmt.Errorf("the %s plugin %s can't be read: %w", p.kind, p.path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, false, fmt.Errorf("the %s plugin %s is not a file, so it was not started", p.kind, p.path)
+		return nil, false, "", fmt.Errorf("the %s plugin %s is not a file, so it was not started", p.kind, p.path)
 	}
 	if err := checkOwnerAndMode(fi, fmt.Sprintf("the %s plugin %s", p.kind, p.path), p.path); err != nil {
-		return nil, false, err
+		return nil, false, "", err
 	}
 	if fi.Mode().Perm()&0o111 == 0 {
-		return nil, false, fmt.Errorf("the %s plugin %s is not executable (mode %04o), so it was not started: if it should run, fix it with: chmod +x %s",
+		return nil, false, "", fmt.Errorf("the %s plugin %s is not executable (mode %04o), so it was not started: if it should run, fix it with: chmod +x %s",
 			p.kind, p.path, fi.Mode().Perm(), p.path)
 	}
 	image, sum, script, err := sealedCopy(f, BinaryPrefix+p.kind)
 	if err != nil {
-		return nil, false, fmt.Errorf("the %s plugin %s %w", p.kind, p.path, err)
+		return nil, false, "", fmt.Errorf("the %s plugin %s %w", p.kind, p.path, err)
 	}
 	if err := p.checkPin(sum); err != nil {
 		image.Close()
-		return nil, false, err
+		return nil, false, "", err
 	}
-	return image, script, nil
+	return image, script, hex.EncodeToString(sum), nil
 }
 
 // checkPin compares a binary's hash with its pin.
@@ -279,7 +301,7 @@ func (p *Plugin) checkPin(sum []byte) error {
 // copy that was checked, checks it speaks our protocol and is the kind its
 // name says, and configures it.
 func (p *Plugin) start(ctx context.Context) error {
-	image, script, err := p.load()
+	image, script, sum, err := p.load()
 	if err != nil {
 		return err
 	}
@@ -378,6 +400,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	}
 	logger.Info("plugin started", "path", p.path, "version", info.Version, "protocol", client.NegotiatedVersion())
 	p.client, p.kc, p.cmd, p.info = client, kc, cmd, info
+	p.protocol, p.sha256 = client.NegotiatedVersion(), sum
 	p.downErr = nil
 	select {
 	case <-p.up:
@@ -405,8 +428,9 @@ func explainStart(err error) error {
 		return fmt.Errorf("it printed something other than the plugin handshake (is it a toolhost plugin built with the SDK, printing nothing before sdk.Serve?): %w", err)
 	case strings.Contains(msg, "timeout"):
 		return fmt.Errorf("it did not finish its handshake in time (is it a toolhost plugin?): %w", err)
-	case strings.Contains(msg, "Incompatible API version"), strings.Contains(msg, "protocol version"):
-		return fmt.Errorf("it speaks another plugin protocol version than this host (%d): %w", sdk.ProtocolVersion, err)
+	case strings.Contains(strings.ToLower(msg), "incompatible api version"), strings.Contains(msg, "protocol version"):
+		return fmt.Errorf("it speaks no plugin protocol version this host speaks (%d to %d): build it with an SDK of one of them: %w",
+			sdk.MinProtocolVersion, sdk.ProtocolVersion, err)
 	}
 	return err
 }

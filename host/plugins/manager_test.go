@@ -20,8 +20,9 @@ import (
 )
 
 // The plugins the tests run, built once per test binary: the example echo
-// kind, and two builds of the "version" kind that say which build they are.
-var echoBinary, versionPinned, versionSwapped string
+// kind, two builds of the "version" kind that say which build they are,
+// and the build of plugin protocol 1 kept in sdk/testdata/v1-kind.
+var echoBinary, versionPinned, versionSwapped, v1Binary string
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("TOOLHOST_PLUGINS_TEST_HOST"); dir != "" {
@@ -34,10 +35,12 @@ func TestMain(m *testing.M) {
 	echoBinary = filepath.Join(dir, "echo")
 	versionPinned = filepath.Join(dir, "version-pinned")
 	versionSwapped = filepath.Join(dir, "version-swapped")
+	v1Binary = filepath.Join(dir, "v1")
 	for _, b := range [][]string{
 		{"-o", echoBinary, "../../examples/echo-kind"},
 		{"-ldflags", "-X main.version=pinned", "-o", versionPinned, "./testdata/version-kind"},
 		{"-ldflags", "-X main.version=swapped", "-o", versionSwapped, "./testdata/version-kind"},
+		{"-o", v1Binary, "../../sdk/testdata/v1-kind"},
 	} {
 		if out, err := exec.Command("go", append([]string{"build"}, b...)...).CombinedOutput(); err != nil {
 			panic(string(out))

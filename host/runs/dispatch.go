@@ -362,7 +362,7 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 			}
 		case e.Progress != nil:
 			f := e.Progress.Fraction
-			run.append(Event{Type: "progress", Fraction: &f, Message: e.Progress.Message})
+			run.append(Event{Type: client.TypeProgress, Fraction: &f, Message: e.Progress.Message, Node: e.Progress.Node})
 		case e.Log != nil:
 			d.log.Named(tool.Kind).Info(e.Log.Message, "run", run.ID, "level", e.Log.Level)
 		}
@@ -509,7 +509,7 @@ func follow(ctx context.Context, run *Run, onEvent func(sdk.Event)) (Event, erro
 				if e.Fraction != nil {
 					f = *e.Fraction
 				}
-				onEvent(sdk.Event{Progress: &sdk.Progress{Fraction: f, Message: e.Message}})
+				onEvent(sdk.Event{Progress: &sdk.Progress{Fraction: f, Message: e.Message, Node: e.Node}})
 			}
 			if e.Terminal() {
 				return e, nil

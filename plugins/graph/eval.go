@@ -225,6 +225,13 @@ func (r *runner) count(n *node, what string) error {
 	return nil
 }
 
+// nodeDone says that a node calling a tool or the model is done: a
+// progress of unknown fraction, about the node (Progress.Node, protocol
+// 2), whose message names the node too, for a host of protocol 1.
+func (r *runner) nodeDone(n *node) {
+	r.emit(sdk.Event{Progress: &sdk.Progress{Fraction: -1, Message: fmt.Sprintf("node %q done", n.id), Node: n.id}})
+}
+
 // callTool runs a call_tool node: the other tool, through the host, its
 // output re-emitted as this run's, marked with the node.
 func (r *runner) callTool(ctx context.Context, n *node) (any, error) {
@@ -266,7 +273,7 @@ func (r *runner) callTool(ctx context.Context, n *node) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %q: %s's result is not JSON: %w", n.id, n.tool, err)
 	}
-	r.emit.Progress(-1, fmt.Sprintf("node %q done", n.id))
+	r.nodeDone(n)
 	return v, nil
 }
 
@@ -287,7 +294,7 @@ func (r *runner) askModel(ctx context.Context, n *node) (any, error) {
 	if err != nil {
 		return nil, nestedError(n, "asking the model", err)
 	}
-	r.emit.Progress(-1, fmt.Sprintf("node %q done", n.id))
+	r.nodeDone(n)
 	if n.format != "json" {
 		return ans.Text, nil
 	}

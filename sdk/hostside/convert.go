@@ -37,7 +37,7 @@ func eventFromProto(pe *pluginv1.Event) (sdk.Event, bool) {
 	case *pluginv1.Event_Stderr:
 		return sdk.Event{Stderr: k.Stderr.GetData(), Node: k.Stderr.GetNode()}, true
 	case *pluginv1.Event_Progress:
-		return sdk.Event{Progress: &sdk.Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage()}}, true
+		return sdk.Event{Progress: &sdk.Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage(), Node: k.Progress.GetNode()}}, true
 	case *pluginv1.Event_Log:
 		return sdk.Event{Log: &sdk.Log{Level: k.Log.GetLevel(), Message: k.Log.GetMessage()}}, true
 	}
@@ -53,7 +53,7 @@ func eventToProto(e sdk.Event) *pluginv1.Event {
 	case e.Stderr != nil:
 		return &pluginv1.Event{Kind: &pluginv1.Event_Stderr{Stderr: &pluginv1.Output{Data: e.Stderr, Node: e.Node}}}
 	case e.Progress != nil:
-		return &pluginv1.Event{Kind: &pluginv1.Event_Progress{Progress: &pluginv1.Progress{Fraction: e.Progress.Fraction, Message: e.Progress.Message}}}
+		return &pluginv1.Event{Kind: &pluginv1.Event_Progress{Progress: &pluginv1.Progress{Fraction: e.Progress.Fraction, Message: e.Progress.Message, Node: e.Progress.Node}}}
 	}
 	return nil
 }

@@ -12,13 +12,17 @@ import (
 )
 
 // PluginSets is the versioned plugin sets the host asks a plugin for, one
-// entry per protocol version it speaks, with host answering the plugins'
-// HostService calls (nil: none served). Pass it with sdk.Handshake to
-// go-plugin's ClientConfig.
+// entry per protocol version it speaks (sdk.ProtocolVersions: every one
+// from 1 up, so a plugin built with an older SDK is still served), with
+// host answering the plugins' HostService calls (nil: none served). Pass
+// it with sdk.Handshake to go-plugin's ClientConfig; the client's
+// NegotiatedVersion is then the highest version both sides speak.
 func PluginSets(host sdk.Host) map[int]plugin.PluginSet {
-	return map[int]plugin.PluginSet{
-		sdk.ProtocolVersion: {sdk.PluginName: &KindPlugin{Host: host}},
+	sets := map[int]plugin.PluginSet{}
+	for _, v := range sdk.ProtocolVersions() {
+		sets[v] = plugin.PluginSet{sdk.PluginName: &KindPlugin{Host: host}}
 	}
+	return sets
 }
 
 // KindPlugin is the host's half of a kind over go-plugin's gRPC

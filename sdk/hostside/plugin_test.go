@@ -6,14 +6,21 @@ import (
 	"github.com/toolhost/toolhost/sdk"
 )
 
-// TestPluginSetsServeTheSDKsVersion: the host asks for the protocol
-// version the plugins' SDK serves, under the same name.
-func TestPluginSetsServeTheSDKsVersion(t *testing.T) {
-	set, ok := PluginSets(nil)[sdk.ProtocolVersion]
-	if !ok {
-		t.Fatalf("PluginSets has no set for protocol version %d", sdk.ProtocolVersion)
+// TestPluginSetsServeEveryVersion: the host asks for every protocol
+// version from 1 up to the one the plugins' SDK serves, under the same
+// name, so a plugin built with an older SDK is still served.
+func TestPluginSetsServeEveryVersion(t *testing.T) {
+	sets := PluginSets(nil)
+	for v := 1; v <= sdk.ProtocolVersion; v++ {
+		set, ok := sets[v]
+		if !ok {
+			t.Fatalf("PluginSets has no set for protocol version %d", v)
+		}
+		if _, ok := set[sdk.PluginName].(*KindPlugin); !ok {
+			t.Fatalf("the set of version %d serves no *KindPlugin named %q", v, sdk.PluginName)
+		}
 	}
-	if _, ok := set[sdk.PluginName].(*KindPlugin); !ok {
-		t.Fatalf("the set serves no *KindPlugin named %q", sdk.PluginName)
+	if len(sets) != sdk.ProtocolVersion {
+		t.Fatalf("PluginSets has %d sets, want versions 1 to %d", len(sets), sdk.ProtocolVersion)
 	}
 }

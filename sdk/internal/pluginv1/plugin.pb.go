@@ -1,13 +1,22 @@
-// Plugin protocol v1: how the toolhost host talks to a tool-kind plugin.
+// Plugin protocol: how the toolhost host talks to a tool-kind plugin.
 //
-// This file is protocol version 1. Adding fields and calls keeps it
-// version 1; a change that breaks an older peer is a new file under
-// sdk/proto/v2 and a new protocol version, served side by side through
-// go-plugin's versioned plugin sets. `make lint` runs `buf breaking`
-// against sdk/proto/v1.released.binpb, the image of v1 as released, and
-// fails on such a change.
+// Versions. The go-plugin handshake carries a protocol version, and each
+// release that adds to this protocol (a field, a call) raises it, so a
+// host and a plugin know before the first call what the other has. The
+// wire package stays toolhost.plugin.v1 while every change is additive:
+// `make lint` runs `buf breaking` against sdk/proto/v1.released.binpb, the
+// image of v1 as released, and fails on any change an older peer would
+// misread. A breaking change would be a new package under sdk/proto/v2.
+// The host serves every version from 1 up; a plugin built with the SDK
+// offers every version it knows, and go-plugin picks the highest both
+// speak. A peer must still work with a peer of every lower version: a
+// field added in version N is left unset by older peers.
 //
-// protocol_version = 1
+//   1: the protocol as first released (with the fields marked "Added in
+//      protocol 1", which were added before versions were raised).
+//   2: Progress.node.
+//
+// protocol_version = 2
 //
 // The line above is read by a test that fails if it disagrees with
 // sdk.ProtocolVersion in Go.
@@ -1307,8 +1316,13 @@ func (x *Output) GetNode() string {
 type Progress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 0 to 1, or negative when unknown.
-	Fraction      float64 `protobuf:"fixed64,1,opt,name=fraction,proto3" json:"fraction,omitempty"`
-	Message       string  `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Fraction float64 `protobuf:"fixed64,1,opt,name=fraction,proto3" json:"fraction,omitempty"`
+	Message  string  `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The part of the run the progress is about: a composite run's (a
+	// graph's) node id; empty for the run itself. Added in protocol 2: a
+	// peer of protocol 1 leaves it unset (a graph of protocol 1 says the
+	// node in message alone) and does not read it.
+	Node          string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1353,6 +1367,13 @@ func (x *Progress) GetFraction() float64 {
 func (x *Progress) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *Progress) GetNode() string {
+	if x != nil {
+		return x.Node
 	}
 	return ""
 }
@@ -2639,10 +2660,11 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\x04kind\"0\n" +
 	"\x06Output\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
-	"\x04node\x18\x02 \x01(\tR\x04node\"@\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\"T\n" +
 	"\bProgress\x12\x1a\n" +
 	"\bfraction\x18\x01 \x01(\x01R\bfraction\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"5\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\"5\n" +
 	"\x03Log\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\tR\x05level\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\x1c\n" +

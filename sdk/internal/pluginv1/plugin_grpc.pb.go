@@ -1,13 +1,22 @@
-// Plugin protocol v1: how the toolhost host talks to a tool-kind plugin.
+// Plugin protocol: how the toolhost host talks to a tool-kind plugin.
 //
-// This file is protocol version 1. Adding fields and calls keeps it
-// version 1; a change that breaks an older peer is a new file under
-// sdk/proto/v2 and a new protocol version, served side by side through
-// go-plugin's versioned plugin sets. `make lint` runs `buf breaking`
-// against sdk/proto/v1.released.binpb, the image of v1 as released, and
-// fails on such a change.
+// Versions. The go-plugin handshake carries a protocol version, and each
+// release that adds to this protocol (a field, a call) raises it, so a
+// host and a plugin know before the first call what the other has. The
+// wire package stays toolhost.plugin.v1 while every change is additive:
+// `make lint` runs `buf breaking` against sdk/proto/v1.released.binpb, the
+// image of v1 as released, and fails on any change an older peer would
+// misread. A breaking change would be a new package under sdk/proto/v2.
+// The host serves every version from 1 up; a plugin built with the SDK
+// offers every version it knows, and go-plugin picks the highest both
+// speak. A peer must still work with a peer of every lower version: a
+// field added in version N is left unset by older peers.
 //
-// protocol_version = 1
+//   1: the protocol as first released (with the fields marked "Added in
+//      protocol 1", which were added before versions were raised).
+//   2: Progress.node.
+//
+// protocol_version = 2
 //
 // The line above is read by a test that fails if it disagrees with
 // sdk.ProtocolVersion in Go.
