@@ -29,6 +29,15 @@ Usage:
                                        result, 1 when the run failed, 2 on a usage or
                                        connection error (token: --token or $TOOLHOST_TOKEN)
   toolhost doctor [--config FILE]      check this machine can run each kind's tools
+  toolhost plugins pin NAME [--config FILE]
+                                       start the plugin of kind NAME once, show its SHA-256,
+                                       version and protocol, and write its pin into the
+                                       config's pins file ([plugins] sha256_file)
+  toolhost plugins list [--config FILE]
+                                       every plugin and pinned kind: pin state, version and
+                                       protocol (starts only plugins that match their pin)
+                                       plugins exits 0 when all is well, 1 when something is
+                                       wrong, 2 on a usage error
   toolhost version                     print the version
 `
 
@@ -47,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"tools":   runTools,
 		"doctor":  runDoctor,
 		"call":    runCall,
+		"plugins": runPlugins,
 		"version": runVersion,
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
