@@ -17,7 +17,7 @@ TOOLS_BIN := $(CURDIR)/build/bin
 # Every folder under plugins/ with a main.go is a built-in kind.
 KINDS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm
+.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm systemd-tree
 all: build
 
 include runsc/runsc.mk
@@ -88,7 +88,7 @@ lint: tools
 
 # Every test: unit tests beside the code, end-to-end tests in integration/
 # (real plugins, real runsc, real sockets). Needs root for the sandboxes.
-test: build tools sandbox lint
+test: build tools sandbox deb systemd-tree lint
 	$(GO) test -count=1 -timeout 40m ./...
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./host/api
 
@@ -178,7 +178,15 @@ deb: nfpm
 		--packager deb --target $(CURDIR)/build/toolhost_$(DEB_VERSION)_amd64.deb
 	@rm -rf $(DEB_STAGE)
 
+# What integration/systemd_test.go boots the .deb in: systemd-nspawn, and a minimal Debian with
+# systemd (build/systemd-tree, built like the rootfs and rebuilt only when its packages change).
+SYSTEMD_TREE := $(CURDIR)/build/systemd-tree
+systemd-tree: bin/toolhost-rootfs
+	@command -v systemd-nspawn >/dev/null 2>&1 || { echo "installing systemd-container (systemd-nspawn)"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q systemd-container; }
+	@bin/toolhost-rootfs --config /dev/null --out $(SYSTEMD_TREE) systemd systemd-sysv dbus iptables iproute2 debootstrap
+
 clean:
-	rm -rf bin build/rootfs
+	rm -rf bin build/rootfs build/systemd-tree
 
 FORCE:

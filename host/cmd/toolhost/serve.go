@@ -57,10 +57,16 @@ func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
 	})
 }
 
+// exitConfig is serve's exit status when the config has problems: 78, the
+// EX_CONFIG of sysexits.h. The unit does not restart on it (restarting would
+// not help); it is not 2, which is also a Go panic's and a SIGABRT's (the
+// watchdog's signal), after which the unit must restart.
+const exitConfig = 78
+
 func runServe(args []string, _, stderr io.Writer) int {
 	cfg, ok := loadConfig("serve", args, stderr)
 	if !ok {
-		return 2
+		return exitConfig
 	}
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -76,7 +82,7 @@ func runServe(args []string, _, stderr io.Writer) int {
 			ln.Close()
 			fmt.Fprintf(stderr, "toolhost: [server] listen = %q reaches beyond this machine, but no [[tokens]] are configured, so anyone could run tools;\n"+
 				"  add a [[tokens]] entry (name, sha256, role), or listen on 127.0.0.1\n", cfg.Server.Listen)
-			return 2
+			return exitConfig
 		}
 		log.Warn("NO TOKENS ARE CONFIGURED: every caller on this machine is an admin, and nobody else is served; add [[tokens]] to " + cfg.File + " to require a token")
 	} else {
@@ -98,7 +104,7 @@ func runServe(args []string, _, stderr io.Writer) int {
 			fmt.Fprintln(stderr, e.Error())
 		}
 		fmt.Fprintf(stderr, "toolhost: %s has %d problem(s); nothing was started\n", cfg.File, len(problems.Config))
-		return 2
+		return exitConfig
 	}
 	for _, p := range problems.Plugins {
 		fmt.Fprintf(stderr, "toolhost: %v\n", p.Err)
