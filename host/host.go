@@ -474,6 +474,10 @@ func (h *Host) sweepRuns(ctx context.Context) {
 // KindReport is what one kind's checks of this machine found.
 type KindReport struct {
 	Kind string
+	// Version is the plugin's own version; Protocol the plugin protocol
+	// version the host and the plugin agreed on.
+	Version  string
+	Protocol int
 	sdk.DoctorReport
 }
 
@@ -508,7 +512,7 @@ func Doctor(ctx context.Context, cfg *config.Config, log hclog.Logger) ([]KindRe
 			problems = append(problems, plugins.Problem{Kind: kind, Err: fmt.Errorf("the %s kind: %w", kind, err)})
 			continue
 		}
-		out = append(out, KindReport{Kind: kind, DoctorReport: rep})
+		out = append(out, KindReport{Kind: kind, Version: p.Info().Version, Protocol: p.Protocol(), DoctorReport: rep})
 	}
 	return out, problems
 }

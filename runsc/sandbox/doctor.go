@@ -50,13 +50,13 @@ func Doctor(ctx context.Context, o DoctorOptions) []Check {
 	runscOK := false
 	if fi, err := os.Stat(o.Runsc); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 		out = append(out, Check{Name: "runsc", Detail: fmt.Sprintf("no runsc binary at %s", o.Runsc),
-			Fix: "run make runsc, or set [python] runsc to the runsc binary"})
+			Fix: "set [python] runsc to the runsc binary (the package installs it beside the plugins, in /usr/lib/toolhost/runsc; make runsc builds it in the source tree)"})
 	} else if v, err := runsc.BinaryVersion(o.Runsc); err != nil {
 		out = append(out, Check{Name: "runsc", Detail: err.Error(),
-			Fix: "run make runsc, which installs runsc " + runsc.PinnedVersion()})
+			Fix: "reinstall toolhost, or run make runsc in the source tree: both bring runsc " + runsc.PinnedVersion()})
 	} else if v != runsc.PinnedVersion() {
 		out = append(out, Check{Name: "runsc", Detail: fmt.Sprintf("%s is version %s, not the pinned %s", o.Runsc, v, runsc.PinnedVersion()),
-			Fix: "run make runsc, which installs the pinned version"})
+			Fix: "point [python] runsc at the runsc toolhost installs (/usr/lib/toolhost/runsc), or run make runsc in the source tree: both are the pinned version"})
 	} else {
 		runscOK = true
 		out = append(out, Check{Name: "runsc", OK: true, Detail: fmt.Sprintf("%s, version %s", o.Runsc, v)})
@@ -65,7 +65,7 @@ func Doctor(ctx context.Context, o DoctorOptions) []Check {
 	rootfsOK := false
 	if fi, err := os.Stat(filepath.Join(o.Rootfs, "usr/bin/python3")); err != nil || fi.IsDir() {
 		out = append(out, Check{Name: "rootfs", Detail: fmt.Sprintf("no rootfs with /usr/bin/python3 at %s", o.Rootfs),
-			Fix: "run make rootfs, or set [python] rootfs to a built root filesystem"})
+			Fix: "run toolhost rootfs (make rootfs in the source tree), or set [python] rootfs to a built root filesystem"})
 	} else {
 		rootfsOK = true
 		out = append(out, Check{Name: "rootfs", OK: true, Detail: o.Rootfs})

@@ -50,7 +50,7 @@ func TestDoctorSaysHowToFix(t *testing.T) {
 			fails[c.Name] = c
 		}
 	}
-	if !strings.Contains(fails["runsc"].Fix, "make runsc") || !strings.Contains(fails["rootfs"].Fix, "make rootfs") {
+	if !strings.Contains(fails["runsc"].Fix, "make runsc") || !strings.Contains(fails["rootfs"].Fix, "make rootfs") || !strings.Contains(fails["rootfs"].Fix, "toolhost rootfs") {
 		t.Errorf("failing lines don't say how to fix them: %+v", fails)
 	}
 	if _, ok := fails["platform"]; !ok {

@@ -58,7 +58,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		return nil, err
 	}
 	if fi, err := os.Stat(filepath.Join(opts.Rootfs, "usr/bin/python3")); err != nil || fi.IsDir() {
-		return nil, fmt.Errorf("the rootfs %s has no /usr/bin/python3: build it with make rootfs", opts.Rootfs)
+		return nil, fmt.Errorf("the rootfs %s has no /usr/bin/python3: build it with toolhost rootfs (make rootfs in the source tree)", opts.Rootfs)
 	}
 	if opts.StateDir == "" {
 		return nil, errors.New("the sandbox manager needs a state folder")

@@ -50,10 +50,11 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolhost doctor: %v\n", p.Err)
 	}
 	for _, r := range reports {
+		fmt.Fprintf(stdout, "[%s] plugin version %s, plugin protocol %d\n", r.Kind, r.Version, r.Protocol)
 		if len(r.Checks) == 0 {
+			fmt.Fprintln(stdout, "nothing of this machine to check")
 			continue
 		}
-		fmt.Fprintf(stdout, "[%s]\n", r.Kind)
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		failed := 0
 		for _, c := range r.Checks {
