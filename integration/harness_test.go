@@ -70,7 +70,13 @@ func TestMain(m *testing.M) {
 // pin returns the SHA-256 of a built plugin.
 func pin(t testing.TB, kind string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(bins.plugins, "toolhost-plugin-"+kind))
+	return fileSHA256(t, filepath.Join(bins.plugins, "toolhost-plugin-"+kind))
+}
+
+// fileSHA256 is the SHA-256 of a file, in lowercase hex.
+func fileSHA256(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
