@@ -80,8 +80,13 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 
 	// Configure: an http tool against a server in the container, python tools, and a shorter
 	// watchdog than the unit's 30 s so the test can see it act.
+	// The container shares this machine's cgroup v1 hierarchy (see the file's comment), so its
+	// sandboxes get a prefix of their own: the sweep of leftovers at start must not meet the
+	// sandboxes of tests running beside this one, nor theirs meet these.
+	prefix := fmt.Sprintf("thunit%d-", os.Getpid()%100000)
 	c.edit("etc/toolhost/toolhost.toml", func(s string) string {
-		return strings.Replace(s, "allow_private = false", "allow_private = true", 1)
+		s = strings.Replace(s, "allow_private = false", "allow_private = true", 1)
+		return strings.Replace(s, `sandbox_prefix = "toolhost-"`, fmt.Sprintf("sandbox_prefix = %q", prefix), 1)
 	})
 	c.write("srv/hello.json", `{"greeting": "hello from the container"}`)
 	c.must("systemd-run", "--unit=fixture-web", "--property=WorkingDirectory=/srv", "python3", "-m", "http.server", "9999", "--bind", "127.0.0.1")
@@ -103,6 +108,18 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 	}
 	if out := c.must("toolhost", "call", "hello", "name=hello"); !strings.Contains(out, "hello from the container") {
 		t.Errorf("the http tool: %s", out)
+	}
+
+	// check and doctor beside the live host: they say the installed machine is fine and leave
+	// the host serving.
+	if out := c.must("toolhost", "check"); !strings.Contains(out, "/etc/toolhost/toolhost.toml: ok") {
+		t.Errorf("toolhost check of the installed config: %s", out)
+	}
+	if out := c.must("toolhost", "doctor"); !strings.Contains(out, "this machine can run python tools") {
+		t.Errorf("toolhost doctor in the container: %s", out)
+	}
+	if out := c.must("toolhost", "call", "word_count", "text=still here"); !strings.Contains(out, `"words": 2`) {
+		t.Errorf("after check and doctor beside it, the host: %s", out)
 	}
 
 	// Reload applies a changed tool, and returns once it is served.
@@ -184,7 +201,7 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(c.quiet("ip", "netns", "list"), "toolhost-") {
+	for !strings.Contains(c.quiet("ip", "netns", "list"), prefix) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the networked run made no network namespace; the call said: %s", callOut.String())
 		}
@@ -200,10 +217,13 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 		strings.Contains(out, "runsc") || strings.Contains(out, "toolhost serve") {
 		t.Errorf("processes are left after stop:\n%s", out)
 	}
-	if out := c.quiet("ip", "netns", "list"); strings.Contains(out, "toolhost") {
+	if cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/" + prefix + "*"); len(cgroups) > 0 {
+		t.Errorf("sandbox cgroups are left after stop: %v", cgroups)
+	}
+	if out := c.quiet("ip", "netns", "list"); strings.Contains(out, prefix) {
 		t.Errorf("network namespaces are left after stop: %s", out)
 	}
-	if out := c.quiet("iptables-save"); strings.Contains(out, "toolhost") {
+	if out := c.quiet("iptables-save"); strings.Contains(out, prefix) || strings.Contains(out, "toolhost") {
 		t.Errorf("firewall rules are left after stop:\n%s", out)
 	}
 	for _, line := range strings.Split(c.quiet("cat", "/proc/self/mountinfo"), "\n") {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
@@ -16,14 +17,14 @@ import (
 	"github.com/toolhost/toolhost/host"
 )
 
-// runDoctor is `toolhost doctor [--config FILE]`: it starts the kinds' plugins of FILE (the
-// defaults without one) and asks each, over the plugin protocol, to check line by line that this
+// runDoctor is `toolhost doctor [--config FILE]`: it starts the kinds' plugins of FILE (default
+// /etc/toolhost/toolhost.toml; the defaults when there is none) and asks each, over the plugin protocol, to check line by line that this
 // machine can run its tools with its settings of FILE; each failing line says how to fix it. It
 // exits 1 when any line fails or a plugin could not be asked. The host knows no kind's checks.
 func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "the toolhost.toml whose plugins and kinds' settings are checked")
+	path := fs.String("config", defaultConfig, "the toolhost.toml whose plugins and kinds' settings are checked (without one: the defaults)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -32,6 +33,11 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := config.Default()
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "config" })
+	if _, err := os.Stat(*path); err != nil && !given {
+		*path = "" // no installed config: check with the defaults
+	}
 	if *path != "" {
 		c, err := config.Load(*path)
 		if err != nil {

@@ -15,8 +15,8 @@ import (
 const usage = `toolhost runs an AI assistant's tools, each kind in a plugin process of its own, Python in gVisor.
 
 Usage:
-  toolhost serve  --config FILE        serve the tools of FILE
-  toolhost check  --config FILE        check FILE and every tool; exit 1 if anything is wrong
+  toolhost serve  [--config FILE]      serve the tools of FILE; exit 78 when it has problems
+  toolhost check  [--config FILE]      check FILE and every tool; exit 1 if anything is wrong
   toolhost reload [--config FILE] [--pid PID]
                                        ask the host (PID, or systemd's $MAINPID) to reload FILE and
                                        wait until it serves it; exit 1 when the host refused it
@@ -39,6 +39,8 @@ Usage:
                                        plugins exits 0 when all is well, 1 when something is
                                        wrong, 2 on a usage error
   toolhost version                     print the version
+
+FILE is /etc/toolhost/toolhost.toml unless --config names another.
 `
 
 type command func(args []string, stdout, stderr io.Writer) int

@@ -59,7 +59,7 @@ func runPlugins(args []string, stdout, stderr io.Writer) int {
 func parsePluginsFlags(name string, args []string, stderr io.Writer) (path string, rest []string, ok bool) {
 	fs := flag.NewFlagSet("plugins "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&path, "config", "/etc/toolhost/toolhost.toml", "the config file")
+	fs.StringVar(&path, "config", defaultConfig, "the config file")
 	for {
 		if err := fs.Parse(args); err != nil {
 			return "", nil, false

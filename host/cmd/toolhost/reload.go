@@ -30,7 +30,7 @@ const reloadWait = 2 * time.Minute
 func runReload(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "/etc/toolhost/toolhost.toml", "the config the host serves")
+	path := fs.String("config", defaultConfig, "the config the host serves")
 	pid := fs.Int("pid", 0, "the host's process id (default: $MAINPID, which systemd sets)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -27,7 +27,7 @@ const rootfsBuilder = "toolhost-rootfs"
 func runRootfs(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("rootfs", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	path := flags.String("config", "/etc/toolhost/toolhost.toml", "the config whose [python] rootfs and packages are built")
+	path := flags.String("config", defaultConfig, "the config whose [python] rootfs and packages are built")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}

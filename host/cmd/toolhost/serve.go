@@ -24,7 +24,7 @@ import (
 func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, bool) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "/etc/toolhost/toolhost.toml", "the config file")
+	path := fs.String("config", defaultConfig, "the config file")
 	if err := fs.Parse(args); err != nil {
 		return nil, false
 	}
@@ -56,6 +56,10 @@ func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
 		Output:     w,
 	})
 }
+
+// defaultConfig is the config of an installed toolhost, which every command
+// reads when --config does not name another.
+const defaultConfig = "/etc/toolhost/toolhost.toml"
 
 // exitConfig is serve's exit status when the config has problems: 78, the
 // EX_CONFIG of sysexits.h. The unit does not restart on it (restarting would
