@@ -144,19 +144,28 @@ func Default() *Config {
 // the error is Errors, listing all of them; when it can't be read the error
 // says so and wraps the cause.
 func Load(path string) (*Config, error) {
-	abs, err := filepath.Abs(path)
+	abs, data, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("can't find the config file %s: %w", path, err)
+		return nil, err
 	}
-	data, err := os.ReadFile(abs)
+	return parse(path, abs, data, false)
+}
+
+// readFile reads the config file at path, returning its absolute path too.
+func readFile(path string) (abs string, data []byte, err error) {
+	abs, err = filepath.Abs(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("can't find the config file %s: %w", path, err)
+	}
+	data, err = os.ReadFile(abs)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is said once, below
 		}
-		return nil, fmt.Errorf("can't read the config file %s: %w", path, err)
+		return "", nil, fmt.Errorf("can't read the config file %s: %w", path, err)
 	}
-	return parse(path, abs, data)
+	return abs, data, nil
 }
 
 // Parse checks a config given as bytes. file names it in errors; relative
@@ -166,10 +175,13 @@ func Parse(file string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("can't find the config file %s: %w", file, err)
 	}
-	return parse(file, abs, data)
+	return parse(file, abs, data, false)
 }
 
-func parse(file, abs string, data []byte) (*Config, error) {
+// parse decodes a config file's data. With pinsFileMayBeMissing, a
+// sha256_file that does not exist yet holds no pins instead of being an
+// error (toolhost plugins pin may be the first to write it).
+func parse(file, abs string, data []byte, pinsFileMayBeMissing bool) (*Config, error) {
 	doc, errs := parseDocument(file, data)
 	if errs != nil {
 		return nil, errs
@@ -181,7 +193,9 @@ func parse(file, abs string, data []byte) (*Config, error) {
 	dir := filepath.Dir(abs)
 	d.decodeConfig(c, dir)
 	if c.Plugins.SHA256File != "" && !d.hasErrorAt("plugins.sha256_file") {
-		d.errs = append(d.errs, loadPins(d.doc, c)...)
+		if _, err := os.Lstat(c.Plugins.SHA256File); !pinsFileMayBeMissing || !errors.Is(err, fs.ErrNotExist) {
+			d.errs = append(d.errs, loadPins(d.doc, c)...)
+		}
 	}
 	if err := errorsOrNil(d.errs); err != nil {
 		return nil, err

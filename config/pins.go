@@ -14,36 +14,11 @@ import (
 // to write the pins file: a sha256_file that does not exist yet is no
 // error (its pins are then none). Anything else wrong is, as in Load.
 func LoadForPins(path string) (*Config, error) {
-	abs, err := filepath.Abs(path)
+	abs, data, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("can't find the config file %s: %w", path, err)
-	}
-	data, err := os.ReadFile(abs)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("can't read the config file %s: %w", path, err)
-	}
-	doc, errs := parseDocument(path, data)
-	if errs != nil {
-		return nil, errs
-	}
-	d := &decoder{doc: doc}
-	c := Default()
-	c.File = abs
-	c.doc = doc
-	d.decodeConfig(c, filepath.Dir(abs))
-	if c.Plugins.SHA256File != "" && !d.hasErrorAt("plugins.sha256_file") {
-		if _, err := os.Lstat(c.Plugins.SHA256File); !errors.Is(err, fs.ErrNotExist) {
-			d.errs = append(d.errs, loadPins(d.doc, c)...)
-		}
-	}
-	if err := errorsOrNil(d.errs); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return parse(path, abs, data, true)
 }
 
 // MainFilePin says whether the main config file itself pins kind, in
