@@ -35,6 +35,7 @@ func sessionSpec(t *testing.T, dir, prefix string) hostSpec {
 runsc = %q
 rootfs = %q
 state_dir = %q
+sessions_dir = %q
 sandbox_prefix = %q
 [python.pool]
 size = 0
@@ -44,7 +45,7 @@ enabled = true
 disk_mb = 16
 idle_minutes = 1
 seconds = 30
-`, runscBin, rootfs, filepath.Join(dir, "runsc-state"), prefix)}
+`, runscBin, rootfs, filepath.Join(dir, "runsc-state"), filepath.Join(dir, "sessions"), prefix)}
 }
 
 func startSessionHost(t *testing.T) *sessionHost {
@@ -270,7 +271,7 @@ func TestSessionDiskCapAndDelete(t *testing.T) {
 	if left := s.leftovers(t); len(left) > 0 {
 		t.Errorf("the deleted session left: %v", left)
 	}
-	images, _ := filepath.Glob(filepath.Join(s.runscState, "sessions", "*.img"))
+	images, _ := filepath.Glob(filepath.Join(s.dir, "sessions", "*.img"))
 	if len(images) > 0 {
 		t.Errorf("the deleted session's image is still there: %v", images)
 	}

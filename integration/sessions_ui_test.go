@@ -53,6 +53,7 @@ url = %q
 runsc = %q
 rootfs = %q
 state_dir = %q
+sessions_dir = %q
 sandbox_prefix = %q
 
 [python.pool]
@@ -70,7 +71,7 @@ by = "caller"
 
 [http]
 allow_private = true
-`, runscBin, rootfs, pyState, prefix)})
+`, runscBin, rootfs, pyState, filepath.Join(pyState, "sessions"), prefix)})
 	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: runscBin, Root: filepath.Join(pyState, "runsc")})
 	if err != nil {
 		t.Fatal(err)

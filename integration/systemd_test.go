@@ -86,6 +86,8 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 	prefix := fmt.Sprintf("thunit%d-", os.Getpid()%100000)
 	c.edit("etc/toolhost/toolhost.toml", func(s string) string {
 		s = strings.Replace(s, "allow_private = false", "allow_private = true", 1)
+		s = strings.Replace(s, "[sessions]\n# enabled: serve the session tools and the /api/v1/sessions endpoints. Read at\n# start only. Default: false.\nenabled = false",
+			"[sessions]\nenabled = true", 1)
 		return strings.Replace(s, `sandbox_prefix = "toolhost-"`, fmt.Sprintf("sandbox_prefix = %q", prefix), 1)
 	})
 	c.write("srv/hello.json", `{"greeting": "hello from the container"}`)
@@ -153,6 +155,16 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 	}
 	c.write("etc/toolhost/toolhost.toml", string(good))
 	c.must("systemctl", "reload", "toolhost")
+
+	// A conversation's files outlive a restart of the service (its runtime folder is emptied).
+	if out := c.runPython("conv-1", "open('/work/kept.txt', 'w').write('written before the restart')"); !strings.Contains(strings.ReplaceAll(out, " ", ""), `"exit_code":0`) {
+		t.Fatalf("run_python in a session: %s", out)
+	}
+	c.must("systemctl", "restart", "toolhost")
+	if out := c.runPython("conv-1", "print(open('/work/kept.txt').read())"); !strings.Contains(out, "written before the restart") {
+		t.Errorf("after systemctl restart, the session's file is gone: %s", out)
+	}
+	firstPID = c.mainPID()
 
 	// The watchdog: a host that serves keeps feeding it (no restart over several periods) ...
 	time.Sleep(12 * time.Second)
@@ -263,8 +275,15 @@ func bootContainer(t *testing.T, tree, deb, rootfs string) *container {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nspawn := exec.Command("systemd-nspawn", "--boot", "--quiet", "--register=no", "--keep-unit", "--private-network",
-		"--machine="+name, "-D", c.root, "--bind-ro="+filepath.Dir(deb)+":/mnt/deb", "--bind-ro="+rootfs+":/var/lib/toolhost/rootfs")
+	args := []string{"--boot", "--quiet", "--register=no", "--keep-unit", "--private-network",
+		"--machine=" + name, "-D", c.root, "--bind-ro=" + filepath.Dir(deb) + ":/mnt/deb", "--bind-ro=" + rootfs + ":/var/lib/toolhost/rootfs"}
+	// The loop devices, for the disk images of conversation sandboxes: nspawn gives a container
+	// none, a machine has them.
+	loops, _ := filepath.Glob("/dev/loop*")
+	for _, l := range loops {
+		args = append(args, "--bind="+l)
+	}
+	nspawn := exec.Command("systemd-nspawn", args...)
 	nspawn.Stdout, nspawn.Stderr = console, console
 	nspawn.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start = time.Now()
@@ -473,6 +492,21 @@ func (c *container) waitNewMain(old int, timeout time.Duration) int {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// runPython calls run_python in a session over HTTP from inside the container (there is no curl
+// in it, but there is Python), returning the response.
+func (c *container) runPython(session, code string) string {
+	c.t.Helper()
+	const call = `import json, sys, urllib.request
+req = urllib.request.Request("http://127.0.0.1:8080/api/v1/tools/run_python/call?session=" + sys.argv[1],
+    data=json.dumps({"code": sys.argv[2]}).encode(), headers={"content-type": "application/json"}, method="POST")
+try:
+    print(urllib.request.urlopen(req, timeout=120).read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())`
+	out, _ := c.run("python3", "-c", call, session, code)
+	return out
 }
 
 func httpTool(name string) string {

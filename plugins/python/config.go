@@ -28,6 +28,7 @@ type Config struct {
 	Runsc             string   `json:"runsc"`
 	Rootfs            string   `json:"rootfs"`
 	StateDir          string   `json:"state_dir"`
+	SessionsDir       string   `json:"sessions_dir"`
 	Platform          string   `json:"platform"`
 	SandboxPrefix     string   `json:"sandbox_prefix"`
 	Packages          []string `json:"packages"`
@@ -67,6 +68,7 @@ func defaultConfig() Config {
 		Runsc:          "/usr/local/bin/runsc",
 		Rootfs:         "/var/lib/toolhost/rootfs",
 		StateDir:       "/run/toolhost",
+		SessionsDir:    "/var/lib/toolhost/sessions",
 		Platform:       runsc.PlatformSystrap,
 		SandboxPrefix:  sandbox.DefaultPrefix,
 		MaxMemoryMB:    1024,
@@ -94,7 +96,7 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	bad := func(key, format string, args ...any) {
 		fe = append(fe, sdk.FieldError{Path: "python." + key, Message: fmt.Sprintf(format, args...)})
 	}
-	for key, v := range map[string]string{"runsc": cfg.Runsc, "rootfs": cfg.Rootfs, "state_dir": cfg.StateDir} {
+	for key, v := range map[string]string{"runsc": cfg.Runsc, "rootfs": cfg.Rootfs, "state_dir": cfg.StateDir, "sessions_dir": cfg.SessionsDir} {
 		if !strings.HasPrefix(v, "/") {
 			bad(key, "must be an absolute path, not %q", v)
 		}

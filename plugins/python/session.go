@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 
 // The kind keeps conversation sandboxes (sdk.SessionKeeper) with package runsc/session: one
 // long-lived sandbox per session while it is used, on the kind's sandbox manager, its files on a
-// per-session image under <[python] state_dir>/sessions. The session manager is made when first
+// per-session image under [python] sessions_dir. The session manager is made when first
 // needed (the host's Sessions.Configure, a run, a file call), not at Configure: a kind that never
 // serves a session (toolhost check, a host with [sessions] off) never takes the folder's lock.
 
@@ -141,7 +140,7 @@ func (k *kind) sessionManagerConf(ctx context.Context) (*session.Manager, sdk.Se
 		if err != nil {
 			return nil, sdk.SessionsConfig{}, nil, sdk.Errorf("not_configured", "%v", err)
 		}
-		dir := filepath.Join(c.cfg.StateDir, "sessions")
+		dir := c.cfg.SessionsDir
 		s.gen.RLock()
 		s.mu.Lock()
 		m, on, mdir, conf, closed := s.m, s.on, s.dir, s.conf, s.closed

@@ -40,7 +40,7 @@ func sessionKind(t *testing.T) (*kind, *sdktest.Conn, *hostside.SessionsClient) 
 	}
 	repo, _ := filepath.Abs("../..")
 	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": sandboxtest.EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
-		"state_dir": state, "sandbox_prefix": prefix, "max_output_bytes": env.outputB,
+		"state_dir": state, "sessions_dir": filepath.Join(state, "sessions"), "sandbox_prefix": prefix, "max_output_bytes": env.outputB,
 		"pool": map[string]any{"size": 0, "max": 4, "max_idle_minutes": 10}})
 	k := newKind(kindOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -467,7 +467,7 @@ func TestSessionReconfigureKeepsRunsInFlight(t *testing.T) {
 	k.mu.Lock()
 	cfg := k.cfg
 	k.mu.Unlock()
-	raw, _ := json.Marshal(map[string]any{"runsc": cfg.Runsc, "rootfs": cfg.Rootfs, "state_dir": cfg.StateDir,
+	raw, _ := json.Marshal(map[string]any{"runsc": cfg.Runsc, "rootfs": cfg.Rootfs, "state_dir": cfg.StateDir, "sessions_dir": cfg.SessionsDir,
 		"sandbox_prefix": cfg.SandboxPrefix, "max_output_bytes": 2 * env.outputB,
 		"pool": map[string]any{"size": 0, "max": 4, "max_idle_minutes": 10}})
 	inFlight(func() error { return c.Configure(ctx, raw) })

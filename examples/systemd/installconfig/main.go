@@ -40,6 +40,7 @@ func settings(libdir, confdir, statedir string) map[string]string {
 		"python.runsc":        libdir + "/runsc",
 		"python.rootfs":       statedir + "/rootfs",
 		"python.state_dir":    "/run/toolhost",
+		"python.sessions_dir": statedir + "/sessions",
 		"log.format":          "json",
 	}
 }
