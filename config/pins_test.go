@@ -73,8 +73,8 @@ func TestWritePinIsAtomicAndKeepsTheLink(t *testing.T) {
 	if err := os.Symlink("real.toml", link); err != nil {
 		t.Fatal(err)
 	}
-	if err := WritePin(link, "weather", sumB); err != nil {
-		t.Fatal(err)
+	if line, err := WritePin(link, "weather", sumB); err != nil || line != 3 {
+		t.Fatalf("WritePin: line %d, %v", line, err)
 	}
 	b, err := os.ReadFile(real)
 	if err != nil || string(b) != "# pins\nhttp = \""+sumA+"\"\nweather = \""+sumB+"\"\n" {
@@ -91,7 +91,7 @@ func TestWritePinIsAtomicAndKeepsTheLink(t *testing.T) {
 		t.Fatalf("left behind: %v", entries)
 	}
 	fresh := filepath.Join(dir, "fresh.toml")
-	if err := WritePin(fresh, "http", sumA); err != nil {
+	if _, err := WritePin(fresh, "http", sumA); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(fresh); string(b) != "http = \""+sumA+"\"\n" {

@@ -31,8 +31,9 @@ Usage:
   toolhost doctor [--config FILE]      check this machine can run each kind's tools
   toolhost plugins pin NAME [--config FILE]
                                        start the plugin of kind NAME once, show its SHA-256,
-                                       version and protocol, and write its pin into the
-                                       config's pins file ([plugins] sha256_file)
+                                       version and protocol, and write its pin into FILE's
+                                       [plugins.sha256] (kept by upgrades), or into the pins
+                                       file ([plugins] sha256_file) when that pins NAME
   toolhost plugins list [--config FILE]
                                        every plugin and pinned kind: pin state, version and
                                        protocol (starts only plugins that match their pin)

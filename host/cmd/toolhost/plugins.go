@@ -25,7 +25,9 @@ import (
 
 const pluginsUsage = `Usage:
   toolhost plugins pin NAME [--config FILE]   start the plugin of kind NAME once, show its hash, version and
-                                              protocol, and write its pin into the config's pins file
+                                              protocol, and write its pin into FILE's [plugins.sha256] (kept
+                                              by upgrades), or into the pins file ([plugins] sha256_file,
+                                              replaced by upgrades) when that already pins NAME
   toolhost plugins list [--config FILE]       every plugin and pinned kind: pin state, version, protocol
 
 FILE is /etc/toolhost/toolhost.toml unless given. Exit codes: 0 ok, 1 something is wrong, 2 usage.
@@ -139,13 +141,6 @@ func runPluginsPin(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolhost plugins pin: "+format+"\n", a...)
 		return 1
 	}
-	pinsFile := cfg.Plugins.SHA256File
-	if pinsFile == "" {
-		return fail("%s names no pins file, so there is nowhere to write the pin of %s: add under [plugins] a line such as\n"+
-			"    sha256_file = %q\n"+
-			"(toolhost reads the pins of that file besides [plugins.sha256]; it must not be writable by others), then run this again",
-			cfg.File, kind, filepath.Join(filepath.Dir(cfg.File), "pins.toml"))
-	}
 	bin := filepath.Join(cfg.Plugins.Dir, plugins.BinaryPrefix+kind)
 	sum, err := hashFile(bin)
 	if errors.Is(err, os.ErrNotExist) {
@@ -154,23 +149,29 @@ func runPluginsPin(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("the %s plugin %s can't be read: %v", kind, bin, err)
 	}
-	if mainPin, line, ok := cfg.MainFilePin(kind); ok && mainPin != sum {
-		return fail("%s:%d already pins %s to another hash (%s…) in [plugins.sha256], and the binary's is %s…; a kind is pinned in one place: "+
-			"remove that line and run this again to pin it in %s, or change the hash there; nothing was written",
-			cfg.File, line, kind, mainPin[:12], sum[:12], pinsFile)
+	// Where the pin goes: a kind the pins file pins (a built-in one,
+	// pinned by `make build` or the package) stays there; any other goes
+	// into the main config's [plugins.sha256], the admin's file, which
+	// an upgrade keeps (the pins file it replaces).
+	mainSum, mainLine, inMain := cfg.MainFilePin(kind)
+	filePin, inFile, err := cfg.PinsFilePin(kind)
+	if err != nil {
+		return fail("%v; nothing was written", err)
 	}
-	if _, err := os.Lstat(pinsFile); errors.Is(err, os.ErrNotExist) {
-		// The pins file is made here: its folder must be one only root
-		// and the host's user can change, as the file must be.
-		if err := plugins.CheckNotWritableByOthers(filepath.Dir(pinsFile), "the folder of the pins file"); err != nil {
-			return fail("%v; nothing was written", err)
-		}
+	if inMain && inFile {
+		return fail("%s is pinned twice, in %s:%d ([plugins.sha256]) and in %s:%d; a kind is pinned in one place: remove one of the two lines "+
+			"(keep the pins file's for a kind that comes with toolhost, the config's for any other: upgrades replace the pins file) and run this again; nothing was written",
+			kind, cfg.File, mainLine, filePin.File, filePin.Line)
+	}
+	target := config.PinPlace{File: cfg.File, Line: mainLine, SHA256: mainSum}
+	if inFile {
+		target = filePin
 	}
 	ctx, cancel := signalContext(2 * time.Minute)
 	defer cancel()
 	probe, err := plugins.ProbeOne(ctx, pluginOptions(cfg, map[string]string{kind: sum}), kind)
 	if err != nil {
-		return fail("%v\n%s was not pinned; nothing was written to %s", err, kind, pinsFile)
+		return fail("%v\n%s was not pinned; nothing was written to %s", err, kind, target.File)
 	}
 	if probe.SHA256 != sum {
 		// The file changed between the hash and the start: ProbeOne ran
@@ -178,22 +179,28 @@ func runPluginsPin(args []string, stdout, stderr io.Writer) int {
 		return fail("the %s plugin %s changed while it was being pinned; nothing was written: run this again", kind, bin)
 	}
 	printProbe(stdout, probe)
-	if mainPin, line, ok := cfg.MainFilePin(kind); ok && mainPin == sum {
-		fmt.Fprintf(stdout, "%s is already pinned to this hash in %s:%d; %s was not changed\n", kind, cfg.File, line, pinsFile)
+	if (inMain || inFile) && target.SHA256 == sum {
+		fmt.Fprintf(stdout, "%s is already pinned to this hash in %s:%d; nothing was changed\n", kind, target.File, target.Line)
 		return 0
 	}
-	if old, ok := cfg.Plugins.SHA256[kind]; ok && old == sum {
-		fmt.Fprintf(stdout, "%s is already pinned to this hash in %s; it was not changed\n", kind, pinsFile)
-		return 0
+	var line int
+	if inFile {
+		line, err = config.WritePin(target.File, kind, sum)
+	} else {
+		line, err = config.WriteMainPin(cfg.File, kind, sum)
 	}
-	if err := config.WritePin(pinsFile, kind, sum); err != nil {
+	if err != nil {
 		return fail("%v", err)
 	}
-	if old, ok := cfg.Plugins.SHA256[kind]; ok {
-		fmt.Fprintf(stdout, "pinned: %s = %q in %s (it was %s…)\n", kind, sum, pinsFile, old[:12])
-	} else {
-		fmt.Fprintf(stdout, "pinned: %s = %q in %s\n", kind, sum, pinsFile)
+	was := ""
+	if inMain || inFile {
+		was = fmt.Sprintf(" (it was %s…)", target.SHA256[:12])
 	}
+	where := "the config's [plugins.sha256], kept by upgrades"
+	if inFile {
+		where = "the pins file, where the kind was pinned"
+	}
+	fmt.Fprintf(stdout, "pinned: %s = %q in %s:%d, %s%s\n", kind, sum, target.File, line, where, was)
 	fmt.Fprintln(stdout, "a running host goes by the new pin from its next start (systemctl restart toolhost): a reload starts no plugin")
 	return 0
 }

@@ -113,6 +113,15 @@ func (s site) install(t *testing.T, kind, src string, mode os.FileMode) string {
 	return hex.EncodeToString(sum[:])
 }
 
+func (s site) readConfig(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func (s site) readPins(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(s.pins)
@@ -165,21 +174,26 @@ func TestPinThenServeAcceptsThePlugin(t *testing.T) {
 		t.Fatalf("serve before the pin: %q", msg)
 	}
 
+	// echo is no kind of the pins file: its pin goes into the config,
+	// in a [plugins.sha256] added at its end.
+	configBefore := s.readConfig(t)
 	code, out, errOut := toolhost("plugins", "pin", "echo", "--config", s.config)
 	if code != 0 {
 		t.Fatalf("pin: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"kind      echo", "version   1.0.0", "protocol  2 (this host speaks 1 to 2)", "sha256    " + sum, `pinned: echo = "` + sum + `" in ` + s.pins} {
+	for _, want := range []string{"kind      echo", "version   1.0.0", "protocol  2 (this host speaks 1 to 2)", "sha256    " + sum,
+		`pinned: echo = "` + sum + `" in ` + s.config + ":10, the config's [plugins.sha256], kept by upgrades"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("pin's output lacks %q:\n%s", want, out)
 		}
 	}
-	want := pinsHeader + "other = \"" + strings.Repeat("a", 64) + "\" # kept\necho = \"" + sum + "\"\n"
-	if got := s.readPins(t); got != want {
-		t.Fatalf("pins file:\n%s\nwant\n%s", got, want)
+	want := configBefore + "\n[plugins.sha256]\necho = \"" + sum + "\"\n"
+	if got := s.readConfig(t); got != want {
+		t.Fatalf("config:\n%s\nwant\n%s", got, want)
 	}
-	if fi, _ := os.Stat(s.pins); fi.Mode().Perm() != 0o644 {
-		t.Fatalf("pins file mode %04o", fi.Mode().Perm())
+	pinsBefore := pinsHeader + "other = \"" + strings.Repeat("a", 64) + "\" # kept\n"
+	if got := s.readPins(t); got != pinsBefore {
+		t.Fatalf("the pins file changed:\n%s", got)
 	}
 	if msg := serveProblems(t, s, "echo"); msg != "" {
 		t.Fatalf("serve after the pin: %s", msg)
@@ -190,8 +204,8 @@ func TestPinThenServeAcceptsThePlugin(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "protocol  1 (this host speaks 1 to 2)") || !strings.Contains(out, "version   1.0.0") {
 		t.Fatalf("pin v1: exit %d\n%s%s", code, out, errOut)
 	}
-	if got := s.readPins(t); got != want+"v1 = \""+v1sum+"\"\n" {
-		t.Fatalf("pins file after v1:\n%s", got)
+	if got := s.readConfig(t); got != want+"v1 = \""+v1sum+"\"\n" {
+		t.Fatalf("config after v1:\n%s", got)
 	}
 	// Pinning again changes nothing.
 	if code, out, _ := toolhost("plugins", "pin", "v1", "--config", s.config); code != 0 || !strings.Contains(out, "already pinned to this hash") {
@@ -264,33 +278,16 @@ func TestPinRefusesWhatServeWouldRefuse(t *testing.T) {
 	}
 }
 
-// TestPinSaysWhatToDo: no pins file named, a kind pinned to another hash
-// in the main file, a binary missing, a name that is not a kind (a path
-// out of the folder, say), no command: each says what is wrong and what to
-// do, with exit 1 (2 for usage), and writes nothing.
+// TestPinSaysWhatToDo: a binary missing, a name that is not a kind (a
+// path out of the folder, say), no command: each says what is wrong and
+// what to do, with exit 1 (2 for usage), and writes nothing.
 func TestPinSaysWhatToDo(t *testing.T) {
 	echo, _ := buildTestPlugins(t)
-
-	s := newSite(t, false, "")
+	s := newSite(t, true, "")
 	s.install(t, "echo", echo, 0o755)
-	code, _, errOut := toolhost("plugins", "pin", "echo", "--config", s.config)
-	if code != 1 || !strings.Contains(errOut, "names no pins file") || !strings.Contains(errOut, `sha256_file = "`+filepath.Join(s.dir, "pins.toml")+`"`) {
-		t.Fatalf("no sha256_file: exit %d\n%s", code, errOut)
-	}
+	before, configBefore := s.readPins(t), s.readConfig(t)
 
-	s = newSite(t, true, "\n[plugins.sha256]\n# pinned by hand\necho = \""+strings.Repeat("b", 64)+"\"\n")
-	sum := s.install(t, "echo", echo, 0o755)
-	before := s.readPins(t)
-	code, _, errOut = toolhost("plugins", "pin", "echo", "--config", s.config)
-	if code != 1 || !strings.Contains(errOut, s.config+":11 already pins echo to another hash (bbbbbbbbbbbb…)") || !strings.Contains(errOut, sum[:12]) ||
-		!strings.Contains(errOut, "remove that line") {
-		t.Fatalf("pinned elsewhere: exit %d\n%s", code, errOut)
-	}
-	if s.readPins(t) != before {
-		t.Fatal("the pins file changed")
-	}
-
-	code, _, errOut = toolhost("plugins", "pin", "weather", "--config", s.config)
+	code, _, errOut := toolhost("plugins", "pin", "weather", "--config", s.config)
 	if code != 1 || !strings.Contains(errOut, "there is no toolhost-plugin-weather in "+s.plugins) || !strings.Contains(errOut, "it holds toolhost-plugin-echo (kinds echo)") {
 		t.Fatalf("missing binary: exit %d\n%s", code, errOut)
 	}
@@ -307,25 +304,34 @@ func TestPinSaysWhatToDo(t *testing.T) {
 			t.Errorf("%q: exit %d, %q; want 2 and why", args, code, errOut)
 		}
 	}
-	if s.readPins(t) != before {
-		t.Fatal("the pins file changed")
+	if s.readPins(t) != before || s.readConfig(t) != configBefore {
+		t.Fatal("the pins file or the config changed")
 	}
 }
 
-// TestPinMakesTheMissingPinsFile: a sha256_file named but not made yet
-// (a fresh machine) is made by pin, mode 0644.
-func TestPinMakesTheMissingPinsFile(t *testing.T) {
+// TestPinWithoutAPinsFile: with no sha256_file named, or one named but
+// not made yet (a fresh machine), a kind's pin goes into the config; the
+// pins file is not made.
+func TestPinWithoutAPinsFile(t *testing.T) {
 	echo, _ := buildTestPlugins(t)
-	s := newSite(t, true, "")
-	if err := os.Remove(s.pins); err != nil {
-		t.Fatal(err)
-	}
-	sum := s.install(t, "echo", echo, 0o755)
-	if code, out, errOut := toolhost("plugins", "pin", "echo", "--config", s.config); code != 0 {
-		t.Fatalf("exit %d\n%s%s", code, out, errOut)
-	}
-	if got := s.readPins(t); got != "echo = \""+sum+"\"\n" {
-		t.Fatalf("pins file: %q", got)
+	for _, named := range []bool{false, true} {
+		s := newSite(t, named, "")
+		if named {
+			if err := os.Remove(s.pins); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sum := s.install(t, "echo", echo, 0o755)
+		before := s.readConfig(t)
+		if code, out, errOut := toolhost("plugins", "pin", "echo", "--config", s.config); code != 0 {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		if got := s.readConfig(t); got != before+"\n[plugins.sha256]\necho = \""+sum+"\"\n" {
+			t.Fatalf("config: %q", got)
+		}
+		if _, err := os.Lstat(s.pins); err == nil {
+			t.Fatal("the pins file was made")
+		}
 	}
 }
 
@@ -370,5 +376,168 @@ func TestListNeverStartsAnUnpinnedOrChangedBinary(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(marks); len(entries) != 0 {
 		t.Fatalf("list ran a binary that does not match a pin: %v", entries)
+	}
+}
+
+// exampleSite is examples/toolhost.toml as installed: copied into
+// dir/etc (mode 0640), so its paths (../bin/plugins, ../bin/pins.toml,
+// ../build/...) point into dir, with the package's pins file in dir/bin.
+func exampleSite(t *testing.T, pins string) site {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := site{dir: dir, config: filepath.Join(dir, "etc", "toolhost.toml"), plugins: filepath.Join(dir, "bin", "plugins"), pins: filepath.Join(dir, "bin", "pins.toml")}
+	for _, d := range []string{"etc", "etc/tools", "bin/plugins"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile("../../../examples/toolhost.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.config, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.pins, []byte(pins), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestPinOfAThirdPartyKindSurvivesAnUpgrade: in the installed config
+// (the example's), `plugins pin` writes a third-party kind's pin into the
+// config's [plugins.sha256], under its commented example line, keeping
+// every other line, the mode 0640 and the owner, and says where; the pins
+// file, which the package owns, is untouched. An upgrade then replaces the
+// pins file wholesale, and the kind is still pinned and served.
+func TestPinOfAThirdPartyKindSurvivesAnUpgrade(t *testing.T) {
+	echo, _ := buildTestPlugins(t)
+	pkgPins := "# Written by `make build`.\nhttp = \"" + strings.Repeat("a", 64) + "\"\n"
+	s := exampleSite(t, pkgPins)
+	sum := s.install(t, "echo", echo, 0o755)
+	before := s.readConfig(t)
+
+	code, out, errOut := toolhost("plugins", "pin", "echo", "--config", s.config)
+	if code != 0 {
+		t.Fatalf("pin: exit %d\n%s%s", code, out, errOut)
+	}
+	comment := "[plugins.sha256]\n# weather = \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n"
+	pin := "echo = \"" + sum + "\"\n"
+	if !strings.Contains(before, comment) {
+		t.Fatal("the example config has no commented example pin under [plugins.sha256]")
+	}
+	want := strings.Replace(before, comment, comment+pin, 1)
+	if got := s.readConfig(t); got != want {
+		t.Fatalf("config:\n%s", got)
+	}
+	line := strings.Count(before[:strings.Index(before, comment)+len(comment)], "\n") + 1
+	if !strings.Contains(out, fmt.Sprintf("pinned: echo = %q in %s:%d", sum, s.config, line)) {
+		t.Fatalf("pin does not say the file and line %d:\n%s", line, out)
+	}
+	if fi, _ := os.Stat(s.config); fi.Mode().Perm() != 0o640 {
+		t.Fatalf("the config is now mode %04o, not 0640", fi.Mode().Perm())
+	}
+	if got := s.readPins(t); got != pkgPins {
+		t.Fatalf("the package's pins file changed:\n%s", got)
+	}
+
+	// The upgrade: the package's new pins file replaces the old.
+	if err := os.Remove(s.pins); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.pins, []byte("# Written by `make build`.\nhttp = \""+strings.Repeat("b", 64)+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Plugins.SHA256["echo"] != sum {
+		t.Fatalf("after the upgrade echo is not pinned: %v", cfg.Plugins.SHA256)
+	}
+	if msg := serveProblems(t, s, "echo"); msg != "" {
+		t.Fatalf("serve after the upgrade: %s", msg)
+	}
+	code, out, errOut = toolhost("plugins", "pin", "echo", "--config", s.config)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("already pinned to this hash in %s:%d", s.config, line)) {
+		t.Fatalf("pin again: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestRepinStaysWhereTheKindIsPinned: a kind the pins file pins (a
+// built-in one, as `make build` pins it) is re-pinned there, the config
+// untouched; a kind the config pins has its line there replaced, its
+// comment kept; a kind pinned in both is refused, naming both lines.
+func TestRepinStaysWhereTheKindIsPinned(t *testing.T) {
+	echo, _ := buildTestPlugins(t)
+	old := strings.Repeat("c", 64)
+	s := newSite(t, true, "")
+	if err := os.WriteFile(s.pins, []byte(pinsHeader+"echo = \""+old+"\" # built in\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := s.install(t, "echo", echo, 0o755)
+	configBefore := s.readConfig(t)
+	code, out, errOut := toolhost("plugins", "pin", "echo", "--config", s.config)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("pinned: echo = %q in %s:4, the pins file, where the kind was pinned (it was cccccccccccc…)", sum, s.pins)) {
+		t.Fatalf("re-pin of a built-in kind: exit %d\n%s%s", code, out, errOut)
+	}
+	if got := s.readPins(t); got != pinsHeader+"echo = \""+sum+"\" # built in\n" {
+		t.Fatalf("pins file:\n%s", got)
+	}
+	if s.readConfig(t) != configBefore {
+		t.Fatal("the config changed")
+	}
+
+	s = newSite(t, true, "\n[plugins.sha256]\n# pinned by hand\necho = \""+old+"\" # mine\n")
+	sum = s.install(t, "echo", echo, 0o755)
+	pinsBefore, configBefore := s.readPins(t), s.readConfig(t)
+	code, out, errOut = toolhost("plugins", "pin", "echo", "--config", s.config)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("in %s:11, the config's [plugins.sha256], kept by upgrades (it was cccccccccccc…)", s.config)) {
+		t.Fatalf("re-pin of a kind the config pins: exit %d\n%s%s", code, out, errOut)
+	}
+	if got := s.readConfig(t); got != strings.Replace(configBefore, old, sum, 1) {
+		t.Fatalf("config:\n%s", got)
+	}
+	if s.readPins(t) != pinsBefore {
+		t.Fatal("the pins file changed")
+	}
+
+	if err := os.WriteFile(s.pins, []byte("echo = \""+sum+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	configBefore = s.readConfig(t)
+	code, _, errOut = toolhost("plugins", "pin", "echo", "--config", s.config)
+	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("echo is pinned twice, in %s:11 ([plugins.sha256]) and in %s:1", s.config, s.pins)) || !strings.Contains(errOut, "nothing was written") {
+		t.Fatalf("pinned twice: exit %d\n%s", code, errOut)
+	}
+	if s.readConfig(t) != configBefore {
+		t.Fatal("the config changed")
+	}
+}
+
+// TestPinRefusesPinsWrittenInline: pins written as an inline table under
+// [plugins] are not edited: pin says to add the line by hand and shows
+// it, exits 1, and the config is as it was, with no file left beside it.
+func TestPinRefusesPinsWrittenInline(t *testing.T) {
+	echo, _ := buildTestPlugins(t)
+	s := newSite(t, false, "sha256 = { other = \""+strings.Repeat("a", 64)+"\" } # by hand\n")
+	sum := s.install(t, "echo", echo, 0o755)
+	before := s.readConfig(t)
+	code, _, errOut := toolhost("plugins", "pin", "echo", "--config", s.config)
+	if code != 1 || !strings.Contains(errOut, s.config+":7 pins plugins with dotted keys or an inline table (sha256 = …)") ||
+		!strings.Contains(errOut, "add it by hand") || !strings.Contains(errOut, "\n    echo = \""+sum+"\"\n") {
+		t.Fatalf("inline table: exit %d\n%s", code, errOut)
+	}
+	if s.readConfig(t) != before {
+		t.Fatal("the config changed")
+	}
+	entries, _ := os.ReadDir(s.dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".new-") {
+			t.Fatalf("a temporary file was left: %s", e.Name())
+		}
 	}
 }
