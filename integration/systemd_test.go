@@ -104,7 +104,6 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 	if out := c.must("toolhost", "tools"); !strings.Contains(out, "hello") || !strings.Contains(out, "word_count") {
 		t.Fatalf("right after systemctl start, the host does not list the tools:\n%s", out)
 	}
-	firstPID := c.mainPID()
 	if out := c.must("toolhost", "call", "word_count", "text=one two three"); !strings.Contains(out, `"words": 3`) && !strings.Contains(out, `"words":3`) {
 		t.Errorf("the python tool in gVisor in the container: %s", out)
 	}
@@ -164,7 +163,7 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 	if out := c.runPython("conv-1", "print(open('/work/kept.txt').read())"); !strings.Contains(out, "written before the restart") {
 		t.Errorf("after systemctl restart, the session's file is gone: %s", out)
 	}
-	firstPID = c.mainPID()
+	firstPID := c.mainPID()
 
 	// The watchdog: a host that serves keeps feeding it (no restart over several periods) ...
 	time.Sleep(12 * time.Second)
