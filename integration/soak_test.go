@@ -255,6 +255,7 @@ func writeSoakConfig(t *testing.T, repo, dir, upstream string) (cfgPath, stateDi
 		"python.runsc":                  filepath.Join(repo, "build/bin/runsc"),
 		"python.rootfs":                 filepath.Join(repo, "build/rootfs"),
 		"python.state_dir":              stateDir,
+		"python.sessions_dir":           filepath.Join(dir, "sessions"),
 		"python.sandbox_prefix":         soakPrefix,
 		"plugins.start_timeout_seconds": "60",
 	}
