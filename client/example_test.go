@@ -90,5 +90,5 @@ func exampleHost() (addr string, stop func()) {
 		Params: []config.Param{{Name: "name", Kind: "text", Required: true}}}, Kind: "greet", Run: json.RawMessage(`{"type":"greet"}`)}})
 	d := runs.NewDispatcher(reg, func(string) (runs.Invoker, bool) { return greetKind{}, true }, nil, time.Hour)
 	srv := httptest.NewServer(api.New(api.Options{Registry: reg, Dispatcher: d}))
-	return srv.URL, func() { srv.Close(); d.CancelAll(); d.Close() }
+	return srv.URL, func() { srv.Close(); d.CancelAll("the test is over"); d.Close() }
 }

@@ -450,7 +450,7 @@ func (h *Host) Stop() {
 	if h.http != nil {
 		_ = h.http.Shutdown(ctx)
 	}
-	h.runs.CancelAll()
+	h.runs.CancelAll("the host is stopping (systemctl stop, a restart or SIGTERM), so its runs were stopped; run it again once the host is back")
 	h.plugins.Stop(ctx)
 	h.sessions.stop(ctx)
 	h.closeLedger()

@@ -316,7 +316,7 @@ func startHostWith(t *testing.T, kind kindFunc, ts ...*tools.Tool) (wsURL string
 	reg.Replace(ts)
 	d := runs.NewDispatcher(reg, func(string) (runs.Invoker, bool) { return kind, true }, nil, time.Hour)
 	srv := httptest.NewServer(api.New(api.Options{Registry: reg, Dispatcher: d}))
-	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); d.CancelAll(); d.Close() })
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); d.CancelAll("the test is over"); d.Close() })
 	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/ws"
 }
 

@@ -57,7 +57,7 @@ func changeDispatcher(t *testing.T) (*Dispatcher, *changeKind) {
 	k := &changeKind{}
 	d := NewDispatcher(reg, func(string) (Invoker, bool) { return k, true }, nil, time.Hour)
 	k.d = d
-	t.Cleanup(func() { d.CancelAll(); d.Close() })
+	t.Cleanup(func() { d.CancelAll("the test is over"); d.Close() })
 	return d, k
 }
 

@@ -113,7 +113,7 @@ func acctDispatcher(t *testing.T, ledger Ledger, b Budget) (*Dispatcher, *acctKi
 		b.Who, b.RunsSetting, b.SecondsSetting = fmt.Sprintf("the token %q", p), "its runs_per_hour", "its sandbox_cpu_seconds_per_hour"
 		return b
 	})
-	t.Cleanup(func() { d.CancelAll(); d.Close() })
+	t.Cleanup(func() { d.CancelAll("the test is over"); d.Close() })
 	return d, k, clock
 }
 

@@ -185,16 +185,16 @@ func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, e
 	if !ok {
 		return nil, &sdk.Error{Code: errcode.PluginUnavailable, Message: fmt.Sprintf("the %s kind is not running", tool.Kind)}
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
+	runCtx, cancel := context.WithCancelCause(context.Background())
 	req.Tool = tool.Name
 	id := newRunID()
 	if err := d.charge(id, req, tool); err != nil {
-		cancel()
+		cancel(nil)
 		return nil, err
 	}
 	run := newRun(id, req, d.spill, cancel)
 	if err := d.admit(ctx, run, req, wait); err != nil {
-		cancel()
+		cancel(nil)
 		d.refund(id)
 		return nil, err
 	}
@@ -331,7 +331,7 @@ func (d *Dispatcher) depth(id string) int {
 }
 
 func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, inv Invoker, args json.RawMessage) {
-	defer run.cancel()
+	defer run.cancel(nil)
 	started, began := time.Now(), d.clock()()
 	// One text stream per stream and node, so a character split across
 	// two chunks of one node is never mixed with another node's.
@@ -377,6 +377,10 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 	end := Event{Type: "result", Result: result}
 	if ue := errcode.FromRun(ctx, err); ue != nil {
 		end = Event{Type: "error", Error: &ErrorBody{Code: ue.Code, Message: ue.Message}}
+		var why cancelReason
+		if ue.Code == errcode.Cancelled && errors.As(context.Cause(ctx), &why) {
+			end.Error.Message = string(why)
+		}
 	}
 	// The place comes free before the end is told: whoever sees the end
 	// may start another run at once.
@@ -447,12 +451,13 @@ func (d *Dispatcher) Close() {
 	}
 }
 
-// CancelAll cancels every run still going; used at shutdown.
-func (d *Dispatcher) CancelAll() {
+// CancelAll cancels every run still going, saying why (reason, in the
+// user's words); used at shutdown.
+func (d *Dispatcher) CancelAll(reason string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, r := range d.runs {
-		r.Cancel()
+		r.CancelBecause(reason)
 	}
 }
 

@@ -58,7 +58,7 @@ func TestARunEndsWithOneCodeWhateverItsKindReturned(t *testing.T) {
 	}
 	reg.Replace(list)
 	d := NewDispatcher(reg, func(string) (Invoker, bool) { return endKind{errs}, true }, nil, time.Hour)
-	t.Cleanup(func() { d.CancelAll(); d.Close() })
+	t.Cleanup(func() { d.CancelAll("the test is over"); d.Close() })
 	for name, w := range want {
 		run, err := d.Start(Request{Tool: name, Principal: "ed"})
 		if err != nil {
@@ -71,6 +71,27 @@ func TestARunEndsWithOneCodeWhateverItsKindReturned(t *testing.T) {
 		if last.Type != "error" || last.Error == nil || last.Error.Code != w.Code || last.Error.Message != w.Message {
 			t.Errorf("%s ended with %+v; want error %q: %q", name, last.Error, w.Code, w.Message)
 		}
+	}
+}
+
+// TestARunStoppedByTheHostSaysWhy: a run the host cancels at shutdown
+// (CancelAll) ends "cancelled" with the host's reason, whatever its kind
+// answered; a caller's cancel keeps the plain message.
+func TestARunStoppedByTheHostSaysWhy(t *testing.T) {
+	errs := map[string]error{"after_cancel_failed": &sdk.Error{Code: errcode.Failed, Message: "the plugin failed"}}
+	reg := tools.NewRegistry()
+	reg.Replace([]*tools.Tool{{Tool: config.Tool{Name: "after_cancel_failed", Description: "A test tool.", Effect: "read"},
+		Kind: "end", Run: json.RawMessage(`{"type":"end"}`)}})
+	d := NewDispatcher(reg, func(string) (Invoker, bool) { return endKind{errs}, true }, nil, time.Hour)
+	t.Cleanup(d.Close)
+	run, err := d.Start(Request{Tool: "after_cancel_failed", Principal: "ed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "the host is stopping, so its runs were stopped"
+	d.CancelAll(why)
+	if last := wait(t, run); last.Error == nil || last.Error.Code != errcode.Cancelled || last.Error.Message != why {
+		t.Errorf("a run stopped by the host ended with %+v; want cancelled: %q", last.Error, why)
 	}
 }
 

@@ -127,7 +127,7 @@ func (d *Dispatcher) replay(req Request, prev KeyEntry) (*Run, error) {
 		return nil, fmt.Errorf("the recorded outcome of the idempotency key %q can't be read: %w", prev.Key, err)
 	}
 	req.Tool = prev.Tool
-	run := newRun(prev.Run, req, spillConfig{}, func() {})
+	run := newRun(prev.Run, req, spillConfig{}, func(error) {})
 	run.Started = prev.Created
 	if out.Stdout != "" {
 		run.append(Event{Type: client.TypeStdout, Data: out.Stdout})

@@ -103,7 +103,7 @@ func nestDispatcher(t *testing.T, limit int) (*Dispatcher, *nestKind) {
 		}
 		return Caller{MaxRunning: limit, Who: fmt.Sprintf("the token %q", p), Setting: "its max_running"}
 	})
-	t.Cleanup(func() { d.CancelAll(); d.Close() })
+	t.Cleanup(func() { d.CancelAll("the test is over"); d.Close() })
 	return d, k
 }
 

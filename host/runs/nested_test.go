@@ -59,7 +59,7 @@ func talkDispatcher(t *testing.T) (*Dispatcher, *talkKind) {
 	reg.Replace(list)
 	k := &talkKind{gate: make(chan struct{})}
 	d := NewDispatcher(reg, func(string) (Invoker, bool) { return k, true }, nil, time.Hour)
-	t.Cleanup(func() { d.CancelAll(); d.Close() })
+	t.Cleanup(func() { d.CancelAll("the test is over"); d.Close() })
 	return d, k
 }
 

@@ -40,7 +40,7 @@ func TestProgressKeepsItsNode(t *testing.T) {
 		}
 		return talk, true
 	}, nil, time.Hour)
-	t.Cleanup(func() { d.CancelAll(); d.Close() })
+	t.Cleanup(func() { d.CancelAll("the test is over"); d.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

@@ -54,7 +54,7 @@ type Run struct {
 	IdempotencyKey string
 	Started        time.Time
 
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 
 	// The run's place among its principal's runs (see Caller); guarded by
 	// the dispatcher's mu.
@@ -83,7 +83,7 @@ type spillConfig struct {
 	memoryBytes int
 }
 
-func newRun(id string, req Request, spill spillConfig, cancel context.CancelFunc) *Run {
+func newRun(id string, req Request, spill spillConfig, cancel context.CancelCauseFunc) *Run {
 	r := &Run{
 		ID: id, Tool: req.Tool, Principal: req.Principal, Session: req.Session, IdempotencyKey: req.IdempotencyKey,
 		Started: time.Now(), cancel: cancel, spill: spill, changed: make(chan struct{}),
@@ -157,7 +157,16 @@ func (r *Run) spillOldest() error {
 }
 
 // Cancel asks the run to stop; it ends with an error event.
-func (r *Run) Cancel() { r.cancel() }
+func (r *Run) Cancel() { r.cancel(nil) }
+
+// CancelBecause cancels the run, and its error says why: reason, in the
+// user's words, instead of "the run was cancelled".
+func (r *Run) CancelBecause(reason string) { r.cancel(cancelReason(reason)) }
+
+// cancelReason is why a run was cancelled, as the cause of its context.
+type cancelReason string
+
+func (c cancelReason) Error() string { return string(c) }
 
 // Done says whether the run has ended.
 func (r *Run) Done() bool {

@@ -13,7 +13,7 @@ import (
 
 func testRun(t *testing.T, dir *SpillDir, memory int) *Run {
 	t.Helper()
-	r := newRun("rtest", Request{Tool: "t", Principal: "p", Session: "s", IdempotencyKey: "k"}, spillConfig{dir: dir, memoryBytes: memory}, func() {})
+	r := newRun("rtest", Request{Tool: "t", Principal: "p", Session: "s", IdempotencyKey: "k"}, spillConfig{dir: dir, memoryBytes: memory}, func(error) {})
 	t.Cleanup(r.discard)
 	return r
 }
@@ -168,12 +168,12 @@ func TestSweepForgetsEndedRunsAfterTheKeepTimeAndRemovesTheirFiles(t *testing.T)
 	dir := sd.Path()
 	d := NewDispatcher(nil, nil, nil, time.Minute)
 	d.SpillTo(sd, 1<<10)
-	ended := newRun("rended", Request{Tool: "t"}, d.spill, func() {})
+	ended := newRun("rended", Request{Tool: "t"}, d.spill, func(error) {})
 	for range 100 {
 		ended.append(Event{Type: "stdout", Data: strings.Repeat("y", 100)})
 	}
 	ended.append(Event{Type: "result", Result: []byte("1")})
-	going := newRun("rgoing", Request{Tool: "t"}, d.spill, func() {})
+	going := newRun("rgoing", Request{Tool: "t"}, d.spill, func(error) {})
 	d.runs[ended.ID], d.runs[going.ID] = ended, going
 
 	d.Sweep(time.Now())

@@ -137,7 +137,7 @@ func Start[H http.Handler](t testing.TB, s Setup, newAPI func(*tools.Registry, *
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
-		d.CancelAll()
+		d.CancelAll("the test is over")
 		d.Close()
 	})
 	return &Host[H]{Srv: srv, API: api, Runs: d}
