@@ -24,13 +24,13 @@ const MaxFileBytes = 64 << 20
 // (docs/protocol.md, "Sessions").
 func (s *Server) sessionRoutes() {
 	s.mux.HandleFunc("GET /api/v1/sessions", s.authed(s.sessionsFor(s.listSessions)))
-	s.mux.HandleFunc("GET /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.getSession)))
-	s.mux.HandleFunc("PATCH /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.patchSession)))
-	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.deleteSession)))
-	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files", s.authed(s.sessionsFor(s.listFiles)))
-	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.readFile)))
-	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.writeFile)))
-	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.removeFile)))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.getSession))))
+	s.mux.HandleFunc("PATCH /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.patchSession))))
+	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.deleteSession))))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files", s.authed(s.sessionsFor(s.ofSession(s.listFiles))))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.readFile))))
+	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.writeFile))))
+	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.removeFile))))
 	s.mux.HandleFunc("GET /api/v1/runs", s.authed(s.sessionsFor(s.listRuns)))
 }
 
@@ -73,30 +73,43 @@ func owner(r *http.Request, id auth.Identity) (principal string, ok bool) {
 	return "", false
 }
 
-// sessionID is the {id} of the path, checked: a bad one is answered with
-// 400 and the rule.
-func (s *Server) sessionID(w http.ResponseWriter, r *http.Request, id auth.Identity) (principal, session string, ok bool) {
-	session = r.PathValue("id")
-	if err := sessions.CheckID(session); err != nil {
-		s.writeSessionError(w, err)
-		return "", "", false
+// sessionRequest is an endpoint of one session, whose {id} is checked and
+// whose owner is found (see ofSession).
+type sessionRequest func(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string)
+
+// ofSession checks the {id} of the path (a bad one is answered with 400
+// and the rule) and finds the session's owner (see owner: a session of
+// someone the caller may not name is not_found) before h runs.
+func (s *Server) ofSession(h sessionRequest) sessionHandler {
+	return func(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+		session := r.PathValue("id")
+		if err := sessions.CheckID(session); err != nil {
+			s.writeSessionError(w, err)
+			return
+		}
+		principal, ok := owner(r, id)
+		if !ok {
+			s.writeSessionError(w, sessions.NotFound(session))
+			return
+		}
+		h(w, r, svc, principal, session)
 	}
-	principal, ok = owner(r, id)
-	if !ok {
-		s.writeSessionError(w, sessions.NotFound(session))
-	}
-	return principal, session, ok
 }
 
-// filePath is the {path...} of the path, checked: a bad one is answered
-// with 400 and the rule.
-func (s *Server) filePath(w http.ResponseWriter, r *http.Request) (string, bool) {
-	p := r.PathValue("path")
-	if err := sessions.CheckPath(p); err != nil {
-		s.writeSessionError(w, err)
-		return "", false
-	}
-	return p, true
+// fileRequest is an endpoint of one file of a session (see ofFile).
+type fileRequest func(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, path string)
+
+// ofFile is ofSession that also checks the {path...} of the path: a bad
+// one is answered with 400 and the rule.
+func (s *Server) ofFile(h fileRequest) sessionHandler {
+	return s.ofSession(func(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string) {
+		p := r.PathValue("path")
+		if err := sessions.CheckPath(p); err != nil {
+			s.writeSessionError(w, err)
+			return
+		}
+		h(w, r, svc, principal, session, p)
+	})
 }
 
 type sessionJSON struct {
@@ -144,11 +157,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, id auth.Id
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
 }
 
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
-	principal, session, ok := s.sessionID(w, r, id)
-	if !ok {
-		return
-	}
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string) {
 	se, err := svc.Get(r.Context(), principal, session)
 	if err != nil {
 		s.writeSessionError(w, err)
@@ -157,11 +166,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, id auth.Iden
 	writeJSON(w, http.StatusOK, toSessionJSON(svc, se))
 }
 
-func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
-	principal, session, ok := s.sessionID(w, r, id)
-	if !ok {
-		return
-	}
+func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string) {
 	var body struct {
 		Network *string `json:"network"`
 	}
@@ -179,11 +184,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	writeJSON(w, http.StatusOK, toSessionJSON(svc, se))
 }
 
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
-	principal, session, ok := s.sessionID(w, r, id)
-	if !ok {
-		return
-	}
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string) {
 	if err := svc.Delete(r.Context(), principal, session); err != nil {
 		s.writeSessionError(w, err)
 		return
@@ -191,11 +192,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, id auth.I
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
-	principal, session, ok := s.sessionID(w, r, id)
-	if !ok {
-		return
-	}
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string) {
 	files, err := svc.Files(r.Context(), principal, session)
 	if err != nil {
 		s.writeSessionError(w, err)
@@ -208,15 +205,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, id auth.Ident
 	writeJSON(w, http.StatusOK, map[string]any{"session": session, "files": out})
 }
 
-func (s *Server) readFile(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
-	principal, session, ok := s.sessionID(w, r, id)
-	if !ok {
-		return
-	}
-	p, ok := s.filePath(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
 	data, err := svc.ReadFile(r.Context(), principal, session, p, MaxFileBytes)
 	if err != nil {
 		s.writeSessionError(w, err)
@@ -231,15 +220,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, id auth.Identi
 	_, _ = w.Write(data)
 }
 
-func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
-	principal, session, ok := s.sessionID(w, r, id)
-	if !ok {
-		return
-	}
-	p, ok := s.filePath(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
 	tooLarge := fmt.Sprintf("a file sent to a session is at most %d MiB", MaxFileBytes>>20)
 	if r.ContentLength > MaxFileBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, errcode.TooLarge, tooLarge)
@@ -258,15 +239,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, id auth.Ident
 	writeJSON(w, http.StatusOK, map[string]any{"session": session, "file": toFileJSON(f)})
 }
 
-func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
-	principal, session, ok := s.sessionID(w, r, id)
-	if !ok {
-		return
-	}
-	p, ok := s.filePath(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
 	if err := svc.RemoveFile(r.Context(), principal, session, p); err != nil {
 		s.writeSessionError(w, err)
 		return
