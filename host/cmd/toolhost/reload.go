@@ -64,7 +64,8 @@ func runReload(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), reloadWait)
 	defer cancel()
 	url := "http://" + dialAddr(cfg.Server.Listen) + "/healthz"
-	before, err := reloadCounts(ctx, url)
+	client := &http.Client{Timeout: 5 * time.Second}
+	before, err := readHealth(ctx, client, url)
 	if err != nil {
 		fmt.Fprintf(stderr, "toolhost reload: can't ask the host how its reloads went (%v); is it serving [server] listen = %q? (a change of listen takes a restart)\n", err, cfg.Server.Listen)
 		return 1
@@ -82,7 +83,7 @@ func runReload(args []string, stdout, stderr io.Writer) int {
 			return 1
 		case <-tick.C:
 		}
-		now, err := reloadCounts(ctx, url)
+		now, err := readHealth(ctx, client, url)
 		if err != nil {
 			continue
 		}
@@ -97,32 +98,32 @@ func runReload(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// counts are the reload counts of /healthz.
-type counts struct {
+// health is what /healthz says of reloads (docs/protocol.md).
+type health struct {
 	Applied uint64 `json:"reloads"`
 	Refused uint64 `json:"reloads_refused"`
 }
 
-func reloadCounts(ctx context.Context, url string) (counts, error) {
-	var c counts
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
+// readHealth asks the host's /healthz at url: an error unless it answers
+// 200 with its JSON.
+func readHealth(ctx context.Context, client *http.Client, url string) (health, error) {
+	var h health
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return c, err
+		return h, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return c, err
+		return h, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return c, fmt.Errorf("%s answered %s", url, resp.Status)
+		return h, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&c); err != nil {
-		return c, fmt.Errorf("reading %s: %w", url, err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h); err != nil {
+		return h, fmt.Errorf("reading %s: %w", url, err)
 	}
-	return c, nil
+	return h, nil
 }
 
 // dialAddr is a listen address as this machine dials it: no host or an

@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/toolhost/toolhost/host/plugins"
 )
 
 // rootfsBuilder is the name of the python kind's rootfs builder, installed
@@ -56,9 +58,10 @@ func runRootfs(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// trustedExecutable refuses a program, or a folder it is in, that a user
-// other than root and this one, or a group or others, could change: it is
-// about to run as this user, most often root.
+// trustedExecutable refuses a builder that is missing, is not an
+// executable file, or that anyone but root and this user could change
+// (plugins.CheckNotWritableByOthers, as for the plugins): it is about to
+// run as this user, most often root.
 func trustedExecutable(path string) error {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -67,21 +70,8 @@ func trustedExecutable(path string) error {
 	if err != nil {
 		return err
 	}
-	for p := path; ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		// A sticky folder (/tmp) lets nobody but the owner rename what is in it.
-		if fi.Mode().Perm()&0o022 != 0 && (p == path || fi.Mode()&fs.ModeSticky == 0) {
-			return fmt.Errorf("%s can be changed by its group or by others (mode %s), so %s is not run: chmod go-w %s", p, fi.Mode().Perm(), path, p)
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Getuid() {
-			return fmt.Errorf("%s belongs to user %d, who could change it, so %s is not run", p, st.Uid, path)
-		}
-		if p == "/" || p == "." {
-			break
-		}
+	if err := plugins.CheckNotWritableByOthers(path, "the rootfs builder"); err != nil {
+		return err
 	}
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o100 == 0 {
 		return fmt.Errorf("%s is not an executable file", path)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -177,7 +176,7 @@ func keepAlive(ctx context.Context, addr net.Addr, log hclog.Logger) {
 	}
 	every := interval / 3
 	client := &http.Client{Timeout: every}
-	url := "http://" + loopbackAddr(addr) + "/healthz"
+	url := "http://" + dialAddr(addr.String()) + "/healthz"
 	t := time.NewTicker(every)
 	defer t.Stop()
 	log.Info("feeding the systemd watchdog while /healthz answers", "every", every.String())
@@ -187,46 +186,12 @@ func keepAlive(ctx context.Context, addr net.Addr, log hclog.Logger) {
 			return
 		case <-t.C:
 		}
-		if err := probeHealth(ctx, client, url); err != nil {
+		if _, err := readHealth(ctx, client, url); err != nil {
 			log.Warn("not feeding the systemd watchdog: the host's own /healthz did not answer", "error", err)
 			continue
 		}
 		_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 	}
-}
-
-// loopbackAddr is addr as this machine dials it: an unspecified address
-// (listen = "0.0.0.0:8080") becomes loopback.
-func loopbackAddr(addr net.Addr) string {
-	tcp, ok := addr.(*net.TCPAddr)
-	if !ok {
-		return addr.String()
-	}
-	ip := tcp.IP
-	if ip == nil || ip.IsUnspecified() {
-		if ip.To4() == nil && ip != nil {
-			ip = net.IPv6loopback
-		} else {
-			ip = net.IPv4(127, 0, 0, 1)
-		}
-	}
-	return net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
-}
-
-func probeHealth(ctx context.Context, client *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s", url, resp.Status)
-	}
-	return nil
 }
 
 // notifyReady tells systemd (Type=notify) that the host serves.
