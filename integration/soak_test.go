@@ -23,6 +23,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 )
@@ -259,28 +260,22 @@ func writeSoakConfig(t *testing.T, repo, dir, upstream string) (cfgPath, stateDi
 		"python.sandbox_prefix":         soakPrefix,
 		"plugins.start_timeout_seconds": "60",
 	}
-	section := ""
-	keyLine := regexp.MustCompile(`^([a-z_0-9]+)\s*=\s*(.*)$`)
-	var out strings.Builder
-	for _, line := range strings.Split(string(example), "\n") {
-		if strings.HasPrefix(line, "[") {
-			section = strings.Trim(line, "[] ")
+	for k, v := range set {
+		if v != "true" && v != "false" && strings.Trim(v, "0123456789") != "" {
+			set[k] = strconv.Quote(v)
 		}
-		if m := keyLine.FindStringSubmatch(line); m != nil {
-			if v, ok := set[section+"."+m[1]]; ok {
-				if v == "true" || v == "false" || strings.Trim(v, "0123456789") == "" {
-					line = fmt.Sprintf("%s = %s", m[1], v)
-				} else {
-					line = fmt.Sprintf("%s = %q", m[1], v)
-				}
-			} else if strings.HasPrefix(m[2], `"../`) {
-				t.Fatalf("examples/toolhost.toml has a path the soak test does not place: [%s] %s", section, line)
-			}
+	}
+	text, err := config.SetValues(string(example), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, `= "../`) && !strings.HasPrefix(line, "#") {
+			t.Fatalf("examples/toolhost.toml has a path the soak test does not place: %s", line)
 		}
-		out.WriteString(line + "\n")
 	}
 	cfgPath = filepath.Join(dir, "toolhost.toml")
-	if err := os.WriteFile(cfgPath, []byte(out.String()), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,15 +8,14 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/toolhost/toolhost/config"
 )
 
 func main() {
@@ -47,48 +46,25 @@ func settings(libdir, confdir, statedir string) map[string]string {
 
 const header = "# toolhost.toml — the config of the installed toolhost (`systemctl reload toolhost` applies a change)."
 
-var (
-	tableLine = regexp.MustCompile(`^\[([A-Za-z0-9_.]+)\]\s*(#.*)?$`)
-	keyLine   = regexp.MustCompile(`^([A-Za-z0-9_]+)\s*=`)
-)
-
 // rewrite copies in to out, replacing the first line with header and the values of want.
 func rewrite(in io.Reader, out io.Writer, want map[string]string) error {
-	sc := bufio.NewScanner(in)
-	w := bufio.NewWriter(out)
-	table, first := "", true
-	done := map[string]bool{}
-	for sc.Scan() {
-		line := sc.Text()
-		if first {
-			first = false
-			if strings.HasPrefix(line, "#") {
-				line = header
-			}
-		}
-		if m := tableLine.FindStringSubmatch(line); m != nil {
-			table = m[1]
-		} else if m := keyLine.FindStringSubmatch(line); m != nil {
-			key := table + "." + m[1]
-			if v, ok := want[key]; ok {
-				line = m[1] + " = " + strconv.Quote(v)
-				done[key] = true
-			}
-		}
-		fmt.Fprintln(w, line)
-	}
-	if err := sc.Err(); err != nil {
+	example, err := io.ReadAll(in)
+	if err != nil {
 		return fmt.Errorf("reading the example config: %w", err)
 	}
-	var missing []string
-	for k := range want {
-		if !done[k] {
-			missing = append(missing, strings.TrimPrefix(k, "."))
-		}
+	text := string(example)
+	if strings.HasPrefix(text, "#") {
+		_, rest, _ := strings.Cut(text, "\n")
+		text = header + "\n" + rest
 	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		return fmt.Errorf("the example config no longer sets %s; set them there (uncommented) so the installed config can point them at the installed files", strings.Join(missing, ", "))
+	values := make(map[string]string, len(want))
+	for k, v := range want {
+		values[k] = strconv.Quote(v)
 	}
-	return w.Flush()
+	text, err = config.SetValues(text, values)
+	if err != nil {
+		return fmt.Errorf("examples/toolhost.toml: %w; set them there so the installed config can point them at the installed files", err)
+	}
+	_, err = io.WriteString(out, text)
+	return err
 }

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -46,9 +43,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg = c
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := signalContext(2 * time.Minute)
 	defer cancel()
 	reports, problems := host.Doctor(ctx, cfg, hclog.NewNullLogger())
 	bad := len(problems) > 0
