@@ -299,8 +299,11 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 		t.Helper()
 		b.waitJS("Conversations offered", `!document.getElementById("views").hidden`)
 		b.do("opening Conversations", chromedp.Click(chromedp.CSS(`#views button[data-view="conversations"]`)))
+		// Found and clicked in one step in the page: the list is drawn anew
+		// when the host's answer comes, and a click by a node id found just
+		// before could meet a node that is gone ("Could not find node").
 		item := fmt.Sprintf(`#conv-list button[data-session=%q][data-principal=%q]`, id, principal)
-		b.do("opening "+id, chromedp.WaitVisible(chromedp.CSS(item)), chromedp.Click(chromedp.CSS(item)))
+		b.waitJS("opening "+id, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e || e.offsetParent === null) return false; e.click(); return true; })()`, item))
 		b.waitJS(id+"'s files", `!!`+fileRow("out.txt"))
 	}
 	signIn(editorToken, "eddie")
