@@ -146,7 +146,8 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 		}()
 	}
 	mgr, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
-		Prefix: cfg.SandboxPrefix, Network: networkOptions(cfg), Instance: inst})
+		Prefix: cfg.SandboxPrefix, Network: networkOptions(cfg), Instance: inst,
+		Swept: func(what string) { k.log.Info("removed a leftover of a sandbox from before", "leftover", what) }})
 	if err != nil {
 		return fmt.Errorf("the python kind can't start: %w", err)
 	}

@@ -220,10 +220,17 @@ func runHelper(spec string) int {
 
 // sandboxesOf lists the sandboxes of prefix that have processes (by their pids cgroups).
 func sandboxesOf(prefix string) []string {
+	cg, err := sandbox.OpenCgroups()
+	if err != nil {
+		return nil
+	}
 	dirs, _ := filepath.Glob(filepath.Join(sandbox.CgroupRoot, "pids", prefix+"*"))
+	if cg.V2() {
+		dirs, _ = filepath.Glob(filepath.Join(sandbox.CgroupRoot, cg.Base(), prefix+"*"))
+	}
 	var ids []string
 	for _, d := range dirs {
-		if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		if len(cg.Procs(filepath.Base(d))) > 0 {
 			ids = append(ids, filepath.Base(d))
 		}
 	}

@@ -17,7 +17,8 @@ func main() {
 	k := newKind(kindOptions{Logger: sdk.Logger("python"), CheckOnly: sdk.CheckOnly()})
 	// Stopped by a signal (systemctl stop sends SIGTERM to every process of the unit) or by the
 	// host, Serve closes the kind (kind.Close, an sdk.Closer): no sandbox may outlive the plugin.
-	// Sandboxes are not in the unit's cgroups; after a SIGKILL each ends by itself (its runner
-	// sees the control socket close), and a later start sweeps what they leave on the host.
+	// After a SIGKILL of the plugin alone each sandbox ends by itself (its runner sees the
+	// control socket close), and a later start sweeps what they leave on the host; on cgroup v2
+	// they live inside the unit's cgroup, which systemd empties when the unit stops.
 	sdk.Serve(k)
 }

@@ -134,16 +134,15 @@ func TestKilledReadySandboxIsNeverHandedOut(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("ready sandboxes %v", ids)
 	}
-	dir := filepath.Join(sandbox.CgroupRoot, "pids", ids[0])
-	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	cg, err := sandbox.OpenCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range cg.Procs(ids[0]) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		if err != nil || strings.TrimSpace(string(b)) == "" {
+		if len(cg.Procs(ids[0])) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,35 +15,230 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolhost/toolhost/internal/cgroupfs"
 	"golang.org/x/sys/unix"
 )
 
-// CgroupRoot is where cgroup v1 controllers are mounted on this kind of machine.
-const CgroupRoot = "/sys/fs/cgroup"
+// CgroupRoot is where the machine's cgroups are mounted.
+const CgroupRoot = cgroupfs.Root
 
-// Stats are what a sandbox's cgroup recorded: the facts the cause of a stop is read from.
+// Stats are what a sandbox's cgroup recorded: the facts the cause of a stop is read from. On
+// cgroup v2, whose counters can't be reset, a sandbox's figures count from its hand-out (see
+// Sandbox.Stats).
 type Stats struct {
-	// MemoryLimitHits is memory.failcnt: how often usage reached the limit.
+	// MemoryLimitHits is how often usage reached the limit: memory.failcnt (v1), the "max" count of
+	// memory.events (v2).
 	MemoryLimitHits uint64
-	// OOMKills is the oom_kill count of memory.oom_control: processes the kernel killed for it.
+	// OOMKills is the oom_kill count of memory.oom_control (v1) or memory.events (v2): processes
+	// the kernel killed for the limit.
 	OOMKills uint64
-	// UnderOOM is memory.oom_control's under_oom.
+	// UnderOOM is memory.oom_control's under_oom (v1 only).
 	UnderOOM bool
-	// MemoryMaxBytes is memory.max_usage_in_bytes, MemoryBytes memory.usage_in_bytes.
+	// MemoryMaxBytes is the peak: memory.max_usage_in_bytes (v1), memory.peak (v2; kernels
+	// before 6.12 can't reset it, so it includes the sandbox's wait in a pool). MemoryBytes is the
+	// use now: memory.usage_in_bytes (v1), memory.current (v2).
 	MemoryMaxBytes, MemoryBytes uint64
 	// PidsLimitHits is the "max" count of pids.events: forks refused by the pids limit.
 	PidsLimitHits uint64
 	// Pids is pids.current.
 	Pids uint64
-	// CPU is cpuacct.usage.
+	// CPU is cpuacct.usage (v1) or cpu.stat's usage_usec (v2).
 	CPU time.Duration
 }
 
-// ReadStats reads the cgroup v1 files of the cgroup at path (e.g. "/toolhost-0123456789").
-// Files that are missing are left at zero; the error reports only a cgroup that isn't there.
-func ReadStats(path string) (Stats, error) {
+// since is s counted from base: the counters that only grow, less what base had.
+func (s Stats) since(base Stats) Stats {
+	sub := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	s.MemoryLimitHits = sub(s.MemoryLimitHits, base.MemoryLimitHits)
+	s.OOMKills = sub(s.OOMKills, base.OOMKills)
+	s.PidsLimitHits = sub(s.PidsLimitHits, base.PidsLimitHits)
+	s.CPU = max(s.CPU-base.CPU, 0)
+	return s
+}
+
+// Cgroups is where this machine keeps sandboxes' cgroups, and the one owner of how they are
+// limited, read, frozen, killed, listed and removed, on cgroup v1 (and hybrid trees, whose limits
+// are v1's) and on cgroup v2.
+//
+// On v1 a sandbox's cgroup is /<id> in every hierarchy. On v2 it is <base>/<id>, where base is
+// the cgroup systemd delegated (the unit's, with Delegate=; a `systemd-run --scope -p
+// Delegate=yes` of a shell's toolhost) or a container's own root: Prepare moves every process of
+// base into base/host (v2 lets only leaves hold processes) and hands base's children the memory,
+// pids and cpu controllers. Nothing outside base is written.
+//
+// runsc makes each sandbox's cgroup and sets its limits from the OCI spec (linux.cgroupsPath, an
+// absolute path); this type reads about ten files and writes about four, on the request path of
+// a pooled call, where an exec of `runsc update` would cost more than the call. So it is written
+// by hand on golang.org/x/sys, not on containerd/cgroups, whose v3 brings cilium/ebpf and a D-Bus
+// client for what this needs none of.
+type Cgroups struct {
+	tree cgroupfs.Tree
+	// base is the cgroup (a path in the v2 tree) the sandboxes go below; "/" on v1.
+	base string
+}
+
+// OpenCgroups finds this machine's cgroup tree and, on v2, the delegated cgroup this process may
+// put sandboxes below. It changes nothing (Prepare does).
+func OpenCgroups() (*Cgroups, error) {
+	tree, err := cgroupfs.Detect()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cgroups{tree: tree, base: "/"}
+	switch tree.Version {
+	case cgroupfs.None:
+		return nil, fmt.Errorf("no cgroup file system is mounted under %s", CgroupRoot)
+	case cgroupfs.V2:
+		own, err := cgroupfs.OwnPath(0)
+		if err != nil {
+			return nil, err
+		}
+		if c.base, err = cgroupfs.Delegated(tree.Unified, own); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Version is the machine's kind of cgroup tree.
+func (c *Cgroups) Version() cgroupfs.Version { return c.tree.Version }
+
+// V2 says whether the sandboxes' cgroups are cgroup v2 ones.
+func (c *Cgroups) V2() bool { return c.tree.Version == cgroupfs.V2 }
+
+// Base is the cgroup the sandboxes go below: "/" on v1, the delegated cgroup on v2.
+func (c *Cgroups) Base() string { return c.base }
+
+// v2Controllers are what sandboxes' cgroups need handed down on v2.
+var v2Controllers = []string{"memory", "pids", "cpu"}
+
+// hostLeaf is the child of base that Prepare moves base's own processes into.
+const hostLeaf = "host"
+
+// Prepare readies base for sandboxes on v2: every process in base moves into base/host, and
+// base hands its children the memory, pids and cpu controllers. It is idempotent, and does
+// nothing on v1.
+func (c *Cgroups) Prepare() error {
+	if !c.V2() {
+		return nil
+	}
+	dir := c.dir("")
+	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("reading the controllers of the cgroup %s: %w", c.base, err)
+	}
+	var missing []string
+	for _, ctl := range v2Controllers {
+		if !slices.Contains(strings.Fields(string(avail)), ctl) {
+			missing = append(missing, ctl)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the cgroup %s was not given the %s controllers (it has %q): the unit needs Delegate=memory pids cpu (or Delegate=yes)",
+			c.base, strings.Join(missing, ", "), strings.TrimSpace(string(avail)))
+	}
+	leaf := filepath.Join(dir, hostLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("making the cgroup %s for toolhost's own processes: %w", path.Join(c.base, hostLeaf), err)
+	}
+	// Processes may start while they are moved; a few rounds take them all.
+	for range 20 {
+		pids := readProcs(dir)
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("moving process %d into the cgroup %s (v2 lets only leaves hold processes): %w", pid, path.Join(c.base, hostLeaf), err)
+			}
+		}
+	}
+	enabled, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	for _, ctl := range v2Controllers {
+		if slices.Contains(strings.Fields(string(enabled)), ctl) {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+ctl), 0o644); err != nil {
+			return fmt.Errorf("handing the %s controller to the children of the cgroup %s: %w", ctl, c.base, err)
+		}
+	}
+	return nil
+}
+
+// Path is the sandbox id's cgroup as the OCI spec names it (linux.cgroupsPath).
+func (c *Cgroups) Path(id string) string { return path.Join(c.base, id) }
+
+// dir is the folder of the sandbox id's cgroup on v2 (of base when id is "").
+func (c *Cgroups) dir(id string) string { return filepath.Join(c.tree.Unified, c.base, id) }
+
+// hierarchies are the v1 hierarchies' folders under CgroupRoot, named ones included.
+func (c *Cgroups) hierarchies() []string {
+	out := make([]string, 0, len(c.tree.V1))
+	for name := range c.tree.V1 {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dirs are the folders of the sandbox id's cgroup: one per v1 hierarchy, or the one on v2.
+func (c *Cgroups) dirs(id string) []string {
+	if c.V2() {
+		return []string{c.dir(id)}
+	}
+	var out []string
+	for _, h := range c.hierarchies() {
+		out = append(out, filepath.Join(c.tree.V1[h], id))
+	}
+	return out
+}
+
+// procsDir is the folder whose cgroup.procs holds every process of the sandbox id: the pids
+// hierarchy's on v1.
+func (c *Cgroups) procsDir(id string) string {
+	if c.V2() {
+		return c.dir(id)
+	}
+	return filepath.Join(CgroupRoot, "pids", id)
+}
+
+// v1 is the folder of the sandbox id's cgroup in the v1 controller's hierarchy.
+func (c *Cgroups) v1(controller, id string) string {
+	if m, ok := c.tree.V1[controller]; ok {
+		return filepath.Join(m, id)
+	}
+	for name, m := range c.tree.V1 { // a joint mount: cpu,cpuacct
+		if slices.Contains(strings.Split(name, ","), controller) {
+			return filepath.Join(m, id)
+		}
+	}
+	return filepath.Join(CgroupRoot, controller, id)
+}
+
+// Stats reads the sandbox id's cgroup. Files that are missing are left at zero; the error
+// reports only a cgroup that isn't there.
+func (c *Cgroups) Stats(id string) (Stats, error) {
 	var s Stats
-	mem := filepath.Join(CgroupRoot, "memory", path)
+	if c.V2() {
+		dir := c.dir(id)
+		if _, err := os.Stat(dir); err != nil {
+			return s, fmt.Errorf("the sandbox's cgroup is gone: %w", err)
+		}
+		ev := readKeyValues(filepath.Join(dir, "memory.events"))
+		s.MemoryLimitHits, s.OOMKills = ev["max"], ev["oom_kill"]
+		s.MemoryMaxBytes = readUint(filepath.Join(dir, "memory.peak"))
+		s.MemoryBytes = readUint(filepath.Join(dir, "memory.current"))
+		s.PidsLimitHits = readKeyValues(filepath.Join(dir, "pids.events"))["max"]
+		s.Pids = readUint(filepath.Join(dir, "pids.current"))
+		s.CPU = time.Duration(readKeyValues(filepath.Join(dir, "cpu.stat"))["usage_usec"]) * time.Microsecond
+		return s, nil
+	}
+	mem := c.v1("memory", id)
 	if _, err := os.Stat(mem); err != nil {
 		return s, fmt.Errorf("the sandbox's memory cgroup is gone: %w", err)
 	}
@@ -51,11 +247,156 @@ func ReadStats(path string) (Stats, error) {
 	s.MemoryBytes = readUint(filepath.Join(mem, "memory.usage_in_bytes"))
 	kv := readKeyValues(filepath.Join(mem, "memory.oom_control"))
 	s.OOMKills, s.UnderOOM = kv["oom_kill"], kv["under_oom"] == 1
-	pids := filepath.Join(CgroupRoot, "pids", path)
+	pids := c.v1("pids", id)
 	s.PidsLimitHits = readKeyValues(filepath.Join(pids, "pids.events"))["max"]
 	s.Pids = readUint(filepath.Join(pids, "pids.current"))
-	s.CPU = time.Duration(readUint(filepath.Join(CgroupRoot, "cpuacct", path, "cpuacct.usage")))
+	s.CPU = time.Duration(readUint(filepath.Join(c.v1("cpuacct", id), "cpuacct.usage")))
 	return s, nil
+}
+
+// ResetCounters starts the sandbox id's counters anew for a run and returns the baseline its
+// Stats are to be counted from: v1 zeroes memory.failcnt and memory.max_usage_in_bytes (the
+// baseline is then zero); v2 can't reset memory.events, pids.events or cpu.stat, so the baseline
+// is what they hold now.
+func (c *Cgroups) ResetCounters(id string) (Stats, error) {
+	if c.V2() {
+		return c.Stats(id)
+	}
+	mem := c.v1("memory", id)
+	for _, f := range []string{"memory.failcnt", "memory.max_usage_in_bytes"} {
+		if err := os.WriteFile(filepath.Join(mem, f), []byte("0"), 0o644); err != nil {
+			return Stats{}, fmt.Errorf("resetting the sandbox's %s: %w", f, err)
+		}
+	}
+	return Stats{}, nil
+}
+
+// errAboveNewLimit: the sandbox uses more memory than the limit it was to be lowered to.
+var errAboveNewLimit = errors.New("the sandbox already uses more memory than the run's limit")
+
+// SetMemoryLimit changes the sandbox id's memory limit from old to new bytes. v1 changes
+// memory.limit_in_bytes and memory.memsw.limit_in_bytes in the order the kernel accepts (memsw
+// may never be below the memory limit), and refuses (EBUSY) a limit below the use. v2 writes
+// memory.max (memory.swap.max stays 0), but only after checking memory.current is below new: v2
+// would reclaim or kill to get there.
+func (c *Cgroups) SetMemoryLimit(id string, old, new int64) error {
+	val := []byte(strconv.FormatInt(new, 10))
+	if c.V2() {
+		dir := c.dir(id)
+		if cur := readUint(filepath.Join(dir, "memory.current")); new < old && cur >= uint64(new) {
+			return fmt.Errorf("lowering the memory limit to %d bytes: %w (memory.current %d)", new, errAboveNewLimit, cur)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "memory.max"), val, 0o644); err != nil {
+			return fmt.Errorf("setting the sandbox's memory.max to %d: %w", new, err)
+		}
+		return nil
+	}
+	dir := c.v1("memory", id)
+	write := func(name string) error {
+		err := os.WriteFile(filepath.Join(dir, name), val, 0o644)
+		if errors.Is(err, fs.ErrNotExist) && name == "memory.memsw.limit_in_bytes" {
+			return nil // no swap accounting on this machine
+		}
+		if err != nil {
+			return fmt.Errorf("setting the sandbox's %s to %d: %w", name, new, err)
+		}
+		return nil
+	}
+	files := []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"}
+	if new > old {
+		slices.Reverse(files)
+	}
+	for _, f := range files {
+		if err := write(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetCPUShares gives the sandbox id shares of CPU time under contention: v1's cpu.shares, or on
+// v2 the cpu.weight runsc (like runc) converts them to: 1 + (shares-2)*9999/262142, so 1024
+// shares are weight 39.
+func (c *Cgroups) SetCPUShares(id string, shares uint64) error {
+	name, val := filepath.Join(c.v1("cpu", id), "cpu.shares"), strconv.FormatUint(shares, 10)
+	if c.V2() {
+		name, val = filepath.Join(c.dir(id), "cpu.weight"), strconv.FormatUint(cpuWeight(shares), 10)
+	}
+	if err := os.WriteFile(name, []byte(val), 0o644); err != nil {
+		return fmt.Errorf("giving the sandbox its CPU shares (%s): %w", filepath.Base(name), err)
+	}
+	return nil
+}
+
+// cpuWeight is cgroup v2's cpu.weight for cgroup v1's cpu.shares, as runsc and runc convert it.
+func cpuWeight(shares uint64) uint64 {
+	if shares < 2 {
+		shares = 2
+	}
+	if shares > 262144 {
+		shares = 262144
+	}
+	return 1 + (shares-2)*9999/262142
+}
+
+// Procs are the processes in the sandbox id's cgroup.
+func (c *Cgroups) Procs(id string) []int { return readProcs(c.procsDir(id)) }
+
+// Kill kills every process of the sandbox id's cgroup (see killCgroupProcs).
+func (c *Cgroups) Kill(id string) { killCgroupProcs(c.procsDir(id)) }
+
+// Empty says whether no task of the sandbox id is left: v2's cgroup.events says populated 0; v1's
+// tasks file is empty. Not cgroup.procs: it empties while a process's other threads still hold
+// its files. ok is false when the cgroup can't be read.
+func (c *Cgroups) Empty(id string) (empty, ok bool) {
+	if c.V2() {
+		ev, err := os.ReadFile(filepath.Join(c.dir(id), "cgroup.events"))
+		if err != nil {
+			return false, false
+		}
+		return strings.Contains(string(ev), "populated 0"), true
+	}
+	b, err := os.ReadFile(filepath.Join(c.procsDir(id), "tasks"))
+	if err != nil {
+		return false, false
+	}
+	return strings.TrimSpace(string(b)) == "", true
+}
+
+// Remove kills what is left in the sandbox id's cgroup and removes its folders (and any below
+// them). A cgroup that isn't there is not an error.
+func (c *Cgroups) Remove(id string) error {
+	var errs []error
+	for _, dir := range c.dirs(id) {
+		if _, err := os.Lstat(dir); err != nil {
+			continue
+		}
+		if err := removeCgroupDir(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// leftovers are the folders of the cgroups below base that ours says are a sandbox's, each with
+// the name Leftovers shows ("memory/toolhost-…" on v1, the v2 path on v2).
+func (c *Cgroups) leftovers(ours func(name string) bool) (dirs, names []string) {
+	add := func(parent, shown string) {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			if e.IsDir() && ours(e.Name()) {
+				dirs, names = append(dirs, filepath.Join(parent, e.Name())), append(names, path.Join(shown, e.Name()))
+			}
+		}
+	}
+	if c.V2() {
+		add(c.dir(""), c.base)
+		return dirs, names
+	}
+	for _, h := range c.hierarchies() {
+		add(c.tree.V1[h], h)
+	}
+	return dirs, names
 }
 
 func readUint(path string) uint64 {
@@ -82,37 +423,6 @@ func readKeyValues(path string) map[string]uint64 {
 		}
 	}
 	return out
-}
-
-// cgroupControllers lists the mounted cgroup v1 hierarchies (memory, pids, cpu, …).
-func cgroupControllers() []string {
-	entries, err := os.ReadDir(CgroupRoot)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() && e.Name() != "unified" {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
-// removeCgroup kills what is left in the cgroup at path and removes its folder (and any below it)
-// in every hierarchy. A cgroup that isn't there is not an error.
-func removeCgroup(path string) error {
-	var errs []error
-	for _, c := range cgroupControllers() {
-		dir := filepath.Join(CgroupRoot, c, path)
-		if _, err := os.Lstat(dir); err != nil {
-			continue
-		}
-		if err := removeCgroupDir(dir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func removeCgroupDir(dir string) error {
@@ -155,6 +465,8 @@ func killCgroupProcs(dir string) []int {
 		_, werr := f.Write([]byte("1"))
 		f.Close()
 		if werr == nil {
+			// A cgroup left frozen (a kill cut short) is thawed, so its killed processes die.
+			thawCgroup(dir)
 			return nil
 		}
 	}

@@ -215,3 +215,28 @@ func TestKillCgroupThawsKilledFrozenProcesses(t *testing.T) {
 		t.Errorf("the cgroup was left %s", b)
 	}
 }
+
+// TestCPUWeightIsRunscs: cgroup v2's cpu.weight for cpu.shares is the conversion runsc (like
+// runc) applies to the spec's shares; TestPoolHandOutSetsTheRunsLimits reads what runsc wrote.
+func TestCPUWeightIsRunscs(t *testing.T) {
+	for shares, want := range map[uint64]uint64{2: 1, 128: 5, 256: 10, 1024: 39, 262144: 10000, 0: 1, 1 << 30: 10000} {
+		if got := cpuWeight(shares); got != want {
+			t.Errorf("cpuWeight(%d) = %d; want %d", shares, got, want)
+		}
+	}
+}
+
+// TestStatsCountFromTheBaseline: on v2 a sandbox's counters run on from its wait in the pool;
+// what its run did is the difference, and the peak and current use are kept as read.
+func TestStatsCountFromTheBaseline(t *testing.T) {
+	base := Stats{MemoryLimitHits: 3, OOMKills: 1, PidsLimitHits: 2, CPU: time.Second, MemoryBytes: 10}
+	now := Stats{MemoryLimitHits: 5, OOMKills: 1, PidsLimitHits: 2, CPU: 3 * time.Second, MemoryBytes: 20, MemoryMaxBytes: 30}
+	got := now.since(base)
+	want := Stats{MemoryLimitHits: 2, CPU: 2 * time.Second, MemoryBytes: 20, MemoryMaxBytes: 30}
+	if got != want {
+		t.Errorf("since = %+v; want %+v", got, want)
+	}
+	if (Stats{}).since(base) != (Stats{}) {
+		t.Error("counters below the baseline (a reset cgroup) must read zero")
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
@@ -16,19 +15,18 @@ import (
 // sandbox's cgroup (the sandbox, its gofer and its systrap stubs all live there), waits until
 // none is left, and removes runsc's state files of the id (<id>_sandbox:<id>.state and .lock,
 // runsc-<id>.sock). It reports whether that worked; if not, the caller runs runsc delete.
-func destroyFast(ctx context.Context, rt *runsc.Runtime, id, cgroup string) bool {
-	pids := filepath.Join(CgroupRoot, "pids", cgroup)
-	if _, err := os.Stat(filepath.Join(pids, "cgroup.procs")); err != nil {
+func destroyFast(ctx context.Context, rt *runsc.Runtime, cg *Cgroups, id string) bool {
+	if _, ok := cg.Empty(id); !ok {
 		return false
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		killCgroupProcs(pids)
-		b, err := os.ReadFile(filepath.Join(pids, "cgroup.procs"))
-		if err != nil {
+		cg.Kill(id)
+		empty, ok := cg.Empty(id)
+		if !ok {
 			return false
 		}
-		if strings.TrimSpace(string(b)) == "" {
+		if empty {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

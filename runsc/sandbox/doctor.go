@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toolhost/toolhost/runsc"
@@ -95,19 +97,54 @@ func lineIf(ok bool, name, good, bad, fix string) Check {
 	return Check{Name: name, Detail: bad, Fix: fix}
 }
 
-// cgroupCheck wants cgroup v1 memory, pids, cpu and cpuacct hierarchies mounted under CgroupRoot
-// (as on Debian 12 VMs here): toolhost reads limit hits from their files.
+// cgroupCheck names the machine's cgroup tree and checks sandboxes can have limits there. On v1
+// (and hybrid trees) the memory, pids, cpu and cpuacct hierarchies must be mounted under
+// CgroupRoot. On v2 this process must be in a delegated cgroup (the unit's Delegate=, a
+// delegated systemd scope, or a container's own root) with the memory, pids and cpu controllers:
+// it readies that cgroup as a manager would and makes a probe cgroup below it whose memory.max,
+// pids.max and cpu.max must take a limit.
 func cgroupCheck() Check {
+	const name = "cgroups"
+	cg, err := OpenCgroups()
+	if err != nil {
+		return Check{Name: name, Detail: err.Error(), Fix: cgroupFix()}
+	}
+	if !cg.V2() {
+		return cgroupV1Check(cg)
+	}
+	if err := cg.Prepare(); err != nil {
+		return Check{Name: name, Detail: err.Error(),
+			Fix: "give the unit Delegate=memory pids cpu (the shipped toolhost.service has it; systemctl edit toolhost); if /sys/fs/cgroup/cgroup.controllers lacks memory, boot the kernel with cgroup_enable=memory"}
+	}
+	probe := filepath.Join(cg.dir(""), fmt.Sprintf("doctor-probe-%d", os.Getpid()))
+	if err := os.Mkdir(probe, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return Check{Name: name, Detail: fmt.Sprintf("making a probe cgroup below %s: %v", cg.Base(), err), Fix: cgroupFix()}
+	}
+	defer func() { _ = syscall.Rmdir(probe) }()
+	for file, limit := range map[string]string{"memory.max": "67108864", "pids.max": "64", "cpu.max": "100000 100000"} {
+		if err := os.WriteFile(filepath.Join(probe, file), []byte(limit), 0o644); err != nil {
+			return Check{Name: name, Detail: fmt.Sprintf("a cgroup below %s takes no %s: %v", cg.Base(), file, err),
+				Fix: "give the unit Delegate=memory pids cpu (the shipped toolhost.service has it; systemctl edit toolhost)"}
+		}
+	}
+	return Check{Name: name, OK: true, Detail: fmt.Sprintf("cgroup v2: sandboxes go below %s, which hands down memory, pids and cpu; memory.max, pids.max and cpu.max take limits, memory.events, pids.events and cpu.stat say why a sandbox stopped", cg.Base())}
+}
+
+// cgroupFix says how to put toolhost in a cgroup of its own on v2.
+func cgroupFix() string {
+	if fi, err := os.Stat("/run/systemd/system"); err == nil && fi.IsDir() {
+		return "under systemd run toolhost as its unit (Delegate=memory pids cpu), or from a shell in a delegated scope: systemd-run --scope -p Delegate=yes toolhost …"
+	}
+	return "without systemd, give toolhost a cgroup of its own: mkdir /sys/fs/cgroup/toolhost && setfattr -n trusted.delegate -v 1 /sys/fs/cgroup/toolhost && echo $$ > /sys/fs/cgroup/toolhost/cgroup.procs, then start toolhost from that shell"
+}
+
+// cgroupV1Check wants cgroup v1 memory, pids, cpu and cpuacct hierarchies mounted: toolhost
+// reads limit hits from their files.
+func cgroupV1Check(cg *Cgroups) Check {
 	mounted := map[string]bool{}
-	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 4 || f[2] != "cgroup" || !strings.HasPrefix(f[1], CgroupRoot+"/") {
-				continue
-			}
-			for _, opt := range strings.Split(f[3], ",") {
-				mounted[opt] = true
-			}
+	for h := range cg.tree.V1 {
+		for _, c := range strings.Split(h, ",") {
+			mounted[c] = true
 		}
 	}
 	var missing []string
@@ -118,9 +155,9 @@ func cgroupCheck() Check {
 	}
 	if len(missing) > 0 {
 		return Check{Name: "cgroups", Detail: "no cgroup v1 " + strings.Join(missing, ", ") + " hierarchy mounted under " + CgroupRoot,
-			Fix: "mount the cgroup v1 controllers (memory, pids, cpu, cpuacct) under /sys/fs/cgroup/<controller>; toolhost reads limits and their hits from there"}
+			Fix: "mount the cgroup v1 controllers (memory, pids, cpu, cpuacct) under /sys/fs/cgroup/<controller>, or boot with cgroup v2 only (systemd.unified_cgroup_hierarchy=1, the default of current distributions)"}
 	}
-	return Check{Name: "cgroups", OK: true, Detail: "cgroup v1 memory, pids, cpu and cpuacct"}
+	return Check{Name: "cgroups", OK: true, Detail: cg.Version().String() + ": memory, pids, cpu and cpuacct; memory.failcnt, memory.oom_control and pids.events say why a sandbox stopped"}
 }
 
 // networkCheck makes and removes a network namespace, and lists the filter and nat tables.

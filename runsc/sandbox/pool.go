@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -543,48 +540,22 @@ func (s *Sandbox) alive() bool {
 // pool's), a clean failure count, and full CPU shares.
 func (s *Sandbox) handOut(memoryBytes int64) error {
 	if memoryBytes > 0 && memoryBytes != s.opts.Limits.MemoryBytes {
-		if err := setMemoryLimit(s.cgroup, s.opts.Limits.MemoryBytes, memoryBytes); err != nil {
+		if err := s.m.cg.SetMemoryLimit(s.ID, s.opts.Limits.MemoryBytes, memoryBytes); err != nil {
 			return err
 		}
 		s.opts.Limits.MemoryBytes = memoryBytes
 	}
-	mem := filepath.Join(CgroupRoot, "memory", s.cgroup)
-	for _, f := range []string{"memory.failcnt", "memory.max_usage_in_bytes"} {
-		if err := os.WriteFile(filepath.Join(mem, f), []byte("0"), 0o644); err != nil {
-			return fmt.Errorf("resetting the sandbox's %s: %w", f, err)
-		}
+	base, err := s.m.cg.ResetCounters(s.ID)
+	if err != nil {
+		return err
 	}
+	s.baseline = base
 	if s.opts.Limits.CPUShares != 0 && s.opts.Limits.CPUShares != 1024 {
-		if err := os.WriteFile(filepath.Join(CgroupRoot, "cpu", s.cgroup, "cpu.shares"), []byte("1024"), 0o644); err != nil {
-			return fmt.Errorf("giving the sandbox its CPU shares: %w", err)
+		if err := s.m.cg.SetCPUShares(s.ID, 1024); err != nil {
+			return err
 		}
 		s.opts.Limits.CPUShares = 1024
 	}
 	return nil
 }
 
-// setMemoryLimit changes the memory (and memory+swap) limit of a cgroup v1 from old to new
-// bytes, in the order the kernel accepts (memsw may never be below the memory limit).
-func setMemoryLimit(cgroup string, old, new int64) error {
-	dir := filepath.Join(CgroupRoot, "memory", cgroup)
-	write := func(name string) error {
-		err := os.WriteFile(filepath.Join(dir, name), []byte(strconv.FormatInt(new, 10)), 0o644)
-		if errors.Is(err, fs.ErrNotExist) && name == "memory.memsw.limit_in_bytes" {
-			return nil // no swap accounting on this machine
-		}
-		if err != nil {
-			return fmt.Errorf("setting the sandbox's %s to %d: %w", name, new, err)
-		}
-		return nil
-	}
-	files := []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"}
-	if new > old {
-		slices.Reverse(files)
-	}
-	for _, f := range files {
-		if err := write(f); err != nil {
-			return err
-		}
-	}
-	return nil
-}

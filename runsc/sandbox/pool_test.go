@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -160,12 +159,12 @@ func TestPoolReplacesADeadSandbox(t *testing.T) {
 // killer, an admin) and waits until they are gone.
 func killFromOutside(t *testing.T, id string) {
 	t.Helper()
-	dir := filepath.Join(CgroupRoot, "pids", "/"+id)
-	killCgroupProcs(dir)
-	waitFor(t, "the killed sandbox's processes to end", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		return err != nil || strings.TrimSpace(string(b)) == ""
-	})
+	cg, err := OpenCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg.Kill(id)
+	waitFor(t, "the killed sandbox's processes to end", func() bool { return len(cg.Procs(id)) == 0 })
 }
 
 // TestPoolHandOutSetsTheRunsLimits: a ready sandbox waits with the pool's memory limit and few
@@ -178,11 +177,12 @@ func TestPoolHandOutSetsTheRunsLimits(t *testing.T) {
 	p.Warm(opts)
 	waitFor(t, "a ready sandbox", func() bool { return len(p.ReadyIDs()) == 1 })
 	id := p.ReadyIDs()[0]
-	if got := readUint(filepath.Join(CgroupRoot, "memory", id, "memory.limit_in_bytes")); got != 512<<20 {
+	cg := m.Cgroups()
+	if got := memoryLimit(cg, id); got != 512<<20 {
 		t.Errorf("a ready sandbox's memory limit is %d; want the pool's %d", got, 512<<20)
 	}
-	if got := readUint(filepath.Join(CgroupRoot, "cpu", id, "cpu.shares")); got != 128 {
-		t.Errorf("a ready sandbox's cpu.shares is %d; want 128", got)
+	if got, want := cpuShares(cg, id), sharesAs(cg, 128); got != want {
+		t.Errorf("a ready sandbox's CPU shares are %d; want %d (128 shares)", got, want)
 	}
 	opts.Limits.MemoryBytes = 160 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -195,17 +195,16 @@ func TestPoolHandOutSetsTheRunsLimits(t *testing.T) {
 	if sb.ID != id {
 		t.Fatalf("got %s, not the ready %s", sb.ID, id)
 	}
-	mem := filepath.Join(CgroupRoot, "memory", id)
-	if got := readUint(filepath.Join(mem, "memory.limit_in_bytes")); got != 160<<20 {
-		t.Errorf("memory.limit_in_bytes = %d; want %d", got, 160<<20)
+	if got := memoryLimit(cg, id); got != 160<<20 {
+		t.Errorf("the handed-out sandbox's memory limit = %d; want %d", got, 160<<20)
 	}
-	if sandboxtest.Exists(filepath.Join(mem, "memory.memsw.limit_in_bytes")) {
+	if mem := filepath.Join(CgroupRoot, "memory", id); !cg.V2() && sandboxtest.Exists(filepath.Join(mem, "memory.memsw.limit_in_bytes")) {
 		if got := readUint(filepath.Join(mem, "memory.memsw.limit_in_bytes")); got != 160<<20 {
 			t.Errorf("memory.memsw.limit_in_bytes = %d; want %d", got, 160<<20)
 		}
 	}
-	if got := readUint(filepath.Join(CgroupRoot, "cpu", id, "cpu.shares")); got != 1024 {
-		t.Errorf("cpu.shares = %d; want 1024", got)
+	if got, want := cpuShares(cg, id), sharesAs(cg, 1024); got != want {
+		t.Errorf("the handed-out sandbox's CPU shares = %d; want %d (1024 shares)", got, want)
 	}
 	// More memory than the pool's sandboxes have: a cold start with exactly that.
 	opts.Limits.MemoryBytes = 768 << 20
@@ -214,7 +213,7 @@ func TestPoolHandOutSetsTheRunsLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Destroy(big)
-	if got := readUint(filepath.Join(CgroupRoot, "memory", big.ID, "memory.limit_in_bytes")); got != 768<<20 {
+	if got := memoryLimit(cg, big.ID); got != 768<<20 {
 		t.Errorf("a cold sandbox's memory limit = %d; want %d", got, 768<<20)
 	}
 	if st := shapeStats(p); st.HandedOut != 1 || st.Cold != 1 {
@@ -334,4 +333,28 @@ func TestPoolBoundsSandboxesInUse(t *testing.T) {
 	if _, err := p.Get(ctx, long); err == nil {
 		t.Error("the pool handed out a long-lived sandbox")
 	}
+}
+
+// memoryLimit reads the sandbox id's memory limit: memory.limit_in_bytes (v1) or memory.max (v2).
+func memoryLimit(cg *Cgroups, id string) uint64 {
+	if cg.V2() {
+		return readUint(filepath.Join(cg.dir(id), "memory.max"))
+	}
+	return readUint(filepath.Join(cg.v1("memory", id), "memory.limit_in_bytes"))
+}
+
+// cpuShares reads the sandbox id's cpu.shares (v1) or cpu.weight (v2).
+func cpuShares(cg *Cgroups, id string) uint64 {
+	if cg.V2() {
+		return readUint(filepath.Join(cg.dir(id), "cpu.weight"))
+	}
+	return readUint(filepath.Join(cg.v1("cpu", id), "cpu.shares"))
+}
+
+// sharesAs is what cpuShares reads for shares: shares on v1, their weight on v2.
+func sharesAs(cg *Cgroups, shares uint64) uint64 {
+	if cg.V2() {
+		return cpuWeight(shares)
+	}
+	return shares
 }

@@ -33,6 +33,9 @@ type ManagerOptions struct {
 	// Managers that follow one another in a process (a reload) share one; without it the
 	// manager opens an instance of its own and closes it in Close.
 	Instance *Instance
+	// Swept, when set, hears of each leftover container and cgroup a sweep of the manager
+	// removed (SweepOptions.Removed).
+	Swept func(what string)
 }
 
 // Manager makes sandboxes and removes them again. Its methods are safe for concurrent use.
@@ -40,6 +43,8 @@ type Manager struct {
 	opts    ManagerOptions
 	inst    *Instance
 	ownInst bool
+
+	cg      *Cgroups
 
 	mu      sync.Mutex
 	live    map[string]*Sandbox
@@ -66,7 +71,14 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if err := os.MkdirAll(sandboxesDir(opts.StateDir), 0o700); err != nil {
 		return nil, fmt.Errorf("making the sandboxes' state folder: %w", err)
 	}
-	m := &Manager{opts: opts, inst: opts.Instance, live: map[string]*Sandbox{}}
+	cg, err := OpenCgroups()
+	if err != nil {
+		return nil, fmt.Errorf("this machine's cgroups can't hold sandboxes: %w", err)
+	}
+	if err := cg.Prepare(); err != nil {
+		return nil, fmt.Errorf("this machine's cgroups can't hold sandboxes: %w", err)
+	}
+	m := &Manager{opts: opts, inst: opts.Instance, cg: cg, live: map[string]*Sandbox{}}
 	if m.inst == nil {
 		inst, err := OpenInstance(opts.StateDir, opts.Prefix)
 		if err != nil {
@@ -81,6 +93,9 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 
 // Instance is the instance the manager's sandboxes belong to.
 func (m *Manager) Instance() *Instance { return m.inst }
+
+// Cgroups is where the manager's sandboxes' cgroups are.
+func (m *Manager) Cgroups() *Cgroups { return m.cg }
 
 // Prefix is the prefix of this manager's sandboxes.
 func (m *Manager) Prefix() string { return m.opts.Prefix }
@@ -174,8 +189,9 @@ type Sandbox struct {
 	m       *Manager
 	opts    Options
 	dir     string
-	cgroup  string
 	net     *sandboxNet
+	// baseline is what the cgroup's counters held at hand-out (cgroup v2 can't reset them).
+	baseline Stats
 	started time.Time
 	once    sync.Once
 	done    chan struct{}
@@ -201,7 +217,7 @@ func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err erro
 		id = m.inst.NewID()
 	}
 	sb := &Sandbox{ID: id, m: m, opts: opts, dir: filepath.Join(sandboxesDir(m.opts.StateDir), id),
-		cgroup: "/" + id, done: make(chan struct{})}
+		done: make(chan struct{})}
 	m.live[id] = sb
 	m.mu.Unlock()
 	defer func() {
@@ -234,7 +250,7 @@ func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err erro
 	}
 	spec, err := Spec(BundleOptions{
 		Rootfs: m.opts.Rootfs, Args: opts.Args, Env: opts.Env, UID: opts.UID, GID: opts.GID,
-		WorkDir: work, TmpBytes: opts.TmpBytes, Limits: opts.Limits, CgroupsPath: sb.cgroup,
+		WorkDir: work, TmpBytes: opts.TmpBytes, Limits: opts.Limits, CgroupsPath: m.cg.Path(id),
 		NetNSPath: nsPath,
 	})
 	if err != nil {
@@ -294,8 +310,12 @@ func (s *Sandbox) Started() time.Time { return s.started }
 // Options returns the options the sandbox was made with (defaults filled in).
 func (s *Sandbox) Options() Options { return s.opts }
 
-// Stats reads the sandbox's cgroup. Read it before Destroy, which removes the cgroup.
-func (s *Sandbox) Stats() (Stats, error) { return ReadStats(s.cgroup) }
+// Stats reads the sandbox's cgroup, its counters counted from the sandbox's hand-out. Read it
+// before Destroy, which removes the cgroup.
+func (s *Sandbox) Stats() (Stats, error) {
+	st, err := s.m.cg.Stats(s.ID)
+	return st.since(s.baseline), err
+}
 
 // WorkFree returns the bytes still free in the sandbox's /work.
 func (s *Sandbox) WorkFree() (uint64, error) { return workFree(s.workDir()) }
@@ -357,7 +377,7 @@ func (s *Sandbox) Kill(ctx context.Context) error {
 	}
 	if err != nil {
 		// The sandbox may already be gone; its cgroup's processes are killed either way.
-		killCgroupProcs(filepath.Join(CgroupRoot, "pids", s.cgroup))
+		s.m.cg.Kill(s.ID)
 	}
 	return err
 }
@@ -374,7 +394,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		// cgroup; once they are killed and gone, runsc's state files are all that is left of it.
 		// runsc delete takes over a second here (it polls until the VM's init reaps the sandbox)
 		// and a runsc process's CPU; it stays the way when the fast one doesn't finish.
-		if !destroyFast(ctx, rt, s.ID, s.cgroup) {
+		if !destroyFast(ctx, rt, s.m.cg, s.ID) {
 			if err := rt.Delete(ctx, s.ID, &runsc.DeleteOpts{Force: true}); err != nil && !runsc.IsNotExist(err) {
 				_ = rt.Kill(ctx, s.ID, syscall.SIGKILL, &runsc.KillOpts{All: true})
 				errs = append(errs, err)
@@ -382,7 +402,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 			// runsc processes of the id outside its cgroup (a runsc command killed half-way).
 			killProcesses(func(name string) bool { return name == s.ID })
 		}
-		if err := removeCgroup(s.cgroup); err != nil {
+		if err := s.m.cg.Remove(s.ID); err != nil {
 			errs = append(errs, err)
 		}
 		if s.net != nil {
@@ -476,7 +496,7 @@ func destroyAll(ctx context.Context, sandboxes []*Sandbox) []error {
 // are no longer open (see the package's Sweep); sandboxes of other processes still running are
 // left alone.
 func (m *Manager) Sweep(ctx context.Context) error {
-	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir, Instance: m.inst})
+	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir, Instance: m.inst, Removed: m.opts.Swept})
 }
 
 // ParseCIDRs parses CIDR strings such as "10.0.0.0/8" (a bare address is a /32 or /128).

@@ -248,6 +248,16 @@ type SweepOptions struct {
 	// made: sandboxes of another process still running (a host beside a toolhost check, say)
 	// are left alone. Without it, everything of the prefix goes.
 	Instance *Instance
+	// Removed, when set, hears of each leftover sandbox container and cgroup the sweep removed
+	// ("runsc container toolhost-…", "cgroup /system.slice/toolhost.service/toolhost-…"): the
+	// python kind logs them.
+	Removed func(what string)
+}
+
+func (o SweepOptions) removed(what string) {
+	if o.Removed != nil {
+		o.Removed(what)
+	}
 }
 
 // Sweep removes every leftover sandbox of the prefix (with an Instance, of that instance and of
@@ -281,17 +291,21 @@ func Sweep(ctx context.Context, opts SweepOptions) error {
 			_ = opts.Runtime.Kill(ctx, st.ID, syscall.SIGKILL, &runsc.KillOpts{All: true})
 			if err := opts.Runtime.Delete(ctx, st.ID, &runsc.DeleteOpts{Force: true}); err != nil && !runsc.IsNotExist(err) {
 				errs = append(errs, err)
+			} else {
+				opts.removed("runsc container " + st.ID)
 			}
 		}
 	}
 	killProcesses(ours)
-	for _, c := range cgroupControllers() {
-		entries, _ := os.ReadDir(filepath.Join(CgroupRoot, c))
-		for _, e := range entries {
-			if e.IsDir() && ours(e.Name()) {
-				if err := removeCgroupDir(filepath.Join(CgroupRoot, c, e.Name())); err != nil {
-					errs = append(errs, err)
-				}
+	if cg, err := OpenCgroups(); err != nil {
+		errs = append(errs, err)
+	} else {
+		dirs, names := cg.leftovers(ours)
+		for i, dir := range dirs {
+			if err := removeCgroupDir(dir); err != nil {
+				errs = append(errs, err)
+			} else {
+				opts.removed("cgroup " + names[i])
 			}
 		}
 	}
@@ -377,13 +391,13 @@ func Leftovers(ctx context.Context, opts SweepOptions) ([]string, error) {
 	for _, pid := range runscProcesses(ours) {
 		out = append(out, "runsc process "+strconv.Itoa(pid))
 	}
-	for _, c := range cgroupControllers() {
-		entries, _ := os.ReadDir(filepath.Join(CgroupRoot, c))
-		for _, e := range entries {
-			if e.IsDir() && ours(e.Name()) {
-				out = append(out, "cgroup "+c+"/"+e.Name())
-			}
-		}
+	cg, cgErr := OpenCgroups()
+	if cgErr != nil {
+		return nil, cgErr
+	}
+	_, cgroups := cg.leftovers(ours)
+	for _, n := range cgroups {
+		out = append(out, "cgroup "+n)
 	}
 	for _, table := range []string{"filter", "nat"} {
 		rules, err := output(ctx, "iptables", "-w", "-t", table, "-S")

@@ -43,7 +43,11 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 		}
 	}
 	stray, _ := NewID(prefix)
-	if err := os.MkdirAll(filepath.Join(CgroupRoot, "pids", stray), 0o755); err != nil {
+	cg, err := OpenCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(cg.procsDir(stray), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range [][]string{

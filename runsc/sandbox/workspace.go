@@ -16,7 +16,7 @@ func (m *Manager) SweepGone(ctx context.Context) error {
 		return err
 	}
 	defer in.Close()
-	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir, Instance: in})
+	return Sweep(ctx, SweepOptions{Runtime: m.opts.Runtime, Prefix: m.opts.Prefix, StateDir: m.opts.StateDir, Instance: in, Removed: m.opts.Swept})
 }
 
 // WithNetwork returns a manager like m — the same runtime, rootfs, state folder, prefix and

@@ -43,6 +43,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg = c
 	}
+	enterDelegatedScope("doctor", args, stderr) // on cgroup v2 the python kind's checks need the delegated cgroup serve would have
 	ctx, cancel := signalContext(2 * time.Minute)
 	defer cancel()
 	reports, problems := host.Doctor(ctx, cfg, hclog.NewNullLogger())

@@ -72,6 +72,9 @@ func runServe(args []string, _, stderr io.Writer) int {
 		return exitConfig
 	}
 	log := newLogger(cfg, stderr)
+	if warning := enterDelegatedScope("serve", args, stderr); warning != "" {
+		log.Warn(warning)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -206,6 +209,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
+	enterDelegatedScope("check", args, stderr)
 	log := newLogger(cfg, io.Discard)
 	h := host.NewForCheck(cfg, log)
 	problems := h.Start(context.Background())
