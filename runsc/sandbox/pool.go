@@ -558,4 +558,3 @@ func (s *Sandbox) handOut(memoryBytes int64) error {
 	}
 	return nil
 }
-

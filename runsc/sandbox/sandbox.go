@@ -44,7 +44,7 @@ type Manager struct {
 	inst    *Instance
 	ownInst bool
 
-	cg      *Cgroups
+	cg *Cgroups
 
 	mu      sync.Mutex
 	live    map[string]*Sandbox
@@ -186,16 +186,16 @@ type Sandbox struct {
 	// reach EOF when the sandbox has ended.
 	Stdout, Stderr *os.File
 
-	m       *Manager
-	opts    Options
-	dir     string
-	net     *sandboxNet
+	m    *Manager
+	opts Options
+	dir  string
+	net  *sandboxNet
 	// baseline is what the cgroup's counters held at hand-out (cgroup v2 can't reset them).
 	baseline Stats
-	started time.Time
-	once    sync.Once
-	done    chan struct{}
-	err     error
+	started  time.Time
+	once     sync.Once
+	done     chan struct{}
+	err      error
 }
 
 // Start makes a sandbox and starts its first process, which then waits for what Control says (with
