@@ -15,29 +15,41 @@ import (
 	"github.com/toolhost/toolhost/runsc/sandboxtest"
 )
 
-// testCgroup makes a cgroup of the test's own in the freezer and pids hierarchies (pids.max
-// bounds what runs in it) and removes it when the test ends, freezing and killing whatever is
-// left by hand, without the code under test.
+// testCgroup makes a cgroup of the test's own (pids.max bounds what runs in it) and removes it
+// when the test ends, killing whatever is left by hand, without the code under test. On v1 it is
+// a cgroup in the freezer and in the pids hierarchy; on v2 one cgroup below the delegated one,
+// which is both.
 func testCgroup(t *testing.T) (id string, pids, freezer string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("cgroups need root")
 	}
-	freezerRoot := filepath.Join(CgroupRoot, "freezer")
-	if _, err := os.Stat(filepath.Join(freezerRoot, "freezer.state")); err != nil && !sandboxtest.Exists(filepath.Join(freezerRoot, "cgroup.procs")) {
-		t.Skip("no cgroup v1 freezer at " + freezerRoot)
+	cg, err := OpenCgroups()
+	if err != nil {
+		t.Fatal(err)
 	}
 	prefix := testEnv.prefix
 	if prefix == "" {
 		prefix = "thtcg-"
 	}
-	id, err := NewID(prefix)
-	if err != nil {
+	if id, err = NewID(prefix); err != nil {
 		t.Fatal(err)
 	}
-	pids, freezer = filepath.Join(CgroupRoot, "pids", id), filepath.Join(freezerRoot, id)
+	if cg.V2() {
+		if err := cg.Prepare(); err != nil {
+			t.Fatal(err)
+		}
+		pids = cg.dir(id)
+		freezer = pids
+	} else {
+		freezerRoot := filepath.Join(CgroupRoot, "freezer")
+		if _, err := os.Stat(filepath.Join(freezerRoot, "freezer.state")); err != nil && !sandboxtest.Exists(filepath.Join(freezerRoot, "cgroup.procs")) {
+			t.Skip("no cgroup v1 freezer at " + freezerRoot)
+		}
+		pids, freezer = filepath.Join(CgroupRoot, "pids", id), filepath.Join(freezerRoot, id)
+	}
 	for _, d := range []string{pids, freezer} {
-		if err := os.Mkdir(d, 0o755); err != nil {
+		if err := os.Mkdir(d, 0o755); err != nil && !(errors.Is(err, fs.ErrExist) && d == pids) {
 			t.Fatal(err)
 		}
 	}
@@ -45,20 +57,25 @@ func testCgroup(t *testing.T) (id string, pids, freezer string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("FROZEN"), 0o644)
-		for range 200 {
-			if b, _ := os.ReadFile(filepath.Join(freezer, "freezer.state")); strings.TrimSpace(string(b)) == "FROZEN" {
-				break
+		if cg.V2() {
+			_ = os.WriteFile(filepath.Join(pids, "cgroup.kill"), []byte("1"), 0o644)
+			_ = os.WriteFile(filepath.Join(pids, "cgroup.freeze"), []byte("0"), 0o644)
+		} else {
+			_ = os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("FROZEN"), 0o644)
+			for range 200 {
+				if b, _ := os.ReadFile(filepath.Join(freezer, "freezer.state")); strings.TrimSpace(string(b)) == "FROZEN" {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		b, _ := os.ReadFile(filepath.Join(freezer, "cgroup.procs"))
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			b, _ := os.ReadFile(filepath.Join(freezer, "cgroup.procs"))
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
 			}
+			_ = os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("THAWED"), 0o644)
 		}
-		_ = os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("THAWED"), 0o644)
 		for _, d := range []string{pids, freezer} {
 			var err error
 			for range 250 {
@@ -73,6 +90,13 @@ func testCgroup(t *testing.T) (id string, pids, freezer string) {
 		}
 	})
 	return id, pids, freezer
+}
+
+// thawed says whether the cgroup whose freeze switch is at freezer is thawed: freezer.state
+// THAWED (v1), frozen 0 in cgroup.events (v2).
+func thawed(freezer string) bool {
+	f, ok := freezerOf(freezer)
+	return ok && f.thawed(f.read())
 }
 
 // startIn starts sh -c script as a process that moves itself into the cgroups (by their
@@ -139,8 +163,8 @@ hop() { hop & }; i=0; while [ $i -lt 32 ]; do hop & i=$((i+1)); done; exec sleep
 	if left := procsOf(pids); len(left) > 0 {
 		t.Errorf("one kill left %d processes in the cgroup (it signalled %d)", len(left), len(killed))
 	}
-	if b, _ := os.ReadFile(filepath.Join(freezer, "freezer.state")); strings.TrimSpace(string(b)) != "THAWED" {
-		t.Errorf("the cgroup was left %s", b)
+	if !thawed(freezer) {
+		t.Errorf("the cgroup was left frozen")
 	}
 	if !alive(outside.Process.Pid) {
 		t.Error("a process outside the cgroup was killed")
@@ -211,8 +235,8 @@ func TestKillCgroupThawsKilledFrozenProcesses(t *testing.T) {
 	if left := procsOf(pids); len(left) > 0 {
 		t.Errorf("killed processes left frozen in the cgroup: %v", left)
 	}
-	if b, _ := os.ReadFile(filepath.Join(freezer, "freezer.state")); strings.TrimSpace(string(b)) != "THAWED" {
-		t.Errorf("the cgroup was left %s", b)
+	if !thawed(freezer) {
+		t.Errorf("the cgroup was left frozen")
 	}
 }
 
