@@ -27,7 +27,7 @@ func (m *Manager) WithNetwork(net NetworkOptions) *Manager {
 	opts := m.opts
 	opts.Network = net
 	opts.Instance = m.inst
-	return &Manager{opts: opts, inst: m.inst, live: map[string]*Sandbox{}}
+	return &Manager{opts: opts, inst: m.inst, cg: m.cg, live: map[string]*Sandbox{}}
 }
 
 // NetworkOptions returns the network the manager's network sandboxes get.
