@@ -17,10 +17,11 @@ TOOLS_BIN := $(CURDIR)/build/bin
 # Every folder under plugins/ with a main.go is a built-in kind.
 KINDS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm systemd-tree
+.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm systemd-tree vm-images
 all: build
 
 include runsc/runsc.mk
+include integration/vm.mk
 
 build: bin/toolhost bin/toolhost-rootfs plugins pins
 
@@ -88,9 +89,13 @@ lint: tools
 
 # Every test: unit tests beside the code, end-to-end tests in integration/
 # (real plugins, real runsc, real sockets). Needs root for the sandboxes.
-test: build tools sandbox deb systemd-tree lint
-	$(GO) test -count=1 -timeout 40m ./...
+# Then the operator's machines: stock Debian 12 and 13 VMs on cgroup v2 (TestVMs,
+# integration/vm_test.go), on their own after the rest, so their emulated CPUs don't slow the
+# other tests down, and side by side with each other.
+test: build tools sandbox deb systemd-tree vm-images lint
+	$(GO) test -count=1 -timeout 40m -skip '^TestVMs$$' ./...
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./host/api
+	$(GO) test -count=1 -timeout 50m -run '^TestVMs$$' ./integration/
 
 # The benchmarks, side by side with their baselines; the python table is
 # kept, dated, in bench/.
@@ -188,5 +193,6 @@ systemd-tree: bin/toolhost-rootfs
 
 clean:
 	rm -rf bin build/rootfs build/systemd-tree
+	rm -rf build/vm
 
 FORCE:

@@ -132,11 +132,17 @@ func Spec(o BundleOptions) (*specs.Spec, error) {
 	}
 	mem, swap := o.Limits.MemoryBytes, o.Limits.MemoryBytes
 	pids := o.Limits.Pids
+	// The sandbox's processes are the OOM killer's first choice (runsc gives the sentry and the
+	// gofer the spec's score). Without it they inherit the starter's: a host or agent at -1000
+	// (OOMScoreAdjust=) left a sandbox over its memory limit unkillable on cgroup v2 — the
+	// kernel found no victim in the cgroup, and the run hung until its timeout.
+	oomScoreAdj := 1000
 
 	return &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
 			Terminal:        false,
+			OOMScoreAdj:     &oomScoreAdj,
 			User:            specs.User{UID: o.UID, GID: o.GID},
 			Args:            o.Args,
 			Env:             env,

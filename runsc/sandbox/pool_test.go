@@ -164,7 +164,9 @@ func killFromOutside(t *testing.T, id string) {
 		t.Fatal(err)
 	}
 	cg.Kill(id)
-	waitFor(t, "the killed sandbox's processes to end", func() bool { return len(cg.Procs(id)) == 0 })
+	// Until every task is gone, not only cgroup.procs empty: a process's last threads still hold
+	// its files (the sandbox's ends of its sockets) a moment after it left cgroup.procs.
+	waitFor(t, "the killed sandbox's processes to end", func() bool { empty, ok := cg.Empty(id); return empty || !ok })
 }
 
 // TestPoolHandOutSetsTheRunsLimits: a ready sandbox waits with the pool's memory limit and few

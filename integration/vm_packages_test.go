@@ -1,0 +1,158 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The packages that drive sandboxes, run in the cgroup v2 VMs as they run here: built on this
+// machine with `go test -c`, put on the VM's share disk with runsc, and run there as root in a
+// delegated systemd scope (what the unit gives the host), against the VM's rootfs. A test that
+// skips there fails: a run that skipped everything would pass having tested nothing.
+//
+// Each entry names what it leaves out and why. The VMs emulate their CPU (TCG, about ten times
+// slower than this machine, one vCPU), so the entries are the tests that read or write cgroups
+// — every limit and its stop, the pool's hand-out, kills, sweeps, the doctor — not those of the
+// network or the protocol, which cgroups don't touch and which run here.
+var vmPackages = []struct {
+	name, pkg string
+	// run selects the tests (-test.run); suites says in which VMs.
+	run    string
+	suites []string
+	env    []string
+}{
+	{
+		// Left out: the pool's growth and measurements (timing, not cgroups), the hanging-platform
+		// probe (a minute of nothing), the network tests (iptables and veth, not cgroups).
+		name: "sandbox", pkg: "runsc/sandbox", suites: []string{"bookworm", "trixie"},
+		run: "^(TestKillCgroup.*|TestCPUWeightIsRunscs|TestStatsCountFromTheBaseline|TestSandboxTakesOneRequest|TestExecIntoALongLivedSandbox|" +
+			"TestStartFailureLeavesNothing|TestPoolHandOutSetsTheRunsLimits|TestPoolReplacesADeadSandbox|TestSweepRemovesLeftovers|TestSweepSparesLiveInstances|TestDoctorPassesOnThisMachine)$",
+	},
+	{
+		// Each limit's stop and its cause, a killed host and a restart's reconcile; left out:
+		// the network modes and measurements.
+		name: "session", pkg: "runsc/session", suites: []string{"trixie"},
+		run: "^(TestMemoryKillIsClassified|TestPidsLimitIsClassified|TestDiskCapStopsAWriter|TestTimeoutKillsTheRunNotTheSession|" +
+			"TestKilledHostLeavesNoOrphan|TestRestartFindsFilesAndReconcileRemoves|TestExitCodeAndStreams)$",
+	},
+	{
+		// The kind's limits and their words, the pool's fresh sandboxes with their limits, a
+		// ready sandbox killed from outside; with the pool on (the pass that hands sandboxes out).
+		name: "python", pkg: "plugins/python", suites: []string{"trixie"},
+		run: "^(TestLimitsStopTheCodeAndOthersGoOn|TestPooledRunsAreFreshAndKeepTheirLimits|TestKilledReadySandboxIsNeverHandedOut|" +
+			"TestNoSecretsOrHostFiles|TestSessionLimits)$",
+		env: []string{"TOOLHOST_TEST_POOL=on"},
+	},
+}
+
+// vmPackageFiles builds the test binaries of suite's packages, and returns them and runsc as
+// files for the VM's share disk.
+func vmPackageFiles(t *testing.T, suite string) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{}
+	runsc, _ := filepath.Abs("../build/bin/runsc")
+	if _, err := os.Stat(runsc); err != nil {
+		t.Fatalf("no runsc at %s: run make runsc (make test does)", runsc)
+	}
+	files["runsc"] = runsc
+	for _, p := range vmPackages {
+		if !contains(p.suites, suite) {
+			continue
+		}
+		out := filepath.Join(dir, p.name+".test")
+		cmd := exec.Command("go", "test", "-c", "-o", out, "./"+p.pkg)
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building the tests of %s for the VM: %v\n%s", p.pkg, err, b)
+		}
+		files[p.name+".test"] = out
+	}
+	return files
+}
+
+var testLine = regexp.MustCompile(`(?m)^\s*--- (PASS|FAIL|SKIP): (\S+)`)
+
+// vmPackagesStep runs suite's packages in the VM, each in a delegated scope of its own.
+func vmPackagesStep(t *testing.T, v *vm) {
+	for _, p := range vmPackages {
+		if !contains(p.suites, v.suite) {
+			continue
+		}
+		t.Run(p.name, func(t *testing.T) {
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+			defer cancel()
+			work := "/tmp/pkgtest-" + p.name
+			args := []string{"sh", "-c", `mkdir -p "$1" && cd "$1" && shift && exec "$@"`, "sh", work,
+				"systemd-run", "--scope", "-p", "Delegate=yes", "--quiet", "--collect", "--unit=thpkg-" + p.name, "--",
+				"env", "TOOLHOST_RUNSC=/mnt/share/runsc", "TOOLHOST_ROOTFS=/var/lib/toolhost/rootfs"}
+			args = append(args, p.env...)
+			args = append(args, "/mnt/share/"+p.name+".test", "-test.run", p.run, "-test.v", "-test.count=1", "-test.timeout=22m")
+			out, err := v.command(ctx, args...)()
+			v.note(fmt.Sprintf("go test %s in %s (%.0f s)", p.pkg, v.name(), time.Since(start).Seconds()), out, err)
+			passed := 0
+			for _, m := range testLine.FindAllStringSubmatch(out, -1) {
+				switch m[1] {
+				case "PASS":
+					passed++
+				case "SKIP":
+					t.Errorf("%s skipped in %s: every test chosen for the VM must run there", m[2], v.name())
+				}
+			}
+			if err != nil || passed == 0 {
+				t.Errorf("the tests of %s in %s: %v (%d passed)\n%s", p.pkg, v.name(), err, passed, tail(out, 80))
+			}
+			t.Logf("%s: %d tests passed in %.0f s", p.pkg, passed, time.Since(start).Seconds())
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// vmTestNames lists the tests -test.run selects, so a name in vmPackages that matches nothing
+// (a test renamed) is seen here, not as a silent gap in the VMs.
+func TestVMPackagesNameRealTests(t *testing.T) {
+	for _, p := range vmPackages {
+		re := regexp.MustCompile(p.run)
+		names := map[string]bool{}
+		srcs, _ := filepath.Glob(filepath.Join("..", p.pkg, "*_test.go"))
+		for _, f := range srcs {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`).FindAllStringSubmatch(string(b), -1) {
+				names[m[1]] = true
+			}
+		}
+		alts := strings.Split(strings.TrimSuffix(strings.TrimPrefix(p.run, "^("), ")$"), "|")
+		for _, alt := range alts {
+			altRe := regexp.MustCompile("^(" + alt + ")$")
+			found := false
+			for n := range names {
+				if altRe.MatchString(n) && re.MatchString(n) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("vmPackages %s: %q matches no test of %s", p.name, alt, p.pkg)
+			}
+		}
+	}
+}
