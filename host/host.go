@@ -443,9 +443,13 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// stopWait bounds Stop: the plugins get it to close, the python kind to remove every sandbox with
+// its network and rules. The unit's TimeoutStopSec (60 s) is above it.
+const stopWait = 45 * time.Second
+
 // Stop shuts everything down; nothing the host started outlives it.
 func (h *Host) Stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), stopWait)
 	defer cancel()
 	if h.http != nil {
 		_ = h.http.Shutdown(ctx)

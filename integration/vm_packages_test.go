@@ -32,7 +32,7 @@ var vmPackages = []struct {
 		// Left out: the pool's growth and measurements (timing, not cgroups), the hanging-platform
 		// probe (a minute of nothing), the network tests (iptables and veth, not cgroups).
 		name: "sandbox", pkg: "runsc/sandbox", suites: []string{"bookworm", "trixie"},
-		run: "^(TestKillCgroup.*|TestCPUWeightIsRunscs|TestStatsCountFromTheBaseline|TestSandboxTakesOneRequest|TestExecIntoALongLivedSandbox|" +
+		run: "^(TestKillCgroup.*|TestCPUWeightIsRunscs|TestStatsCountFromTheBaseline|TestSandboxTakesOneRequest|TestSandboxProcessesAreTheOOMKillersFirst|TestExecIntoALongLivedSandbox|" +
 			"TestStartFailureLeavesNothing|TestPoolHandOutSetsTheRunsLimits|TestPoolReplacesADeadSandbox|TestSweepRemovesLeftovers|TestSweepSparesLiveInstances|TestDoctorPassesOnThisMachine)$",
 	},
 	{

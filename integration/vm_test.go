@@ -62,6 +62,7 @@ var vmSteps = []struct {
 }{
 	{"basics", vmBasics},
 	{"packages", vmPackagesStep},
+	{"operator", func(t *testing.T, v *vm) { operatorFlow(t, v, v.deb, "thop-") }},
 }
 
 // TestVMs boots the bookworm and the trixie VM side by side (one host core each) and runs

@@ -590,9 +590,21 @@ func (p *Plugin) stop(ctx context.Context) {
 	if client == nil {
 		return
 	}
+	// SIGTERM first: the SDK's Serve closes the kind (the python kind removes its sandboxes,
+	// their networks and rules) and exits. go-plugin's own graceful Kill gives a plugin only 2 s,
+	// which a slow machine (a VM under emulation) needs more than; ctx bounds the wait instead.
+	if cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		for !client.Exited() && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 	done := make(chan struct{})
 	go func() {
-		client.Kill() // graceful first: go-plugin asks the plugin to exit, then kills it after a grace period
+		client.Kill() // at once when it exited; otherwise go-plugin asks it to exit, then kills it
 		close(done)
 	}()
 	select {

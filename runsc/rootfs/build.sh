@@ -73,6 +73,10 @@ rm -rf "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 echo "building rootfs $out from $mirror ($suite, packages: python3 ${packages:-})"
 debootstrap --variant=minbase --include="$include" "$suite" "$tmp" "$mirror"
+# debootstrap can leave the target's /proc mounted (seen here): nothing of this machine may stay
+# in a rootfs, and a later rm -rf or cp -a must not walk into the machine's /proc.
+awk -v t="$tmp" '$5 == t || index($5, t "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+	while read -r m; do umount -l "$m"; done
 
 # Trim what a sandbox never reads.
 rm -rf "$tmp"/var/cache/apt/* "$tmp"/var/lib/apt/lists/* "$tmp"/var/log/* \

@@ -248,9 +248,10 @@ type SweepOptions struct {
 	// made: sandboxes of another process still running (a host beside a toolhost check, say)
 	// are left alone. Without it, everything of the prefix goes.
 	Instance *Instance
-	// Removed, when set, hears of each leftover sandbox container and cgroup the sweep removed
-	// ("runsc container toolhost-…", "cgroup /system.slice/toolhost.service/toolhost-…"): the
-	// python kind logs them.
+	// Removed, when set, hears of each leftover sandbox container, cgroup, link and network
+	// namespace the sweep removed ("runsc container toolhost-…", "cgroup
+	// /system.slice/toolhost.service/toolhost-…", "network namespace toolhost-…"): the python
+	// kind logs them.
 	Removed func(what string)
 }
 
@@ -320,6 +321,8 @@ func Sweep(ctx context.Context, opts SweepOptions) error {
 			if ours(alias) {
 				if err := run(ctx, "ip", "link", "del", name); err != nil {
 					errs = append(errs, err)
+				} else {
+					opts.removed("link " + name + " of " + alias)
 				}
 			}
 		}
@@ -331,6 +334,8 @@ func Sweep(ctx context.Context, opts SweepOptions) error {
 			if ours(n) {
 				if err := run(ctx, "ip", "netns", "del", n); err != nil {
 					errs = append(errs, err)
+				} else {
+					opts.removed("network namespace " + n)
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,11 +71,21 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 	if len(left) < 8 {
 		t.Fatalf("the crash left too little to prove anything: %v", left)
 	}
-	if err := Sweep(ctx, sweepOpts); err != nil {
+	var heard []string
+	told := sweepOpts
+	told.Removed = func(what string) { heard = append(heard, what) }
+	if err := Sweep(ctx, told); err != nil {
 		t.Fatal(err)
 	}
 	if left, err := Leftovers(ctx, sweepOpts); err != nil || len(left) > 0 {
 		t.Fatalf("after the sweep: %v, %v", left, err)
+	}
+	// What it removed is told, for the python kind's log: the crashed sandboxes, the stray
+	// cgroup, and the stray network namespace.
+	for _, want := range []string{"runsc container " + prefix, "cgroup ", "/" + stray, "network namespace " + stray} {
+		if !slices.ContainsFunc(heard, func(h string) bool { return strings.Contains(h, want) }) {
+			t.Errorf("the sweep did not tell of removing %q; it told %q", want, heard)
+		}
 	}
 	if st, err := rt.State(ctx, keep.ID); err != nil || st.Status != "running" {
 		t.Errorf("the sweep touched a sandbox of another prefix: %+v, %v", st, err)
