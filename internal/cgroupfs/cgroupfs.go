@@ -82,7 +82,7 @@ func ParseMountinfo(r io.Reader) (Tree, error) {
 		if !ok || len(lf) < 5 || len(rf) < 1 {
 			continue
 		}
-		mnt := unescape(lf[4])
+		mnt := UnescapeMountinfo(lf[4])
 		if mnt != Root && !strings.HasPrefix(mnt, Root+"/") {
 			continue
 		}
@@ -107,8 +107,9 @@ func ParseMountinfo(r io.Reader) (Tree, error) {
 	return t, nil
 }
 
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
+// UnescapeMountinfo undoes the octal escapes of a path in /proc/self/mountinfo (\040 for a
+// space, …). The sandbox code reads its mounts with it too.
+func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/toolhost/toolhost/internal/cgroupfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,32 +56,12 @@ func mountsUnder(dir string) ([]string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		p := unescapeMount(fields[4])
+		p := cgroupfs.UnescapeMountinfo(fields[4])
 		if p == dir || strings.HasPrefix(p, dir+"/") {
 			out = append(out, p)
 		}
 	}
 	return out, sc.Err()
-}
-
-// unescapeMount undoes the octal escapes of /proc/self/mountinfo (\040 for a space, …).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // workFree returns the bytes still free on the filesystem at dir.
