@@ -412,7 +412,10 @@ func (v *vm) start(ctx context.Context, req agentwire.Request) func() (string, e
 	v.mu.Unlock()
 	if d, ok := ctx.Deadline(); ok {
 		// The agent's own bound backs up this end's: it kills the command if the cancel is lost.
-		req.TimeoutMS = time.Until(d).Milliseconds() + 5000
+		// The bound is this side's ctx, on this machine's clock; the agent's own is a far
+		// backstop only. Under TCG the guest's clock can leap: once a guest's 10-minute timer
+		// fired 1.5 s into a command (systemctl reload, in a clean-clone run).
+		req.TimeoutMS = 3*time.Until(d).Milliseconds() + 10*60*1000
 	}
 	what := strings.Join(req.Args, " ")
 	if err := v.send(req); err != nil {
