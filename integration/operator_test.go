@@ -145,7 +145,7 @@ func operatorFlow(t *testing.T, m machine, deb, prefix string) {
 		"word_count": pythonTool("word_count", "print('counting')\n    return {'words': len(text.split())}", nil),
 		"slow_net":   pythonTool("slow_net", "print('waiting', flush=True)\n    import time; time.sleep(55)", map[string]any{"network": true}),
 		"slow_hold": pythonTool("slow_hold", fmt.Sprintf("import time\n    held = b'x' * (%d << 20)\n    print('holding', flush=True)\n    time.sleep(%d)\n    return len(held)",
-			holdMB, int(min(scaled(m, 8*time.Second), 50*time.Second)/time.Second)), map[string]any{"seconds": 180}),
+			holdMB, int(min(scaled(m, 8*time.Second), 40*time.Second)/time.Second)), nil),
 		"net_fetch":  pythonTool("net_fetch", netFetch, map[string]any{"network": true}),
 		"net_denied": pythonTool("net_denied", netFetch, map[string]any{"network": false}),
 	}
