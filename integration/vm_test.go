@@ -62,10 +62,7 @@ var vmSteps = []struct {
 }{
 	{"basics", vmBasics},
 	{"packages", vmPackagesStep},
-	// The operator's flow ({"operator", func(t, v) { operatorFlow(t, v, v.deb, "thop-") }})
-	// runs here next: it ran whole in both VMs once (its three findings fixed since), then met
-	// two timing problems of emulation in a clean-clone run (fixed, not yet seen passing in
-	// one), so it is not in make test until it has passed there; see issue 18's note.
+	{"operator", func(t *testing.T, v *vm) { operatorFlow(t, v, v.deb, "thop-") }},
 }
 
 // TestVMs boots the bookworm and the trixie VM side by side (one host core each) and runs
