@@ -84,6 +84,10 @@ type Event struct {
 	Level    string   `json:"level,omitempty"`
 	// Result is set on result: any JSON value.
 	Result json.RawMessage `json:"result,omitempty"`
+	// Content, on result, is what the run returned beyond its JSON value:
+	// text, images, audio and resources, in order (MCP's content). Unset
+	// when the run returned a value only.
+	Content []Content `json:"content,omitempty"`
 	// Error is set on error.
 	Error *Error `json:"error,omitempty"`
 	// Approval, Args and Why are set on approval_required: the approval's
@@ -94,6 +98,25 @@ type Event struct {
 	Approval string          `json:"approval,omitempty"`
 	Args     json.RawMessage `json:"args,omitempty"`
 	Why      string          `json:"why,omitempty"`
+}
+
+// Content types: what a part of a result's Content is.
+const (
+	ContentText     = "text"
+	ContentImage    = "image"
+	ContentAudio    = "audio"
+	ContentResource = "resource"
+)
+
+// Content is one part of what a run returned beyond its JSON value. A text
+// part has Text; an image or audio part Data and MIMEType; a resource part
+// URI, MIMEType and either Text or Data (a blob).
+type Content struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	Data     []byte `json:"data,omitempty"` // base64 in JSON
+	MIMEType string `json:"mime_type,omitempty"`
+	URI      string `json:"uri,omitempty"`
 }
 
 // Terminal says whether the event ends its run.
@@ -196,8 +219,9 @@ type RunRecord struct {
 	Stderr  string    `json:"stderr"`
 	LastSeq int64     `json:"last_seq"`
 	// Result or Error is set once the run has ended.
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *Error          `json:"error,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Content []Content       `json:"content,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
 	// Events are the run's events, unless asked without them.
 	Events []Event `json:"events,omitempty"`
 }
@@ -205,9 +229,10 @@ type RunRecord struct {
 // CallResult is the answer of POST /api/v1/tools/{name}/call: the run's
 // result or its error, and what it printed.
 type CallResult struct {
-	Run    string          `json:"run"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *Error          `json:"error,omitempty"`
+	Run     string          `json:"run"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Content []Content       `json:"content,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
 	// Printed is the run's stdout, with surrounding white space trimmed.
 	Printed string `json:"printed"`
 	Stderr  string `json:"stderr,omitempty"`
