@@ -124,7 +124,7 @@ description = "Returns a value of the type asked for, or fails."
 effect = "read"
 [[params]]
 name = "kind"
-kind = "options"
+kind = "text"
 options = ["object", "string", "list", "number", "bool", "null", "error"]
 required = true
 [run]

@@ -210,7 +210,9 @@ await check('auth: an editor token calls', async () => {
 });
 
 // OAuth: a client that would sign in with OAuth learns at once that the host
-// takes bearer tokens only; it never goes to register or authorize.
+// takes bearer tokens only; it never goes to register, authorize or get a
+// token. The SDK's error names the OAuth metadata it could not load; the
+// host's answer that stopped it says why.
 await check('auth: an OAuth client fails fast', async () => {
   const requested = [];
   const redirects = [];
@@ -225,21 +227,29 @@ await check('auth: an OAuth client fails fast', async () => {
     saveCodeVerifier: () => {},
     codeVerifier: () => 'verifier',
   };
-  const recordingFetch = (url, init) => { requested.push(String(url)); return fetch(url, init); };
+  const recordingFetch = async (url, init) => {
+    const resp = await fetch(url, init);
+    requested.push({ path: new URL(String(url)).pathname, status: resp.status, body: await resp.clone().text() });
+    return resp;
+  };
   const t0 = Date.now();
   const err = await connect('', { authProvider: provider, fetch: recordingFetch }).then(
     (c) => { c.close(); return null; },
     (e) => e,
   );
   const ms = Date.now() - t0;
+  const paths = requested.map((r) => `${r.path} ${r.status}`).join(', ');
   assert.ok(err, 'connecting fails');
   assert.ok(ms < 5000, `at once: ${ms} ms`);
-  assert.match(String(err.message), /bearer/i, `the error says the host takes bearer tokens: ${err}`);
+  assert.match(String(err.message), /OAuth/, `the error is about OAuth: ${err}`);
   assert.deepEqual(redirects, [], 'never sent to authorize');
-  for (const u of requested) {
-    assert.doesNotMatch(new URL(u).pathname, /\/(authorize|register|token)$/, `requested ${u}`);
+  for (const r of requested) {
+    assert.doesNotMatch(r.path, /\/(authorize|register|token)$/, `requested ${paths}`);
   }
-  return `${err.message} (${ms} ms; requested ${requested.map((u) => new URL(u).pathname).join(' ')})`;
+  const last = requested[requested.length - 1];
+  assert.ok(last && last.status >= 400, `the last answer refused: ${paths}`);
+  assert.match(last.body, /bearer tokens only/i, `the host's last answer says it takes bearer tokens only: ${last.body}`);
+  return `${err.message} (${ms} ms; requested ${paths})`;
 });
 
 console.log(JSON.stringify({ checks }));
