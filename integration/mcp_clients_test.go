@@ -172,7 +172,7 @@ var tsClientChecks = []string{
 	"http: a string", "http: an object", "prompt with the fake model: a string", "graph: a string",
 	"python: object", "python: string", "python: list", "python: number", "python: bool", "python: null",
 	"python: an error", "an argument error",
-	"progress", "cancel by abort",
+	"progress", "cancel by abort", "cancel by hang-up",
 	"auth: no token", "auth: a wrong token", "auth: a viewer token lists but may not call",
 	"auth: an editor token calls", "auth: an OAuth client fails fast",
 }
@@ -180,10 +180,10 @@ var tsClientChecks = []string{
 // TestMCPTypeScriptClient: the official TypeScript SDK's client
 // (StreamableHTTPClientTransport, Client.callTool) against the real host:
 // calls of every kind (http, prompt with the fake model, graph, python)
-// and every result type, progress, cancel by AbortController (the run in
-// the ledger ends cancelled), and auth with no, a wrong, a viewer's and an
-// editor's token, and with an OAuth provider (it must fail at once, never
-// trying to register or authorize).
+// and every result type, progress, cancel by AbortController and by
+// hanging up (the run in the ledger ends cancelled), and auth with no, a
+// wrong, a viewer's and an editor's token, and with an OAuth provider (it
+// must fail at once, never trying to register or authorize).
 func TestMCPTypeScriptClient(t *testing.T) {
 	node, modules := nodeBuild(t)
 	dir := shortTempDir(t, "thts")

@@ -143,31 +143,59 @@ await check('progress', async () => {
   return `${updates.length} notifications`;
 });
 
-// Cancel by AbortController: the run in the session must end cancelled,
-// long before the 30 s its code sleeps.
-await check('cancel by abort', async () => {
-  const session = `ts-cancel-${Date.now()}`;
-  const ac = new AbortController();
-  const started = Date.now();
-  let sawOutput = false;
-  const call = editor.callTool(
-    { name: 'run_python', arguments: { code: 'import time\nprint("sleeping", flush=True)\ntime.sleep(30)\n' }, _meta: { 'toolhost/session': session } },
-    CallToolResultSchema,
-    { signal: ac.signal, onprogress: () => { sawOutput = true; }, timeout: 60000 },
-  );
-  while (!sawOutput && Date.now() - started < 30000) await sleep(50);
-  assert.ok(sawOutput, 'the run started (its output came as progress) before the abort');
-  ac.abort('the test aborts the call');
-  await assert.rejects(call, 'the aborted call rejects');
-  const abortedAt = Date.now();
+// sessionRun is the ledger's record of the one run_python of a session
+// once it has ended, waiting up to 15 s for it.
+async function sessionRun(session) {
+  const since = Date.now();
   let run;
-  while (Date.now() - abortedAt < 15000) {
+  while (Date.now() - since < 15000) {
     const { runs } = await hostGet(`/api/v1/runs?session=${session}`, cfg.tokens.editor);
     run = runs.find((r) => r.tool === 'run_python');
     if (run?.stopped) break;
     await sleep(200);
   }
-  assert.ok(run, `the run is in the ledger of session ${session}`);
+  assert.ok(run, `the run is in the ledger of session ${session} within 15 s of the cancel`);
+  return run;
+}
+
+// sleepInSession starts a run_python that prints, then sleeps 30 s, in a
+// new session, and resolves once its output came (so the run is going).
+async function sleepInSession(client, signal) {
+  const session = `ts-cancel-${Date.now()}`;
+  let sawOutput = false;
+  const call = client.callTool(
+    { name: 'run_python', arguments: { code: 'import time\nprint("sleeping", flush=True)\ntime.sleep(30)\n' }, _meta: { 'toolhost/session': session } },
+    CallToolResultSchema,
+    { signal, onprogress: () => { sawOutput = true; }, timeout: 60000 },
+  );
+  call.catch(() => {});
+  const started = Date.now();
+  while (!sawOutput && Date.now() - started < 30000) await sleep(50);
+  assert.ok(sawOutput, 'the run started (its output came as progress)');
+  return { session, call };
+}
+
+// Cancel by AbortController: the SDK sends notifications/cancelled (the
+// client stays connected); the run in the session must end cancelled, long
+// before the 30 s its code sleeps.
+await check('cancel by abort', async () => {
+  const ac = new AbortController();
+  const { session, call } = await sleepInSession(editor, ac.signal);
+  ac.abort('the test aborts the call');
+  await assert.rejects(call, 'the aborted call rejects');
+  const run = await sessionRun(session);
+  assert.equal(run.stopped, 'cancelled', `the run ended cancelled: ${JSON.stringify(run)}`);
+  assert.ok(run.duration_ms < 20000, `it ended well before its 30 s: ${run.duration_ms} ms`);
+  return `stopped=${run.stopped} after ${run.duration_ms} ms`;
+});
+
+// A client that hangs up mid-call (closes its transport) cancels the run too.
+await check('cancel by hang-up', async () => {
+  const client = await connect(cfg.tokens.editor);
+  const { session, call } = await sleepInSession(client);
+  await client.close();
+  await assert.rejects(call, 'the call of a closed client rejects');
+  const run = await sessionRun(session);
   assert.equal(run.stopped, 'cancelled', `the run ended cancelled: ${JSON.stringify(run)}`);
   assert.ok(run.duration_ms < 20000, `it ended well before its 30 s: ${run.duration_ms} ms`);
   return `stopped=${run.stopped} after ${run.duration_ms} ms`;
