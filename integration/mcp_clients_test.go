@@ -36,9 +36,9 @@ func nodeBuild(t testing.TB) (node, modules string) {
 	return node, modules
 }
 
-// pythonConfig is the [python] and [sessions] part of a host's config for
+// mcpPythonConfig is the [python] and [sessions] part of a host's config for
 // python tools and conversation sandboxes in dir.
-func pythonConfig(t *testing.T, dir, prefix string) string {
+func mcpPythonConfig(t *testing.T, dir, prefix string) string {
 	_, runscBin, rootfs := sandboxBuild(t)
 	return fmt.Sprintf(`
 [python]
@@ -57,9 +57,9 @@ seconds = 60
 `, runscBin, rootfs, filepath.Join(dir, "runsc-state"), filepath.Join(dir, "sessions"), prefix)
 }
 
-// shortTempDir is a temporary folder with a short path: runsc's sockets
+// mcpTempDir is a temporary folder with a short path: runsc's sockets
 // live in the state folder, and a socket's path may have at most 108 bytes.
-func shortTempDir(t *testing.T, pattern string) string {
+func mcpTempDir(t *testing.T, pattern string) string {
 	dir, err := os.MkdirTemp("", pattern)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ var tsClientChecks = []string{
 // must fail at once, never trying to register or authorize).
 func TestMCPTypeScriptClient(t *testing.T) {
 	node, modules := nodeBuild(t)
-	dir := shortTempDir(t, "thts")
+	dir := mcpTempDir(t, "thts")
 	model := modeltest.New(t, modeltest.Options{})
 	items := jsonServer(t)
 	h := startHost(t, hostSpec{
@@ -198,7 +198,7 @@ model = %q
 
 [http]
 allow_private = true
-`, model.URL, modeltest.DefaultModel) + pythonConfig(t, dir, fmt.Sprintf("thts%d-", os.Getpid()%10000)),
+`, model.URL, modeltest.DefaultModel) + mcpPythonConfig(t, dir, fmt.Sprintf("thts%d-", os.Getpid()%10000)),
 	})
 	args, _ := json.Marshal(map[string]any{
 		"url": h.URL("/mcp"), "base": h.URL(""), "item": "7", "text": "a long text about tools",
@@ -212,14 +212,14 @@ allow_private = true
 			Detail string `json:"detail"`
 		} `json:"checks"`
 	}
-	if jerr := json.Unmarshal(lastLine(stdout), &report); jerr != nil {
+	if jerr := json.Unmarshal(nodeReport(stdout), &report); jerr != nil {
 		t.Fatalf("the client printed no report (%v; exit: %v):\nstdout: %s\nstderr: %s\nhost: %s", jerr, err, stdout, stderr, h.Stderr())
 	}
 	seen := map[string]bool{}
 	for _, c := range report.Checks {
 		seen[c.Name] = true
 		if c.OK {
-			t.Logf("ok   %s: %s", c.Name, firstLine(c.Detail))
+			t.Logf("ok   %s: %s", c.Name, headLine(c.Detail))
 		} else {
 			t.Errorf("FAIL %s: %s", c.Name, c.Detail)
 		}
@@ -293,7 +293,7 @@ type conformanceCheck struct {
 // are listed in conformanceScenarios with why.
 func TestMCPConformanceSuite(t *testing.T) {
 	node, modules := nodeBuild(t)
-	dir := shortTempDir(t, "thcf")
+	dir := mcpTempDir(t, "thcf")
 	tools := map[string]string{}
 	files, _ := filepath.Glob("testdata/conformance/*.toml")
 	for _, f := range files {
@@ -308,7 +308,7 @@ func TestMCPConformanceSuite(t *testing.T) {
 	}
 	// No tokens: the suite connects as the local caller (and checks that a
 	// foreign Host or Origin is refused).
-	h := startHost(t, hostSpec{Tools: tools, Config: pythonConfig(t, dir, fmt.Sprintf("thcf%d-", os.Getpid()%10000))})
+	h := startHost(t, hostSpec{Tools: tools, Config: mcpPythonConfig(t, dir, fmt.Sprintf("thcf%d-", os.Getpid()%10000))})
 	out := filepath.Join(dir, "results")
 	cli := filepath.Join(modules, "@modelcontextprotocol/conformance/dist/index.js")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -357,6 +357,8 @@ func TestMCPConformanceSuite(t *testing.T) {
 			if !ok {
 				t.Errorf("scenario %s failed: %s", name, strings.Join(failures, "; "))
 			}
+		case ok:
+			t.Errorf("scenario %s passes now, though it is left out (%s): make it one that must pass", name, why)
 		default:
 			status += ", excluded: " + why
 		}
@@ -445,14 +447,14 @@ func runNodeScript(t *testing.T, node, modules, script string, timeout time.Dura
 	return out.Bytes(), errOut.Bytes(), err
 }
 
-// lastLine is the last non-empty line of b.
-func lastLine(b []byte) []byte {
+// nodeReport is the last line a script printed: its JSON report.
+func nodeReport(b []byte) []byte {
 	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
 	return lines[len(lines)-1]
 }
 
-// firstLine is the first line of s.
-func firstLine(s string) string {
+// headLine is the first line of a check's detail.
+func headLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
