@@ -162,7 +162,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, id auth.Identity
 		// after (and answers one too large).
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 		if err == nil && len(body) <= maxBody {
-			in.rpcID = callID(body)
+			in.rpcID = h.peek(id, body)
 		}
 		r.Body = struct {
 			io.Reader
@@ -172,16 +172,38 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, id auth.Identity
 	h.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestKey{}, in)))
 }
 
-// callID is the id of a body that is one tools/call, or nil.
-func callID(body []byte) json.RawMessage {
-	var m struct {
+// peek reads a request's body before the SDK does: it cancels the calls
+// a notifications/cancelled in it names, and returns the id of the
+// tools/call it is, or nil. The SDK would hand the notification to a
+// session that a stateless server closes as soon as it has answered 202,
+// so it may never be read; and the call it names runs on another request.
+func (h *Handler) peek(id auth.Identity, body []byte) json.RawMessage {
+	type msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
 	}
-	if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
+	var one msg
+	var batch []msg
+	if json.Unmarshal(body, &one) == nil {
+		batch = []msg{one}
+	} else if json.Unmarshal(body, &batch) != nil {
 		return nil
 	}
-	return m.ID
+	for _, m := range batch {
+		if m.Method != "notifications/cancelled" || m.ID != nil {
+			continue
+		}
+		if k, ok := keyOf(id.Name, m.Params.RequestID); ok {
+			h.calls.cancel(k)
+		}
+	}
+	if len(batch) == 1 && batch[0].Method == "tools/call" {
+		return batch[0].ID
+	}
+	return nil
 }
 
 // notServed are the methods of features the host does not advertise: they
@@ -214,12 +236,6 @@ func (h *Handler) middleware(next sdkmcp.MethodHandler) sdkmcp.MethodHandler {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown logging level (the levels are %s)", levelList())}
 			}
 			h.levels.set(in.id.Name, r.Params.Level)
-		case *sdkmcp.ServerRequest[*sdkmcp.CancelledParams]:
-			if r.Params != nil {
-				if k, ok := keyOf(in.id.Name, r.Params.RequestID); ok {
-					h.calls.cancel(k)
-				}
-			}
 		}
 		return next(ctx, method, req)
 	}
@@ -331,8 +347,10 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 	defer stop(nil)
 	unhook := context.AfterFunc(in.http, func() { stop(errHungUp) })
 	defer unhook()
-	if k, ok := keyOf(id.Name, in.rpcID); ok && in.rpcID != nil {
-		defer h.calls.add(k, func() { stop(errCancelled) })()
+	key, keyed := keyOf(id.Name, in.rpcID)
+	keyed = keyed && in.rpcID != nil
+	if keyed {
+		defer h.calls.add(key, func() { stop(errCancelled) })()
 	}
 
 	out := &notifier{h: h, ctx: wait, req: req, run: run.ID, tool: p.Name, token: p.GetProgressToken(),
@@ -340,7 +358,7 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 	for from := uint64(0); ; {
 		batch, err := run.Next(wait, from)
 		if err != nil {
-			return nil, h.left(run, wait, in)
+			return nil, h.left(run, wait, in, key, keyed)
 		}
 		if len(batch) == 0 {
 			return nil, fmt.Errorf("the run %s ended without a result", run.ID)
@@ -376,9 +394,11 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 //   - notifications/cancelled: the run is cancelled, idempotency key or not;
 //   - the caller's sign-in taken away: the run goes on, for an admin to read;
 //   - the client hung up: the run is cancelled, unless it has an
-//     idempotency key, which a retry attaches to;
+//     idempotency key, which a retry attaches to; then a
+//     notifications/cancelled of the call's id still cancels it, until
+//     it ends;
 //   - the SDK ended the call (a cancel on the same connection): cancelled.
-func (h *Handler) left(run *runs.Run, wait context.Context, in *request) error {
+func (h *Handler) left(run *runs.Run, wait context.Context, in *request, key callKey, keyed bool) error {
 	cause := context.Cause(wait)
 	var out SignedOut
 	switch {
@@ -390,6 +410,14 @@ func (h *Handler) left(run *runs.Run, wait context.Context, in *request) error {
 	case in.http.Err() != nil:
 		if run.IdempotencyKey == "" {
 			run.CancelBecause(errHungUp.Error())
+			return errHungUp
+		}
+		if keyed {
+			remove := h.calls.add(key, func() { run.CancelBecause(errCancelled.Error()) })
+			go func() {
+				_, _ = run.Wait(context.Background())
+				remove()
+			}()
 		}
 		return errHungUp
 	}
