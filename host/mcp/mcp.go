@@ -185,6 +185,9 @@ func (h *Handler) peek(id auth.Identity, body []byte) json.RawMessage {
 			RequestID json.RawMessage `json:"requestId"`
 		} `json:"params"`
 	}
+	if !bytes.Contains(body, []byte(`"tools/call"`)) && !bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
+		return nil // most requests: nothing to look at
+	}
 	var one msg
 	var batch []msg
 	if json.Unmarshal(body, &one) == nil {
