@@ -21,7 +21,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -45,14 +44,7 @@ const (
 	MetaIdempotencyKey = "toolhost/idempotency_key"
 	// MetaRun is the run's id, in the _meta of a tools/call result.
 	MetaRun = "toolhost/run"
-	// MetaLogLevel is the least severe level of log notifications a call
-	// wants (protocol 2026-07-28's per-request level; taken on every
-	// version).
-	MetaLogLevel = sdkmcp.MetaKeyLogLevel
 )
-
-// DefaultLogLevel is the level of a call whose caller set none.
-const DefaultLogLevel sdkmcp.LoggingLevel = "info"
 
 // DefaultPageSize is how many tools one tools/list answer holds at most.
 const DefaultPageSize = 100
@@ -123,7 +115,7 @@ func New(opts Options) *Handler {
 	// One server for every request: it holds no caller's state (the
 	// middleware reads the caller from the request's context).
 	h.server = sdkmcp.NewServer(&sdkmcp.Implementation{Name: "toolhost", Version: opts.Version}, &sdkmcp.ServerOptions{
-		Capabilities: &sdkmcp.ServerCapabilities{Tools: &sdkmcp.ToolCapabilities{}, Logging: &sdkmcp.LoggingCapabilities{}},
+		Capabilities: capabilities(),
 	})
 	h.server.AddReceivingMiddleware(h.middleware)
 	h.http = sdkmcp.NewStreamableHTTPHandler(func(r *http.Request) *sdkmcp.Server {
@@ -234,22 +226,14 @@ func (h *Handler) middleware(next sdkmcp.MethodHandler) sdkmcp.MethodHandler {
 			return h.list(in.id, r.Params)
 		case *sdkmcp.CallToolRequest:
 			return h.call(ctx, in, r, next)
-		case *sdkmcp.ServerRequest[*sdkmcp.SetLoggingLevelParams]:
-			if r.Params == nil || severity(r.Params.Level) < 0 {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown logging level (the levels are %s)", levelList())}
+		}
+		if method == "logging/setLevel" {
+			if err := h.setLevel(in.id.Name, req); err != nil {
+				return nil, err
 			}
-			h.levels.set(in.id.Name, r.Params.Level)
 		}
 		return next(ctx, method, req)
 	}
-}
-
-func levelList() string {
-	s := make([]string, len(levels))
-	for i, l := range levels {
-		s[i] = string(l)
-	}
-	return strings.Join(s, ", ")
 }
 
 // list is one page of the caller's tools as MCP tools. The cursor is the
@@ -438,103 +422,9 @@ func (h *Handler) shown(id auth.Identity, name string) bool {
 	return false
 }
 
-// logLevel is the least severe level of log notifications a call of
-// principal gets: its own _meta's, else the caller's last
-// logging/setLevel, else DefaultLogLevel.
-func (h *Handler) logLevel(principal string, meta sdkmcp.Meta) sdkmcp.LoggingLevel {
-	if v, ok := meta[MetaLogLevel].(string); ok && severity(sdkmcp.LoggingLevel(v)) >= 0 {
-		return sdkmcp.LoggingLevel(v)
-	}
-	if l, ok := h.levels.get(principal); ok {
-		return l
-	}
-	return DefaultLogLevel
-}
-
 func metaOr(meta sdkmcp.Meta, key string, header http.Header, name string) string {
 	if v, ok := meta[key].(string); ok && v != "" {
 		return v
 	}
 	return header.Get(name)
-}
-
-// progressText is a progress event as a progress notification's message:
-// its fraction as a percentage, then its message.
-func progressText(e client.Event) string {
-	if e.Fraction == nil || *e.Fraction < 0 {
-		return e.Message // a negative fraction is unknown
-	}
-	pct := fmt.Sprintf("%.0f%%", *e.Fraction*100)
-	if e.Message == "" {
-		return pct
-	}
-	return pct + " " + e.Message
-}
-
-// notifier sends a call's notifications on its response stream.
-type notifier struct {
-	h     *Handler
-	ctx   context.Context
-	req   *sdkmcp.CallToolRequest
-	run   string
-	tool  string
-	token any
-	step  float64
-	level sdkmcp.LoggingLevel
-	next  sdkmcp.MethodHandler
-	// logsOn says the SDK's session was told to pass log notifications.
-	logsOn bool
-}
-
-// progress sends message as the next progress notification, when the
-// client asked for progress. progress counts 1, 2, 3 …, strictly
-// increasing as MCP requires; there is no total.
-func (n *notifier) progress(message string) {
-	if n.token == nil || message == "" {
-		return
-	}
-	n.step++
-	err := n.req.Session.NotifyProgress(n.ctx, &sdkmcp.ProgressNotificationParams{ProgressToken: n.token, Progress: n.step, Message: message})
-	if err != nil && n.ctx.Err() == nil {
-		n.h.opts.Logger.Debug("a progress notification could not be sent", "run", n.run, "error", err)
-	}
-}
-
-// log sends a log event as a log notification, when its level is at
-// least the call's. The logger is the tool's name.
-func (n *notifier) log(e client.Event) {
-	level := logLevelOf(e.Level)
-	if severity(level) < severity(n.level) {
-		return
-	}
-	if !n.logsOn {
-		// The SDK passes log notifications at its session's level, which a
-		// stateless session never has; this filters, so it passes all.
-		// (On protocol 2026-07-28 the request's own _meta level rules.)
-		n.logsOn = true
-		_, err := n.next(n.ctx, "logging/setLevel", &sdkmcp.ServerRequest[*sdkmcp.SetLoggingLevelParams]{
-			Session: n.req.Session, Params: &sdkmcp.SetLoggingLevelParams{Level: levels[0]}})
-		if err != nil {
-			n.h.opts.Logger.Debug("log notifications could not be turned on", "run", n.run, "error", err)
-		}
-	}
-	err := n.req.Session.Log(n.ctx, &sdkmcp.LoggingMessageParams{Level: level, Logger: n.tool, Data: e.Message})
-	if err != nil && n.ctx.Err() == nil {
-		n.h.opts.Logger.Debug("a log notification could not be sent", "run", n.run, "error", err)
-	}
-}
-
-// logLevelOf is a run's log level as MCP's: MCP's own levels as they are,
-// the plugin SDK's trace and warn as debug and warning, anything else info.
-func logLevelOf(l string) sdkmcp.LoggingLevel {
-	switch l {
-	case "trace":
-		return "debug"
-	case "warn":
-		return "warning"
-	}
-	if severity(sdkmcp.LoggingLevel(l)) < 0 {
-		return "info"
-	}
-	return sdkmcp.LoggingLevel(l)
 }
