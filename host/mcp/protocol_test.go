@@ -494,3 +494,36 @@ func TestMCPUnauthorizedTellsBearerOnly(t *testing.T) {
 		t.Errorf("another well-known path: %d, want 404", status)
 	}
 }
+
+// A caller signed out mid-call (its token taken away) is not a client
+// that hung up: the call ends, and its run goes on, on every version.
+func TestMCPSignedOutRunGoesOnEveryVersion(t *testing.T) {
+	h := startHost(t, tokens("ed", auth.Editor))
+	for _, v := range servedVersions {
+		t.Run(v, func(t *testing.T) {
+			h.API.SetTokens(tokens("ed", auth.Editor))
+			before := runIDs(h.Runs)
+			answered := make(chan struct{})
+			go func() {
+				defer close(answered)
+				resp, err := post2(context.Background(), h.Srv.URL, "ed-token", v, rpcBody(v, "1", "tools/call", `"name":"block","arguments":{}`))
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+			run := newRun(t, h.Runs, "block", before)
+			h.API.SetTokens(tokens("ad", auth.Admin))
+			select {
+			case <-answered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the call went on after its token was taken away")
+			}
+			if !goesOn(run) {
+				code, msg := ended(t, run)
+				t.Fatalf("the run ended with the call (%s %s); it should go on, for an admin to read", code, msg)
+			}
+			run.Cancel()
+		})
+	}
+}
