@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -222,4 +223,14 @@ func TestContentSurvivesARestart(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&rec)
 	resp.Body.Close()
 	wantImage(t, "the run's record after a restart", rec["content"])
+
+	// toolhost call prints the value and says what content came with it.
+	cmd := exec.Command(bins.toolhost, "call", "--addr", h.Addr, "photo")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	want := fmt.Sprintf("toolhost: content 1 of the result: image, image/png, %d bytes (--json shows it whole)\n", len(pngBytes))
+	if err != nil || !strings.Contains(string(stdout), `"status": 200`) || stderr.String() != want {
+		t.Fatalf("toolhost call photo: %v\nstdout %s\nstderr %q, want %q", err, stdout, stderr.String(), want)
+	}
 }

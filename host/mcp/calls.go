@@ -3,8 +3,6 @@ package mcp
 import (
 	"encoding/json"
 	"sync"
-
-	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // callKey names a tools/call in flight for notifications/cancelled: the
@@ -80,42 +78,4 @@ func (t *inFlight) cancel(k callKey) int {
 		f()
 	}
 	return len(fns)
-}
-
-// logLevels are the levels callers last set with logging/setLevel, by
-// caller: a stateless server has no session to keep one in, so a level
-// holds for the caller's later calls served by this host (each replica
-// keeps its own), until the caller sets another.
-type logLevels struct {
-	mu     sync.Mutex
-	levels map[string]sdkmcp.LoggingLevel
-}
-
-func (l *logLevels) set(principal string, level sdkmcp.LoggingLevel) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.levels == nil {
-		l.levels = map[string]sdkmcp.LoggingLevel{}
-	}
-	l.levels[principal] = level
-}
-
-func (l *logLevels) get(principal string) (sdkmcp.LoggingLevel, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	level, ok := l.levels[principal]
-	return level, ok
-}
-
-// levels are MCP's logging levels, least severe first (RFC 5424's).
-var levels = []sdkmcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
-
-// severity is a level's place in levels, or -1 for an unknown level.
-func severity(l sdkmcp.LoggingLevel) int {
-	for i, x := range levels {
-		if x == l {
-			return i
-		}
-	}
-	return -1
 }

@@ -21,7 +21,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -45,14 +44,7 @@ const (
 	MetaIdempotencyKey = "toolhost/idempotency_key"
 	// MetaRun is the run's id, in the _meta of a tools/call result.
 	MetaRun = "toolhost/run"
-	// MetaLogLevel is the least severe level of log notifications a call
-	// wants (protocol 2026-07-28's per-request level; taken on every
-	// version).
-	MetaLogLevel = sdkmcp.MetaKeyLogLevel
 )
-
-// DefaultLogLevel is the level of a call whose caller set none.
-const DefaultLogLevel sdkmcp.LoggingLevel = "info"
 
 // DefaultPageSize is how many tools one tools/list answer holds at most.
 const DefaultPageSize = 100
@@ -123,7 +115,7 @@ func New(opts Options) *Handler {
 	// One server for every request: it holds no caller's state (the
 	// middleware reads the caller from the request's context).
 	h.server = sdkmcp.NewServer(&sdkmcp.Implementation{Name: "toolhost", Version: opts.Version}, &sdkmcp.ServerOptions{
-		Capabilities: &sdkmcp.ServerCapabilities{Tools: &sdkmcp.ToolCapabilities{}, Logging: &sdkmcp.LoggingCapabilities{}},
+		Capabilities: capabilities(),
 	})
 	h.server.AddReceivingMiddleware(h.middleware)
 	h.http = sdkmcp.NewStreamableHTTPHandler(func(r *http.Request) *sdkmcp.Server {
@@ -162,7 +154,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, id auth.Identity
 		// after (and answers one too large).
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 		if err == nil && len(body) <= maxBody {
-			in.rpcID = callID(body)
+			in.rpcID = h.peek(id, body)
 		}
 		r.Body = struct {
 			io.Reader
@@ -172,16 +164,41 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, id auth.Identity
 	h.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestKey{}, in)))
 }
 
-// callID is the id of a body that is one tools/call, or nil.
-func callID(body []byte) json.RawMessage {
-	var m struct {
+// peek reads a request's body before the SDK does: it cancels the calls
+// a notifications/cancelled in it names, and returns the id of the
+// tools/call it is, or nil. The SDK would hand the notification to a
+// session that a stateless server closes as soon as it has answered 202,
+// so it may never be read; and the call it names runs on another request.
+func (h *Handler) peek(id auth.Identity, body []byte) json.RawMessage {
+	type msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
 	}
-	if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
+	if !bytes.Contains(body, []byte(`"tools/call"`)) && !bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
+		return nil // most requests: nothing to look at
+	}
+	var one msg
+	var batch []msg
+	if json.Unmarshal(body, &one) == nil {
+		batch = []msg{one}
+	} else if json.Unmarshal(body, &batch) != nil {
 		return nil
 	}
-	return m.ID
+	for _, m := range batch {
+		if m.Method != "notifications/cancelled" || m.ID != nil {
+			continue
+		}
+		if k, ok := keyOf(id.Name, m.Params.RequestID); ok {
+			h.calls.cancel(k)
+		}
+	}
+	if len(batch) == 1 && batch[0].Method == "tools/call" {
+		return batch[0].ID
+	}
+	return nil
 }
 
 // notServed are the methods of features the host does not advertise: they
@@ -209,28 +226,14 @@ func (h *Handler) middleware(next sdkmcp.MethodHandler) sdkmcp.MethodHandler {
 			return h.list(in.id, r.Params)
 		case *sdkmcp.CallToolRequest:
 			return h.call(ctx, in, r, next)
-		case *sdkmcp.ServerRequest[*sdkmcp.SetLoggingLevelParams]:
-			if r.Params == nil || severity(r.Params.Level) < 0 {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown logging level (the levels are %s)", levelList())}
-			}
-			h.levels.set(in.id.Name, r.Params.Level)
-		case *sdkmcp.ServerRequest[*sdkmcp.CancelledParams]:
-			if r.Params != nil {
-				if k, ok := keyOf(in.id.Name, r.Params.RequestID); ok {
-					h.calls.cancel(k)
-				}
+		}
+		if method == "logging/setLevel" {
+			if err := h.setLevel(in.id.Name, req); err != nil {
+				return nil, err
 			}
 		}
 		return next(ctx, method, req)
 	}
-}
-
-func levelList() string {
-	s := make([]string, len(levels))
-	for i, l := range levels {
-		s[i] = string(l)
-	}
-	return strings.Join(s, ", ")
 }
 
 // list is one page of the caller's tools as MCP tools. The cursor is the
@@ -331,8 +334,10 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 	defer stop(nil)
 	unhook := context.AfterFunc(in.http, func() { stop(errHungUp) })
 	defer unhook()
-	if k, ok := keyOf(id.Name, in.rpcID); ok && in.rpcID != nil {
-		defer h.calls.add(k, func() { stop(errCancelled) })()
+	key, keyed := keyOf(id.Name, in.rpcID)
+	keyed = keyed && in.rpcID != nil
+	if keyed {
+		defer h.calls.add(key, func() { stop(errCancelled) })()
 	}
 
 	out := &notifier{h: h, ctx: wait, req: req, run: run.ID, tool: p.Name, token: p.GetProgressToken(),
@@ -340,7 +345,7 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 	for from := uint64(0); ; {
 		batch, err := run.Next(wait, from)
 		if err != nil {
-			return nil, h.left(run, wait, in)
+			return nil, h.left(run, wait, in, key, keyed)
 		}
 		if len(batch) == 0 {
 			return nil, fmt.Errorf("the run %s ended without a result", run.ID)
@@ -376,9 +381,11 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 //   - notifications/cancelled: the run is cancelled, idempotency key or not;
 //   - the caller's sign-in taken away: the run goes on, for an admin to read;
 //   - the client hung up: the run is cancelled, unless it has an
-//     idempotency key, which a retry attaches to;
+//     idempotency key, which a retry attaches to; then a
+//     notifications/cancelled of the call's id still cancels it, until
+//     it ends;
 //   - the SDK ended the call (a cancel on the same connection): cancelled.
-func (h *Handler) left(run *runs.Run, wait context.Context, in *request) error {
+func (h *Handler) left(run *runs.Run, wait context.Context, in *request, key callKey, keyed bool) error {
 	cause := context.Cause(wait)
 	var out SignedOut
 	switch {
@@ -390,6 +397,14 @@ func (h *Handler) left(run *runs.Run, wait context.Context, in *request) error {
 	case in.http.Err() != nil:
 		if run.IdempotencyKey == "" {
 			run.CancelBecause(errHungUp.Error())
+			return errHungUp
+		}
+		if keyed {
+			remove := h.calls.add(key, func() { run.CancelBecause(errCancelled.Error()) })
+			go func() {
+				_, _ = run.Wait(context.Background())
+				remove()
+			}()
 		}
 		return errHungUp
 	}
@@ -407,103 +422,9 @@ func (h *Handler) shown(id auth.Identity, name string) bool {
 	return false
 }
 
-// logLevel is the least severe level of log notifications a call of
-// principal gets: its own _meta's, else the caller's last
-// logging/setLevel, else DefaultLogLevel.
-func (h *Handler) logLevel(principal string, meta sdkmcp.Meta) sdkmcp.LoggingLevel {
-	if v, ok := meta[MetaLogLevel].(string); ok && severity(sdkmcp.LoggingLevel(v)) >= 0 {
-		return sdkmcp.LoggingLevel(v)
-	}
-	if l, ok := h.levels.get(principal); ok {
-		return l
-	}
-	return DefaultLogLevel
-}
-
 func metaOr(meta sdkmcp.Meta, key string, header http.Header, name string) string {
 	if v, ok := meta[key].(string); ok && v != "" {
 		return v
 	}
 	return header.Get(name)
-}
-
-// progressText is a progress event as a progress notification's message:
-// its fraction as a percentage, then its message.
-func progressText(e client.Event) string {
-	if e.Fraction == nil || *e.Fraction < 0 {
-		return e.Message // a negative fraction is unknown
-	}
-	pct := fmt.Sprintf("%.0f%%", *e.Fraction*100)
-	if e.Message == "" {
-		return pct
-	}
-	return pct + " " + e.Message
-}
-
-// notifier sends a call's notifications on its response stream.
-type notifier struct {
-	h     *Handler
-	ctx   context.Context
-	req   *sdkmcp.CallToolRequest
-	run   string
-	tool  string
-	token any
-	step  float64
-	level sdkmcp.LoggingLevel
-	next  sdkmcp.MethodHandler
-	// logsOn says the SDK's session was told to pass log notifications.
-	logsOn bool
-}
-
-// progress sends message as the next progress notification, when the
-// client asked for progress. progress counts 1, 2, 3 …, strictly
-// increasing as MCP requires; there is no total.
-func (n *notifier) progress(message string) {
-	if n.token == nil || message == "" {
-		return
-	}
-	n.step++
-	err := n.req.Session.NotifyProgress(n.ctx, &sdkmcp.ProgressNotificationParams{ProgressToken: n.token, Progress: n.step, Message: message})
-	if err != nil && n.ctx.Err() == nil {
-		n.h.opts.Logger.Debug("a progress notification could not be sent", "run", n.run, "error", err)
-	}
-}
-
-// log sends a log event as a log notification, when its level is at
-// least the call's. The logger is the tool's name.
-func (n *notifier) log(e client.Event) {
-	level := logLevelOf(e.Level)
-	if severity(level) < severity(n.level) {
-		return
-	}
-	if !n.logsOn {
-		// The SDK passes log notifications at its session's level, which a
-		// stateless session never has; this filters, so it passes all.
-		// (On protocol 2026-07-28 the request's own _meta level rules.)
-		n.logsOn = true
-		_, err := n.next(n.ctx, "logging/setLevel", &sdkmcp.ServerRequest[*sdkmcp.SetLoggingLevelParams]{
-			Session: n.req.Session, Params: &sdkmcp.SetLoggingLevelParams{Level: levels[0]}})
-		if err != nil {
-			n.h.opts.Logger.Debug("log notifications could not be turned on", "run", n.run, "error", err)
-		}
-	}
-	err := n.req.Session.Log(n.ctx, &sdkmcp.LoggingMessageParams{Level: level, Logger: n.tool, Data: e.Message})
-	if err != nil && n.ctx.Err() == nil {
-		n.h.opts.Logger.Debug("a log notification could not be sent", "run", n.run, "error", err)
-	}
-}
-
-// logLevelOf is a run's log level as MCP's: MCP's own levels as they are,
-// the plugin SDK's trace and warn as debug and warning, anything else info.
-func logLevelOf(l string) sdkmcp.LoggingLevel {
-	switch l {
-	case "trace":
-		return "debug"
-	case "warn":
-		return "warning"
-	}
-	if severity(sdkmcp.LoggingLevel(l)) < 0 {
-		return "info"
-	}
-	return sdkmcp.LoggingLevel(l)
 }
