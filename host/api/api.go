@@ -173,7 +173,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET /api/v1/ws", s.websocket)
 	s.approvalRoutes()
 	// MCP (host/mcp): the same tools, tokens and roles, for MCP clients.
-	mcpHandler := mcp.New(mcp.Options{Dispatcher: opts.Dispatcher, Tools: s.visibleSpecs, NeedsSession: s.needsSession, Version: opts.Version, Logger: opts.Logger.Named("mcp")})
+	mcpHandler := mcp.New(mcp.Options{Dispatcher: opts.Dispatcher, Tools: s.visibleSpecs, Shown: s.shown, NeedsSession: s.needsSession, Version: opts.Version, Logger: opts.Logger.Named("mcp")})
 	// What OAuth clients read to learn that the host takes bearer tokens only.
 	s.mux.HandleFunc(mcp.WellKnownPrefix, mcp.WellKnown)
 	s.mux.HandleFunc(mcp.Path, s.authed(func(w http.ResponseWriter, r *http.Request, id auth.Identity) {
@@ -445,4 +445,15 @@ func (s *Server) needsSession(tool string) bool {
 	}
 	_, session := sessions.Language(t.Run)
 	return session
+}
+
+// shown says whether a caller is shown a tool, as visibleSpecs does,
+// without building every spec.
+func (s *Server) shown(id auth.Identity, tool string) bool {
+	t, ok := s.opts.Registry.Get(tool)
+	if !ok {
+		return false
+	}
+	_, session := sessions.Language(t.Run)
+	return !session || s.showsSessions(id)
 }

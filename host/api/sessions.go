@@ -328,8 +328,7 @@ func (s *Server) writeSessionError(w http.ResponseWriter, err error) {
 // visibleSpecs are the tools a caller is shown: the session tools only to
 // a role that may use them, while sessions are served.
 func (s *Server) visibleSpecs(id auth.Identity) []tools.FunctionSpec {
-	svc := s.opts.Sessions
-	show := svc != nil && svc.Ready() == nil && svc.MayUse(id.Role)
+	show := s.showsSessions(id)
 	list := s.opts.Registry.List()
 	out := make([]tools.FunctionSpec, 0, len(list))
 	for _, t := range list {
@@ -339,4 +338,10 @@ func (s *Server) visibleSpecs(id auth.Identity) []tools.FunctionSpec {
 		out = append(out, t.Spec())
 	}
 	return out
+}
+
+// showsSessions says whether the caller is shown the session tools.
+func (s *Server) showsSessions(id auth.Identity) bool {
+	svc := s.opts.Sessions
+	return svc != nil && svc.Ready() == nil && svc.MayUse(id.Role)
 }

@@ -62,6 +62,9 @@ type Options struct {
 	// Tools are the tools a caller is shown: the specs of GET
 	// /api/v1/tools for that caller, sorted by name.
 	Tools func(auth.Identity) []tools.FunctionSpec
+	// Shown says whether a caller is shown a tool (is it among Tools?),
+	// cheaply; nil looks in Tools.
+	Shown func(id auth.Identity, tool string) bool
 	// NeedsSession says whether a tool runs in a conversation's sandbox
 	// (so a call of it needs a session); nil says no tool does.
 	NeedsSession func(tool string) bool
@@ -414,6 +417,9 @@ func (h *Handler) left(run *runs.Run, wait context.Context, in *request, key cal
 
 // shown says whether the caller is shown the tool.
 func (h *Handler) shown(id auth.Identity, name string) bool {
+	if h.opts.Shown != nil {
+		return h.opts.Shown(id, name)
+	}
 	for _, s := range h.opts.Tools(id) {
 		if s.Function.Name == name {
 			return true
