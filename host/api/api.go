@@ -199,7 +199,8 @@ func New(opts Options) *Server {
 // checks the token), and only callers on this machine when none are. It
 // refuses what a web page of another site makes a browser send: requests
 // with a foreign Origin, and, with no tokens, requests for a host name
-// that is not this machine's (DNS rebinding).
+// that is not this machine's (DNS rebinding). An address with '.', '..'
+// or empty parts is refused, never cleaned or redirected.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.tokens.Load().Required() && (!fromLoopback(r) || !localName(r.Host)) {
 		writeError(w, http.StatusForbidden, "forbidden", "this host serves callers on its own machine only, at localhost or a loopback address (no tokens are configured)")
@@ -207,6 +208,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Header.Get("Origin") != "" && !s.checkOrigin(r) {
 		writeError(w, http.StatusForbidden, "forbidden", "requests from the web pages of other sites are refused ([server] allowed_origins lists the sites allowed)")
+		return
+	}
+	// The router would clean such an address and redirect to another
+	// endpoint: refused as sent instead (address.go).
+	if refuseAddress(w, r) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)

@@ -31,6 +31,13 @@ func (s *Server) sessionRoutes() {
 	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.readFile))))
 	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.writeFile))))
 	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.removeFile))))
+	// With no path, PUT and DELETE name no file. Without these the router
+	// would redirect them to …/files/ (never: see address.go).
+	noFile := s.authed(s.sessionsFor(s.ofSession(func(w http.ResponseWriter, _ *http.Request, _ *sessions.Service, _, _ string) {
+		s.writeSessionError(w, sessions.CheckPath(""))
+	})))
+	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files", noFile)
+	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files", noFile)
 	s.mux.HandleFunc("GET /api/v1/runs", s.authed(s.sessionsFor(s.listRuns)))
 }
 
