@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // Options say how to reach and sign in to a host.
@@ -260,6 +262,11 @@ func (c *Conn) read(s *session) {
 			var cl Closing
 			_ = json.Unmarshal(data, &cl)
 			e := cl.Error
+			if !closesForGood(e.Code) {
+				// A client gone silent or too slow: a new connection
+				// may do better, and calls re-attach.
+				continue
+			}
 			c.mu.Lock()
 			if c.closed == nil {
 				c.closed = &e
@@ -274,6 +281,13 @@ func (c *Conn) read(s *session) {
 			sb.push(f)
 		}
 	}
+}
+
+// closesForGood says whether the host's closing of a connection, with this
+// code, ends the Conn: the token no longer signs in, or the client broke
+// the protocol. After any other (timeout, too_slow) the Conn dials again.
+func closesForGood(code string) bool {
+	return code != errcode.Timeout && code != errcode.TooSlow
 }
 
 func (c *Conn) wakeAll() {

@@ -88,6 +88,10 @@ type Server struct {
 	// conns are the open websockets and the HTTP calls waiting for their
 	// run: what a change of tokens checks again.
 	conns map[signedIn]struct{}
+
+	// waits are the websocket's waits that tests shorten (wsconn.go); zero
+	// means the default.
+	waits wsWaits
 }
 
 // signedIn is a caller that stays signed in for a while: a websocket, or

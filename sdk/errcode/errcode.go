@@ -63,6 +63,9 @@ const (
 	BadFrame = "bad_frame"
 	// TooLarge: a frame or a request body over its limit.
 	TooLarge = "too_large"
+	// TooSlow: a websocket client read nothing while its replies piled
+	// up past twice its queue's limit; it was disconnected.
+	TooSlow = "too_slow"
 	// UnsupportedProtocol: the client asked for a protocol version the
 	// host does not speak.
 	UnsupportedProtocol = "unsupported_protocol"
