@@ -77,7 +77,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 		PinsFile:     cfg.Plugins.SHA256File,
 		StartTimeout: time.Duration(cfg.Plugins.StartTimeoutSeconds) * time.Second,
 		KindConfig:   h.kindConfig,
-		Host:         h.runs,
+		Host:         h.runs.ForKind,
 		Logger:       log.Named("plugin"),
 		PinsHint:     pinsHint(cfg),
 		CheckOnly:    checkOnly,
