@@ -285,9 +285,10 @@ func (c *Conn) read(s *session) {
 
 // closesForGood says whether the host's closing of a connection, with this
 // code, ends the Conn: the token no longer signs in, or the client broke
-// the protocol. After any other (timeout, too_slow) the Conn dials again.
+// the protocol. After any other (timeout, too_slow, shutting_down) the Conn
+// dials again.
 func closesForGood(code string) bool {
-	return code != errcode.Timeout && code != errcode.TooSlow
+	return code != errcode.Timeout && code != errcode.TooSlow && code != errcode.ShuttingDown
 }
 
 func (c *Conn) wakeAll() {

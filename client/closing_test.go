@@ -63,11 +63,11 @@ func pingUntil(t *testing.T, c *client.Conn) error {
 }
 
 // TestAConnClosedForTimeoutOrSlownessDialsAgain: a closing of the host's
-// for timeout or too_slow is taken as a dropped connection (the Conn
+// for timeout, too_slow or shutting_down is taken as a dropped connection (the Conn
 // dials again and works on); one for a token that no longer holds ends
 // the Conn with the host's reason.
 func TestAConnClosedForTimeoutOrSlownessDialsAgain(t *testing.T) {
-	for _, code := range []string{"timeout", "too_slow"} {
+	for _, code := range []string{"timeout", "too_slow", "shutting_down"} {
 		url, conns := closingHost(t, code)
 		c, err := client.Dial(ctx(t), url, client.Options{RedialWait: 10 * time.Millisecond})
 		if err != nil {

@@ -455,6 +455,9 @@ func (h *Host) Stop() {
 		_ = h.http.Shutdown(ctx)
 	}
 	h.runs.CancelAll("the host is stopping (systemctl stop, a restart or SIGTERM), so its runs were stopped; run it again once the host is back")
+	if h.api != nil {
+		h.api.CloseWebsockets("the host is stopping (systemctl stop, a restart or SIGTERM); connect again once it is back")
+	}
 	h.plugins.Stop(ctx)
 	h.sessions.stop(ctx)
 	h.closeLedger()

@@ -103,10 +103,26 @@ func TestASilentClientIsToldWhy(t *testing.T) {
 func TestCloseCodes(t *testing.T) {
 	for code, want := range map[string]int{
 		"bad_frame": 1007, "too_large": 1009, "unauthorized": 1008, "token_revoked": 1008,
-		"token_downgraded": 1008, "timeout": 1008, "too_slow": 1008,
+		"token_downgraded": 1008, "timeout": 1008, "too_slow": 1008, "shutting_down": 1001,
 	} {
 		if got := closeCode(code); got != want {
 			t.Errorf("closeCode(%q) = %d; want %d", code, got, want)
 		}
 	}
+}
+
+// TestAStoppingHostClosesItsWebsockets: a host that stops closes every
+// websocket, signed in or not, with the closing frame shutting_down and
+// 1001 (going away), so clients know to come back later.
+func TestAStoppingHostClosesItsWebsockets(t *testing.T) {
+	h := newTestHost(t, Options{Tokens: auth.New([]config.Token{{Name: "ed", SHA256: sum("ed-token"), Role: "editor"}})})
+	signed := h.dial(t, bearer("ed"))
+	signed.send(map[string]any{"type": "ping", "id": "p"})
+	if f := signed.read(5 * time.Second); f.Type != "pong" {
+		t.Fatalf("ping: %+v", f)
+	}
+	unsigned := h.dial(t, nil)
+	h.api.CloseWebsockets("the host is stopping")
+	signed.expectClose("shutting_down", "the host is stopping", websocket.CloseGoingAway)
+	unsigned.expectClose("shutting_down", "the host is stopping", websocket.CloseGoingAway)
 }

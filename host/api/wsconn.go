@@ -76,6 +76,8 @@ func closeCode(code string) int {
 		return websocket.CloseInvalidFramePayloadData // 1007
 	case errcode.TooLarge:
 		return websocket.CloseMessageTooBig // 1009
+	case errcode.ShuttingDown:
+		return websocket.CloseGoingAway // 1001
 	default:
 		// unauthorized, token_revoked, token_downgraded, timeout, too_slow.
 		return websocket.ClosePolicyViolation // 1008
@@ -355,6 +357,19 @@ func (c *wsConn) closeWith(why client.Error) {
 		c.cancel()
 		_ = c.ws.NetConn().Close()
 	})
+}
+
+// CloseWebsockets closes every open websocket the host's way (a closing
+// frame shutting_down, then 1001), for a host that is stopping: their runs
+// are the host's to stop. It does not wait for the clients' answers.
+func (s *Server) CloseWebsockets(message string) {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	for c := range s.conns {
+		if ws, ok := c.(*wsConn); ok {
+			ws.closeWith(client.Error{Code: errcode.ShuttingDown, Message: message})
+		}
+	}
 }
 
 // recheck checks the connection's sign-in against tokens put in force:

@@ -66,6 +66,9 @@ const (
 	// TooSlow: a websocket client read nothing while its replies piled
 	// up past twice its queue's limit; it was disconnected.
 	TooSlow = "too_slow"
+	// ShuttingDown: the host is stopping and closed the websocket; connect
+	// again once it is back.
+	ShuttingDown = "shutting_down"
 	// UnsupportedProtocol: the client asked for a protocol version the
 	// host does not speak.
 	UnsupportedProtocol = "unsupported_protocol"
