@@ -120,6 +120,23 @@ func TestAddressesAreRefusedNotRedirected(t *testing.T) {
 			}
 		}
 	}
+	// The same in absolute form (PUT http://host/api/… HTTP/1.1), which
+	// proxies send: the path in it is checked the same way.
+	addr := h.srv.Listener.Addr().String()
+	for _, tc := range addressAttacks {
+		if strings.HasPrefix(tc.path, "//") {
+			continue // in absolute form it would name a path of its own
+		}
+		req, _ := http.NewRequest("PUT", h.srv.URL+"/", strings.NewReader(newTool))
+		req.URL.Opaque = "http://" + addr + tc.path
+		req.Header.Set("Authorization", "Bearer ada-token")
+		resp := sendAsWritten(t, addr, req)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), `"code":"`+tc.code+`"`) {
+			t.Errorf("PUT http://…%s: %d %s; want 400 %s", tc.path, resp.StatusCode, b, tc.code)
+		}
+	}
 	assertNothingChanged(t, h, files)
 }
 
