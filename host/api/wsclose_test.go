@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,4 +127,37 @@ func TestAStoppingHostClosesItsWebsockets(t *testing.T) {
 	h.api.CloseWebsockets("the host is stopping")
 	signed.expectClose("shutting_down", "the host is stopping", websocket.CloseGoingAway)
 	unsigned.expectClose("shutting_down", "the host is stopping", websocket.CloseGoingAway)
+}
+
+// TestAClientThatReadsNothingIsToldWhy: a client that reads nothing while
+// its replies pile up past twice its queue's limit is closed with the
+// closing frame too_slow, then 1008, which it finds once it reads again.
+func TestAClientThatReadsNothingIsToldWhy(t *testing.T) {
+	h := newTestHost(t, Options{ConnBuffer: 4 << 10})
+	c := h.dial(t, nil)
+	// Replies of list_tools, unread, fill the sockets' buffers and then
+	// the host's queue. The host reads on, so sending never blocks.
+	for i := 0; i < 20000; i++ {
+		if err := c.conn.WriteJSON(map[string]any{"type": "list_tools", "id": "t"}); err != nil {
+			break // the host cut the connection off: its frames are still to read
+		}
+	}
+	for {
+		f, err := c.tryRead(5 * time.Second)
+		if err != nil {
+			t.Fatalf("no closing frame before %v", err)
+		}
+		if f.Type == "tools" {
+			continue
+		}
+		if f.Type != "closing" || f.Error == nil || f.Error.Code != "too_slow" || !strings.Contains(f.Error.Message, "read nothing while more than") {
+			t.Fatalf("got %+v (error %+v); want a closing frame too_slow", f, f.Error)
+		}
+		break
+	}
+	_, err := c.tryRead(5 * time.Second)
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || ce.Text != "too_slow" {
+		t.Fatalf("after the closing frame: %v; want the close 1008 too_slow", err)
+	}
 }
