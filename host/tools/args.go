@@ -30,7 +30,8 @@ func (e *ArgError) Error() string {
 
 // CheckArgs checks a call's arguments (a JSON object) against the tool's
 // Schema, the very schema its specs publish, with a JSON Schema 2020-12
-// validator. An optional param given null is taken as not given. It
+// validator. An optional param given null is taken as not given; a
+// required param may be null only when it is a json one. It
 // returns the arguments as JSON, without the nulls, with integers written
 // as whole numbers (2.0 and 2e0 are 2) and every other number kept
 // exactly as sent. A refusal is an *ArgError naming the param and what is
@@ -164,11 +165,14 @@ func explain(t *Tool, args map[string]any) *ArgError {
 	}
 	for _, p := range t.Params {
 		v, ok := args[p.Name]
-		if !ok || v == nil {
+		if !ok || v == nil && p.Kind != "json" {
 			if p.Required {
 				return &ArgError{Param: p.Name, Message: "is required"}
 			}
 			continue
+		}
+		if v == nil {
+			continue // a required json param's null
 		}
 		if msg := checkValue(p.Kind, p.Items, v); msg != "" {
 			return &ArgError{Param: p.Name, Message: msg}
@@ -239,7 +243,7 @@ func checkValue(kind, items string, v any) string {
 			}
 		}
 	case "json":
-		// any JSON value but null, which is "not given"
+		// any JSON value
 	}
 	return ""
 }

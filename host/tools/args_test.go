@@ -64,7 +64,8 @@ func TestCheckArgs(t *testing.T) {
 	}
 	check(t, testTool(), cases)
 	check(t, requiredJSONTool(), []struct{ args, want, err string }{
-		{`{"v":null}`, "", `argument "v" is required`},
+		{`{"v":null}`, `{"v":null}`, ""},
+		{`{}`, "", `argument "v" is required`},
 		{`{"v":0,"anything":[null,{"a":[1]},"x"]}`, `{"anything":[null,{"a":[1]},"x"],"v":0}`, ""},
 		{`{"v":"text"}`, `{"v":"text"}`, ""},
 	})

@@ -76,13 +76,10 @@ func paramSchema(p config.Param) map[string]any {
 	return s
 }
 
-// jsonTypes are the JSON Schema types of every JSON value but null
-// ("integer" is within "number").
-var jsonTypes = []any{"array", "boolean", "number", "object", "string"}
-
 // kindSchema is the schema of a value of a param kind: a json param takes
-// any value but null (null is "not given"); a list's items are of its
-// items kind, where json is any value, null too.
+// any value (no type), null too when it is required (an optional one's
+// null is "not given"); a list's items are of its items kind, where json
+// is any value.
 func kindSchema(kind, items string) map[string]any {
 	switch kind {
 	case "text":
@@ -96,7 +93,7 @@ func kindSchema(kind, items string) map[string]any {
 	case "list":
 		return map[string]any{"type": "array", "items": itemSchema(items)}
 	}
-	return map[string]any{"type": slices.Clone(jsonTypes)}
+	return map[string]any{}
 }
 
 // itemSchema is the schema of one item of a list param.
@@ -112,15 +109,8 @@ func itemSchema(items string) map[string]any {
 
 // nullable makes a param's schema take null too.
 func nullable(s map[string]any) {
-	switch ty := s["type"].(type) {
-	case string:
+	if ty, ok := s["type"].(string); ok {
 		s["type"] = []any{ty, "null"}
-	case []any:
-		if len(ty) == len(jsonTypes) {
-			delete(s, "type") // every type: any value
-		} else {
-			s["type"] = append(ty, "null")
-		}
 	}
 	if enum, ok := s["enum"].([]any); ok {
 		s["enum"] = append(enum, nil)
