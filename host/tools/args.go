@@ -161,6 +161,9 @@ func explain(t *Tool, args map[string]any) *ArgError {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
+		if unknown[0] == "" {
+			return &ArgError{Message: fmt.Sprintf("an argument's name is empty (\"\"): it is not a parameter of %s (it takes: %s)", t.Name, paramNames(t))}
+		}
 		return &ArgError{Param: unknown[0], Message: fmt.Sprintf("is not a parameter of %s (it takes: %s)", t.Name, paramNames(t))}
 	}
 	for _, p := range t.Params {

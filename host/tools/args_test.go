@@ -60,6 +60,7 @@ func TestCheckArgs(t *testing.T) {
 		{`{"text":"x","l":["a",1]}`, "", `argument "l" item 1 must be text (a JSON string), not a number`},
 		{`{"text":"x","l":["a",null]}`, "", `argument "l" item 1 must be text, not null`},
 		{`{"text":"x","li":[1,1.5]}`, "", `argument "li" item 1 must be a whole number, not 1.5`},
+		{`{"text":"x","":1}`, "", `an argument's name is empty (""): it is not a parameter of t (it takes: text, n, i, b, l, j, colour, big, li)`},
 		{`{"text":"x"} {}`, "", `the arguments must be a JSON object of parameter names to values`},
 	}
 	check(t, testTool(), cases)
