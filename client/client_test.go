@@ -393,7 +393,9 @@ func TestToolSpecsInEachFormat(t *testing.T) {
 	c := dial(t, h, client.Options{})
 	for name, list := range map[string]func(format string, strict bool) (client.ToolSpecs, error){
 		"websocket": func(format string, strict bool) (client.ToolSpecs, error) { return c.ToolSpecs(ctx(t), format, strict) },
-		"http":      func(format string, strict bool) (client.ToolSpecs, error) { return c.HTTP().ToolSpecs(ctx(t), format, strict) },
+		"http": func(format string, strict bool) (client.ToolSpecs, error) {
+			return c.HTTP().ToolSpecs(ctx(t), format, strict)
+		},
 	} {
 		specs, err := list(client.FormatOpenAI, true)
 		if err != nil || specs.Format != "openai" || !specs.Strict || len(specs.Tools) != 3 {
