@@ -87,3 +87,20 @@ func check(t *testing.T, tool *Tool, cases []struct{ args, want, err string }) {
 		}
 	}
 }
+
+// BenchmarkCheckArgs: the check of a call's arguments, as a served tool
+// (its schema resolved once, by Check) has it.
+func BenchmarkCheckArgs(b *testing.B) {
+	tool := testTool()
+	resolved, err := tool.resolvedSchema()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tool.resolved = resolved
+	args := json.RawMessage(`{"text":"hello there","n":1.5,"i":2,"b":true,"l":["a","b"],"j":{"a":[1,2]},"colour":"red","big":1e3}`)
+	for b.Loop() {
+		if _, err := CheckArgs(tool, args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
