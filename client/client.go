@@ -445,6 +445,25 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 	return tools, err
 }
 
+// ToolSpecs lists the tools the host serves in a format (FormatOpenAI,
+// FormatAnthropic, FormatMCP; "" or FormatToolhost for the default) and,
+// with FormatOpenAI, in OpenAI's strict mode. Each of its Tools is a
+// tool's spec to hand to that provider as it is. A format the host does
+// not know gives an *Error with code "bad_frame" saying which it knows.
+func (c *Conn) ToolSpecs(ctx context.Context, format string, strict bool) (ToolSpecs, error) {
+	var specs ToolSpecs
+	err := c.request(ctx, Message{Type: "list_tools", ID: c.newID("t"), Format: format, Strict: strict}, func(f frame) (bool, error) {
+		if f.Type != "tools" {
+			return false, nil
+		}
+		if err := json.Unmarshal(f.raw, &specs); err != nil {
+			return true, fmt.Errorf("the host's tool list can't be read: %w", err)
+		}
+		return true, nil
+	})
+	return specs, err
+}
+
 // Approve decides a run's pending approval (the Approval of an
 // approval_required event): decision is "approve" or "decline". It returns
 // once the host took it. An approval decided already gives an *Error with

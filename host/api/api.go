@@ -300,8 +300,8 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
-	writeJSON(w, http.StatusOK, map[string]any{"tools": s.visibleSpecs(id)})
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request, id auth.Identity) {
+	s.writeToolList(w, r, id)
 }
 
 // checkTool takes a tool in TOML (or JSON) and returns it normalised or

@@ -32,7 +32,7 @@ func (c *wsConn) handle(data []byte) bool {
 	case "ping":
 		c.send(client.Pong{Type: "pong", ID: m.ID})
 	case "list_tools":
-		c.send(client.ToolsReply{Type: "tools", ID: m.ID, Tools: c.s.visibleSpecs(c.who())})
+		c.listTools(m)
 	case "call":
 		c.call(m)
 	case "cancel":

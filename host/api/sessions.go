@@ -332,18 +332,13 @@ func (s *Server) writeSessionError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
 }
 
-// visibleSpecs are the tools a caller is shown: the session tools only to
-// a role that may use them, while sessions are served.
+// visibleSpecs are the specs of the tools a caller is shown
+// (visibleTools), in the default format.
 func (s *Server) visibleSpecs(id auth.Identity) []tools.FunctionSpec {
-	svc := s.opts.Sessions
-	show := svc != nil && svc.Ready() == nil && svc.MayUse(id.Role)
-	list := s.opts.Registry.List()
-	out := make([]tools.FunctionSpec, 0, len(list))
-	for _, t := range list {
-		if _, session := sessions.Language(t.Run); session && !show {
-			continue
-		}
-		out = append(out, t.Spec())
+	list := s.visibleTools(id)
+	out := make([]tools.FunctionSpec, len(list))
+	for i, t := range list {
+		out[i] = t.Spec()
 	}
 	return out
 }
