@@ -15,7 +15,7 @@ import (
 )
 
 // v1Tools are a tool of the v1 kind (the build of plugin protocol 1 kept
-// in sdk/testdata/v1-kind) and a graph (this SDK, protocol 2) that calls
+// in sdk/testdata/v1-kind) and a graph (this SDK, protocol 3) that calls
 // it.
 var v1Tools = map[string]string{
 	"old_echo.toml": `name = "old_echo"
@@ -83,7 +83,7 @@ func v1PluginDir(t *testing.T) string {
 // TestAHostOfProtocol2ServesAPluginOfProtocol1: a plugin nobody rebuilt
 // since protocol 1 is served by this host, which speaks 1 and 2: its tool
 // is listed, called over the websocket, its output streams and its result
-// returns, and a graph (protocol 2) calls it, its node-done progress
+// returns, and a graph (protocol 3) calls it, its node-done progress
 // carrying "node". The host logs the protocol negotiated with each plugin,
 // and `toolhost plugins list` shows 1 for the v1 build and 2 for the
 // others.
@@ -156,7 +156,7 @@ func TestAHostOfProtocol2ServesAPluginOfProtocol1(t *testing.T) {
 		t.Fatalf("old_via_graph's events\n%q\nwant\n%q", got, want)
 	}
 
-	for kind, want := range map[string]string{"v1": "1", "graph": "2", "echo": "2"} {
+	for kind, want := range map[string]string{"v1": "1", "graph": "3", "echo": "3"} {
 		re := regexp.MustCompile(regexp.QuoteMeta(kind+": plugin started:") + `.*protocol=(\d+)`)
 		m := re.FindStringSubmatch(h.Stderr())
 		if m == nil || m[1] != want {
@@ -175,7 +175,7 @@ func TestAHostOfProtocol2ServesAPluginOfProtocol1(t *testing.T) {
 			t.Errorf("plugins list lacks %q:\n%s", want, out)
 		}
 	}
-	for kind, want := range map[string]string{"echo": "2", "graph": "2", "v1": "1"} {
+	for kind, want := range map[string]string{"echo": "3", "graph": "3", "v1": "1"} {
 		if !regexp.MustCompile(`(?m)^` + kind + `\s+pinned\s+\S+\s+` + want + `$`).Match(out) {
 			t.Errorf("plugins list does not show protocol %s for %s:\n%s", want, kind, out)
 		}

@@ -40,9 +40,13 @@ func eventToProto(e Event) *pluginv1.Event {
 	case e.Progress != nil:
 		return &pluginv1.Event{Kind: &pluginv1.Event_Progress{Progress: &pluginv1.Progress{Fraction: e.Progress.Fraction, Message: e.Progress.Message, Node: e.Progress.Node}}}
 	case e.Log != nil:
-		return &pluginv1.Event{Kind: &pluginv1.Event_Log{Log: &pluginv1.Log{Level: e.Log.Level, Message: e.Log.Message}}}
+		return &pluginv1.Event{Kind: &pluginv1.Event_Log{Log: &pluginv1.Log{Level: e.Log.Level, Message: e.Log.Message, ToCaller: e.Log.ToCaller}}}
 	}
 	return nil
+}
+
+func resultToProto(value json.RawMessage, parts []Content) *pluginv1.Result {
+	return &pluginv1.Result{Json: string(value), Content: contentsToProto(parts)}
 }
 
 // eventFromProto is a nested run's event, as the host streams it.
@@ -56,4 +60,37 @@ func eventFromProto(pe *pluginv1.Event) (Event, bool) {
 		return Event{Progress: &Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage(), Node: k.Progress.GetNode()}}, true
 	}
 	return Event{}, false
+}
+
+// contentsToProto and contentsFromProto convert a result's content (the
+// host's twins are in sdk/hostside/convert.go). No parts is nil either
+// way.
+func contentsToProto(parts []Content) []*pluginv1.Content {
+	if len(parts) == 0 {
+		return nil
+	}
+	out := make([]*pluginv1.Content, len(parts))
+	for i, c := range parts {
+		out[i] = contentToProto(c)
+	}
+	return out
+}
+
+func contentToProto(c Content) *pluginv1.Content {
+	return &pluginv1.Content{Type: c.Type, Text: c.Text, Data: c.Data, MimeType: c.MIMEType, Uri: c.URI}
+}
+
+func contentsFromProto(pc []*pluginv1.Content) []Content {
+	if len(pc) == 0 {
+		return nil
+	}
+	out := make([]Content, len(pc))
+	for i, c := range pc {
+		out[i] = contentFromProto(c)
+	}
+	return out
+}
+
+func contentFromProto(c *pluginv1.Content) Content {
+	return Content{Type: c.GetType(), Text: c.GetText(), Data: c.GetData(), MIMEType: c.GetMimeType(), URI: c.GetUri()}
 }

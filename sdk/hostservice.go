@@ -42,7 +42,7 @@ func (c *hostClient) CallTool(ctx context.Context, req ToolCall) (ToolResult, er
 	if err != nil {
 		return ToolResult{}, fmt.Errorf("the host didn't call %s: %w", req.Tool, err)
 	}
-	res := ToolResult{Printed: resp.GetPrinted(), Error: resp.GetError().ToError()}
+	res := ToolResult{Printed: resp.GetPrinted(), Error: resp.GetError().ToError(), Content: contentsFromProto(resp.GetContent())}
 	if resp.GetResultJson() != "" {
 		res.Result = json.RawMessage(resp.GetResultJson())
 	}
@@ -62,7 +62,7 @@ func (c *hostClient) readToolStream(stream pluginv1.HostService_CallToolStreamCl
 		}
 		switch k := pe.GetKind().(type) {
 		case *pluginv1.Event_Result:
-			return ToolResult{Result: json.RawMessage(k.Result.GetJson()), Printed: string(printed)}, nil
+			return ToolResult{Result: json.RawMessage(k.Result.GetJson()), Content: contentsFromProto(k.Result.GetContent()), Printed: string(printed)}, nil
 		case *pluginv1.Event_Error:
 			return ToolResult{Error: k.Error.ToError(), Printed: string(printed)}, nil
 		case *pluginv1.Event_Stdout:

@@ -13,7 +13,10 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // Kind is one tool kind (http, python, …). The host calls, in order:
@@ -31,9 +34,10 @@ type Kind interface {
 	// paths such as "run.url" for what is wrong.
 	Check(ctx context.Context, tool Tool) (json.RawMessage, error)
 	// Invoke runs a tool once. What it prints goes out through emit as it
-	// happens; the returned JSON is the result. Return an *Error for a
-	// failure the user should read. ctx is cancelled when the caller
-	// cancels the run.
+	// happens; the returned JSON is the result, and the parts given to
+	// emit.Content go with it (images, audio, resources: see Content).
+	// Return an *Error for a failure the user should read. ctx is
+	// cancelled when the caller cancels the run.
 	Invoke(ctx context.Context, call Call, emit Emit) (json.RawMessage, error)
 }
 
@@ -138,6 +142,9 @@ type ToolCall struct {
 // ToolResult is the outcome of a nested tool call: a result, or an error.
 type ToolResult struct {
 	Result json.RawMessage
+	// Content is what the nested run returned beyond its JSON value (a
+	// host of protocol 2 or older sends none).
+	Content []Content
 	// Printed is what the nested run wrote to stdout.
 	Printed string
 	Error   *Error
@@ -205,6 +212,12 @@ type Event struct {
 	Stderr   []byte
 	Progress *Progress
 	Log      *Log
+	// Content is a part of the run's result, not an event of its own: the
+	// SDK sends every part emitted with the result, in the order emitted,
+	// and drops them when the run fails. On the host's side (a nested
+	// call's OnEvent, the host's Invoke) the result's parts come as one
+	// such Event just before the result.
+	Content []Content
 	// Node is the part of the run that Stdout or Stderr comes from: a
 	// graph's node id; "" for the run itself. (A Progress has its own.)
 	Node string
@@ -222,10 +235,90 @@ type Progress struct {
 	Node string
 }
 
-// Log is a line for the host's log, not for the user.
+// Log is a line for the host's log, not for the user, unless ToCaller.
 type Log struct {
-	Level   string // trace, debug, info, warn or error
+	// Level is trace, debug, info, warn or error; for a line ToCaller one
+	// of CallerLogLevels.
+	Level   string
 	Message string
+	// ToCaller makes the line the caller's: the host makes it a log event
+	// of the run (an MCP client's notifications/message). Added in
+	// protocol 3: a host of protocol 2 or older puts it in its own log.
+	ToCaller bool
+}
+
+// CallerLogLevels are the levels of a log line for the caller, least
+// severe first: syslog's (RFC 5424), as MCP names them.
+var CallerLogLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// Content types: what a part of a result's Content is.
+const (
+	ContentText     = "text"
+	ContentImage    = "image"
+	ContentAudio    = "audio"
+	ContentResource = "resource"
+)
+
+// MaxContentBytes bounds the content of one result: the bytes of its
+// parts' text and data together. The SDK fails a run whose content is
+// larger (errcode.TooLarge), and the host refuses such a result from any
+// plugin.
+const MaxContentBytes = 16 << 20
+
+// Content is one part of what a run returns beyond its JSON value (MCP's
+// content): a text part has Text; an image or an audio clip Data and
+// MIMEType; a resource URI, MIMEType (optional) and either Text or Data
+// (a blob).
+type Content struct {
+	Type     string // ContentText, ContentImage, ContentAudio or ContentResource
+	Text     string
+	Data     []byte
+	MIMEType string
+	URI      string
+}
+
+// CheckContent says what is wrong with a result's content, naming the
+// part (from 1): an unknown type, a part missing what its type needs or
+// carrying what it can't, or more than MaxContentBytes in all. The error
+// is an *Error with code errcode.TooLarge or errcode.Failed.
+func CheckContent(parts []Content) error {
+	total := 0
+	for i, c := range parts {
+		n := i + 1
+		total += len(c.Text) + len(c.Data)
+		var wrong string
+		switch c.Type {
+		case ContentText:
+			if len(c.Data) > 0 || c.MIMEType != "" || c.URI != "" {
+				wrong = "a text part has text only"
+			}
+		case ContentImage, ContentAudio:
+			switch {
+			case len(c.Data) == 0:
+				wrong = "an " + c.Type + " part needs its data (bytes)"
+			case c.MIMEType == "":
+				wrong = "an " + c.Type + " part needs its MIME type (\"" + c.Type + "/png\", say)"
+			case c.Text != "" || c.URI != "":
+				wrong = "an " + c.Type + " part has data and a MIME type only"
+			}
+		case ContentResource:
+			switch {
+			case c.URI == "":
+				wrong = "a resource part needs its URI"
+			case c.Text != "" && len(c.Data) > 0:
+				wrong = "a resource part has text or data (a blob), not both"
+			}
+		default:
+			wrong = fmt.Sprintf("its type is %q; a part is text, image, audio or resource", c.Type)
+		}
+		if wrong != "" {
+			return Errorf(errcode.Failed, "part %d of the result's content is wrong: %s", n, wrong)
+		}
+	}
+	if total > MaxContentBytes {
+		return Errorf(errcode.TooLarge, "the result's content is %d bytes, over the %d MiB a result's content may be", total, MaxContentBytes>>20)
+	}
+	return nil
 }
 
 // Emit sends one event of a run to the host. It is safe to call from
@@ -245,6 +338,20 @@ func (e Emit) Progress(fraction float64, message string) {
 
 // Log emits a line for the host's log.
 func (e Emit) Log(level, message string) { e(Event{Log: &Log{Level: level, Message: message}}) }
+
+// LogToCaller emits a log line for the run's caller, level one of
+// CallerLogLevels.
+func (e Emit) LogToCaller(level, message string) {
+	e(Event{Log: &Log{Level: level, Message: message, ToCaller: true}})
+}
+
+// Content adds parts to the run's result: they go with the result, after
+// any parts added before, and are dropped if the run fails.
+func (e Emit) Content(parts ...Content) {
+	if len(parts) > 0 {
+		e(Event{Content: append([]Content(nil), parts...)})
+	}
+}
 
 // StdoutWriter is an io.Writer whose writes are emitted as stdout.
 func (e Emit) StdoutWriter() *EmitWriter { return &EmitWriter{emit: e} }

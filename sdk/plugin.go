@@ -25,8 +25,9 @@ import (
 // SDK offers them all (pluginSets), the host asks for them all
 // (hostside.PluginSets), and go-plugin picks the highest both speak.
 //
-// Version 2 added Progress.Node.
-const ProtocolVersion = 2
+// Version 2 added Progress.Node; version 3 a result's Content, Log.ToCaller
+// and ToolResult.Content.
+const ProtocolVersion = 3
 
 // MinProtocolVersion is the oldest plugin protocol this SDK and the host
 // still speak.
@@ -60,7 +61,7 @@ var Handshake = plugin.HandshakeConfig{
 func pluginSets(kind Kind, logger hclog.Logger) map[int]plugin.PluginSet {
 	sets := map[int]plugin.PluginSet{}
 	for _, v := range ProtocolVersions() {
-		sets[v] = plugin.PluginSet{PluginName: &KindPlugin{Impl: kind, Logger: logger}}
+		sets[v] = plugin.PluginSet{PluginName: &KindPlugin{Impl: kind, Logger: logger, Protocol: v}}
 	}
 	return sets
 }
@@ -74,6 +75,9 @@ type KindPlugin struct {
 	// Logger is where the plugin side logs what its caller can't see
 	// (nil: nowhere).
 	Logger hclog.Logger
+	// Protocol is the plugin protocol this set serves (0: ProtocolVersion):
+	// what the kind sends is kept to what a host of it reads.
+	Protocol int
 
 	// hostDialOpts are added to the plugin's dial of HostService (tests).
 	hostDialOpts []grpc.DialOption
@@ -89,9 +93,10 @@ func (p *KindPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error
 		logger = hclog.NewNullLogger()
 	}
 	pluginv1.RegisterKindServer(s, &kindServer{
-		impl:   p.Impl,
-		host:   &hostLink{broker: broker, dialOpts: p.hostDialOpts},
-		logger: logger,
+		impl:     p.Impl,
+		protocol: p.Protocol,
+		host:     &hostLink{broker: broker, dialOpts: p.hostDialOpts},
+		logger:   logger,
 	})
 	if keeper, ok := p.Impl.(SessionKeeper); ok {
 		pluginv1.RegisterSessionsServer(s, &sessionsServer{impl: keeper})

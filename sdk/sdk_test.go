@@ -157,8 +157,8 @@ func TestDescribeNamesKindAndProtocol(t *testing.T) {
 		t.Fatalf("describe = %+v, %v", info, err)
 	}
 	// Every version the SDK knows, from 1 up: the host picks among them.
-	if fmt.Sprint(versions) != "[1 2]" || int(versions[len(versions)-1]) != sdk.ProtocolVersion {
-		t.Fatalf("versions = %v, want [1 2]", versions)
+	if fmt.Sprint(versions) != "[1 2 3]" || int(versions[len(versions)-1]) != sdk.ProtocolVersion {
+		t.Fatalf("versions = %v, want [1 2 3]", versions)
 	}
 }
 

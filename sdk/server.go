@@ -18,6 +18,9 @@ import (
 type kindServer struct {
 	pluginv1.UnimplementedKindServer
 	impl Kind
+	// protocol is the plugin protocol spoken with the host (go-plugin
+	// picked it in the handshake).
+	protocol int
 	// host is the connection to the host's HostService, dialled when the
 	// host configures the plugin (see hostlink.go for why then).
 	host   *hostLink
@@ -106,6 +109,8 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 		// sendErr remembers the first failed send: the host has gone, so
 		// the run is cancelled through ctx anyway.
 		sendErr error
+		// content is the result's parts, emitted during the run.
+		content []Content
 	)
 	send := func(ev *pluginv1.Event) error {
 		mu.Lock()
@@ -119,6 +124,14 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 		return sendErr
 	}
 	emit := Emit(func(e Event) {
+		if e.Content != nil {
+			mu.Lock()
+			if !done {
+				content = append(content, e.Content...)
+			}
+			mu.Unlock()
+			return
+		}
 		if pe := eventToProto(e); pe != nil {
 			_ = send(pe)
 		}
@@ -138,6 +151,12 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 		call.Args = json.RawMessage("{}")
 	}
 	result, err := s.impl.Invoke(ctx, call, emit)
+	mu.Lock()
+	parts := content
+	mu.Unlock()
+	if err == nil && len(parts) > 0 {
+		err = s.checkContent(parts)
+	}
 	var final *pluginv1.Event
 	if err != nil {
 		final = &pluginv1.Event{Kind: &pluginv1.Event_Error{Error: pluginv1.FromError(errcode.FromRun(ctx, err))}}
@@ -145,7 +164,7 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 		if len(result) == 0 {
 			result = json.RawMessage("null")
 		}
-		final = &pluginv1.Event{Kind: &pluginv1.Event_Result{Result: &pluginv1.Result{Json: string(result)}}}
+		final = &pluginv1.Event{Kind: &pluginv1.Event_Result{Result: resultToProto(result, parts)}}
 	}
 	err = send(final)
 	mu.Lock()
@@ -153,6 +172,18 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 	mu.Unlock()
 	return err
 }
+
+// checkContent fails a run whose content is wrong, too large, or more
+// than a host of an older protocol can take.
+func (s *kindServer) checkContent(parts []Content) error {
+	if s.protocol != 0 && s.protocol < contentProtocol {
+		return Errorf(errcode.Unsupported, "the run returned content (text, images, audio or resources beside its value), which this host can't take: it speaks plugin protocol %d, and content needs %d; upgrade toolhost", s.protocol, contentProtocol)
+	}
+	return CheckContent(parts)
+}
+
+// contentProtocol is the plugin protocol that added a result's content.
+const contentProtocol = 3
 
 func wantsCatalog(k Kind) bool {
 	_, ok := k.(CatalogChecker)

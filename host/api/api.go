@@ -391,7 +391,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 		writeJSON(w, http.StatusUnprocessableEntity, body)
 		return
 	}
-	body.Result = last.Result
+	body.Result, body.Content = last.Result, last.Content
 	writeJSON(w, http.StatusOK, body)
 }
 

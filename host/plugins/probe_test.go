@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // TestTheManagerRecordsTheNegotiatedProtocol: a plugin of this SDK runs at
@@ -18,7 +20,7 @@ func TestTheManagerRecordsTheNegotiatedProtocol(t *testing.T) {
 	if problems := m.Start(context.Background()); len(problems) != 0 {
 		t.Fatal(problems)
 	}
-	for kind, want := range map[string]int{"echo": 2, "v1": 1} {
+	for kind, want := range map[string]int{"echo": sdk.ProtocolVersion, "v1": 1} {
 		p, ok := m.Kind(kind)
 		if !ok {
 			t.Fatalf("no %s plugin runs", kind)

@@ -340,6 +340,7 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 	var streams []streamKey
 	texts := map[streamKey]*textStream{}
 	var mu sync.Mutex // onEvent may be called while the result is being appended
+	var content []client.Content
 	inv = d.approving(run, tool, inv)
 	result, err := inv.Invoke(ctx, hostside.Invocation{
 		Tool: tool.SDK(), Args: args, RunID: run.ID, Principal: run.Principal, Session: run.Session,
@@ -364,8 +365,12 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 		case e.Progress != nil:
 			f := e.Progress.Fraction
 			run.append(Event{Type: client.TypeProgress, Fraction: &f, Message: e.Progress.Message, Node: e.Progress.Node})
+		case e.Log != nil && e.Log.ToCaller:
+			run.append(Event{Type: client.TypeLog, Level: callerLogLevel(e.Log.Level), Message: e.Log.Message})
 		case e.Log != nil:
 			d.log.Named(tool.Kind).Info(e.Log.Message, "run", run.ID, "level", e.Log.Level)
+		case e.Content != nil:
+			content = append(content, contentToClient(e.Content)...)
 		}
 	})
 	mu.Lock()
@@ -374,8 +379,8 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 			run.append(Event{Type: k.typ, Data: s, Node: k.node})
 		}
 	}
+	end := Event{Type: "result", Result: result, Content: content}
 	mu.Unlock()
-	end := Event{Type: "result", Result: result}
 	if ue := errcode.FromRun(ctx, err); ue != nil {
 		end = Event{Type: "error", Error: &ErrorBody{Code: ue.Code, Message: ue.Message}}
 		var why cancelReason
@@ -487,7 +492,7 @@ func (d *Dispatcher) CallTool(ctx context.Context, req sdk.ToolCall) (sdk.ToolRe
 	if last.Error != nil {
 		return sdk.ToolResult{Printed: printed, Error: &sdk.Error{Code: last.Error.Code, Message: last.Error.Message}}, nil
 	}
-	return sdk.ToolResult{Result: last.Result, Printed: printed}, nil
+	return sdk.ToolResult{Result: last.Result, Content: contentToSDK(last.Content), Printed: printed}, nil
 }
 
 // follow passes a run's output to onEvent (when set) as it comes, and

@@ -22,10 +22,11 @@ const maxRecorded = 1 << 20
 
 // keyOutcome is the end of a key's run as the ledger keeps it.
 type keyOutcome struct {
-	Stdout string          `json:"stdout,omitempty"`
-	Stderr string          `json:"stderr,omitempty"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *ErrorBody      `json:"error,omitempty"`
+	Stdout  string           `json:"stdout,omitempty"`
+	Stderr  string           `json:"stderr,omitempty"`
+	Result  json.RawMessage  `json:"result,omitempty"`
+	Content []client.Content `json:"content,omitempty"`
+	Error   *ErrorBody       `json:"error,omitempty"`
 }
 
 // SetKeyKeep sets how long an idempotency key holds after its call
@@ -102,7 +103,7 @@ func (d *Dispatcher) keyEnded(ctx context.Context, l Ledger, run *Run, end Event
 	if err != nil {
 		d.log.Warn("a keyed run's output can't be read back for its record", "run", run.ID, "error", err)
 	}
-	out := keyOutcome{Stdout: cut(stdout), Stderr: cut(stderr), Result: end.Result, Error: end.Error}
+	out := keyOutcome{Stdout: cut(stdout), Stderr: cut(stderr), Result: end.Result, Content: end.Content, Error: end.Error}
 	b, err := json.Marshal(out)
 	if err == nil {
 		err = l.EndKey(ctx, run.Principal, run.IdempotencyKey, run.ID, b)
@@ -138,7 +139,7 @@ func (d *Dispatcher) replay(req Request, prev KeyEntry) (*Run, error) {
 	if out.Error != nil {
 		run.append(Event{Type: "error", Error: out.Error})
 	} else {
-		run.append(Event{Type: "result", Result: out.Result})
+		run.append(Event{Type: "result", Result: out.Result, Content: out.Content})
 	}
 	d.mu.Lock()
 	d.runs[run.ID] = run

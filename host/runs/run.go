@@ -32,7 +32,7 @@ func eventSize(e Event) int {
 	if e.Error != nil {
 		n += len(e.Error.Code) + len(e.Error.Message)
 	}
-	return n
+	return n + contentSize(e.Content)
 }
 
 // ErrorBody is a run's error: a short code and a sentence.
@@ -343,7 +343,7 @@ func (r *Run) Record(withEvents bool) (client.RunRecord, error) {
 	rec.Stdout, rec.Stderr = o.String(), e.String()
 	if !ended.IsZero() {
 		rec.Done, rec.Ended = true, ended.UTC()
-		rec.Result, rec.Error = last.Result, last.Error
+		rec.Result, rec.Content, rec.Error = last.Result, last.Content, last.Error
 	}
 	return rec, nil
 }

@@ -113,6 +113,14 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	}
 	switch media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); {
 	case len(body) == 0:
+	case strings.HasPrefix(media, "image/") || strings.HasPrefix(media, "audio/"):
+		// An image or a sound is the result's content, for a client that shows or plays it
+		// (MCP's image and audio content); the value keeps the status and headers.
+		typ := sdk.ContentImage
+		if strings.HasPrefix(media, "audio/") {
+			typ = sdk.ContentAudio
+		}
+		emit.Content(sdk.Content{Type: typ, Data: body, MIMEType: media})
 	case (isJSONMedia(media) || media == "") && json.Valid(body):
 		r.Body = body
 	case utf8.Valid(body):

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -323,6 +324,14 @@ func TestResponseBodies(t *testing.T) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		_, _ = w.Write([]byte{0xff, 0xfe, 0})
 	})
+	mux.HandleFunc("/image", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write([]byte("\x89PNG\x00\xff"))
+	})
+	mux.HandleFunc("/audio", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "audio/wav; codecs=1")
+		_, _ = w.Write([]byte("RIFF\x00"))
+	})
 	mux.HandleFunc("/empty", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("/badjson", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -343,6 +352,20 @@ func TestResponseBodies(t *testing.T) {
 		run := c.Invoke(context.Background(), sdktest.Tool(t, "t", map[string]any{"type": "http", "url": s.URL + path}), nil)
 		if run.Err != nil || string(run.Result) != want {
 			t.Errorf("%s:\n got %s %v\nwant %s", path, run.Result, run.Err, want)
+		}
+	}
+	// An image or a sound is the result's content, with its MIME type; the value keeps the rest.
+	for path, want := range map[string]sdk.Content{
+		"/image": {Type: sdk.ContentImage, Data: []byte("\x89PNG\x00\xff"), MIMEType: "image/png"},
+		"/audio": {Type: sdk.ContentAudio, Data: []byte("RIFF\x00"), MIMEType: "audio/wav"},
+	} {
+		run := c.Invoke(context.Background(), sdktest.Tool(t, "t", map[string]any{"type": "http", "url": s.URL + path}), nil)
+		value := fmt.Sprintf(`{"status":200,"headers":{"content-length":"%d","content-type":%q},"body":null}`, len(want.Data), want.MIMEType)
+		if path == "/audio" {
+			value = strings.Replace(value, `"audio/wav"`, `"audio/wav; codecs=1"`, 1)
+		}
+		if run.Err != nil || string(run.Result) != value || !reflect.DeepEqual(run.Content(), []sdk.Content{want}) {
+			t.Errorf("%s:\n got %s %+v %v\nwant %s %+v", path, run.Result, run.Content(), run.Err, value, want)
 		}
 	}
 	run := c.Invoke(context.Background(), sdktest.Tool(t, "t", map[string]any{"type": "http", "url": s.URL + "/missing?key=secret"}), nil)

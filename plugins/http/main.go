@@ -25,8 +25,11 @@
 // content-length, content-language, last-modified, etag, location,
 // retry-after), and body is the response parsed as JSON when it is JSON
 // (by its Content-Type, or with none), else its text, or null when empty;
-// a body that is not UTF-8 text comes as "body_base64" instead. With
-// run.pick the result is only the picked value.
+// a body that is not UTF-8 text comes as "body_base64" instead. An image
+// or audio body (Content-Type image/* or audio/*) is not in the value
+// (body is null): it is the result's content, one image or audio part
+// with the response's MIME type. With run.pick the result is only the
+// picked value.
 //
 // A run that fails ends with one of these error codes:
 //

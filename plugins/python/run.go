@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,35 @@ type answer struct {
 	Full   string          `json:"full"`
 	Signal int             `json:"signal"`
 	Status int             `json:"status"`
+	// Content is the result's content, when run returned toolhost.content.
+	Content []contentPart `json:"content"`
+}
+
+// contentPart is a part of a result's content as the runner writes it.
+type contentPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Data     []byte `json:"data"` // base64 in JSON
+	MIMEType string `json:"mime_type"`
+	URI      string `json:"uri"`
+}
+
+// eventLine is a line the module toolhost writes on fd 3 while the code runs, before the answer:
+// a progress or a log event for the caller.
+type eventLine struct {
+	Event    string   `json:"event"`
+	Fraction *float64 `json:"fraction"`
+	Level    string   `json:"level"`
+	Message  *string  `json:"message"`
+}
+
+// callerLogLevels are the levels toolhost.log takes.
+var callerLogLevels = map[string]bool{}
+
+func init() {
+	for _, l := range sdk.CallerLogLevels {
+		callerLogLevels[l] = true
+	}
 }
 
 // outcome is everything known when a run ended: what the runner said (if anything), what the host
@@ -116,7 +146,24 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req r
 	}
 	defer c.pool.Destroy(sb)
 	o := k.drive(ctx, sb, req, lim, emit)
-	return classify(o, lim)
+	result, serr := classify(o, lim)
+	if serr == nil && len(o.answer.Content) > 0 {
+		parts := make([]sdk.Content, len(o.answer.Content))
+		for i, p := range o.answer.Content {
+			parts[i] = sdk.Content{Type: p.Type, Text: p.Text, Data: p.Data, MIMEType: p.MIMEType, URI: p.URI}
+		}
+		if err := sdk.CheckContent(parts); err != nil {
+			var why *sdk.Error
+			if errors.As(err, &why) && why.Code == errcode.TooLarge {
+				return nil, why
+			}
+			return nil, sdk.Errorf(codeBadResult, "the code's result is wrong: %v", err)
+		}
+		if emit != nil {
+			emit.Content(parts...)
+		}
+	}
+	return result, serr
 }
 
 // networkOptions are the network of the kind's sandboxes with network = true.
@@ -167,22 +214,7 @@ func (k *kind) drive(ctx context.Context, sb *sandbox.Sandbox, req request, lim 
 	go func() { streams.Wait(); close(streamsDone) }()
 
 	answers := make(chan outcome, 1)
-	go func() {
-		var r outcome
-		line, err := readLine(sb.Control, maxResultBytes)
-		switch {
-		case err != nil:
-			r.answerErr = err
-		default:
-			var a answer
-			if err := json.Unmarshal(line, &a); err != nil {
-				r.answerErr = fmt.Errorf("the runner's answer isn't JSON: %w", err)
-			} else {
-				r.answer = &a
-			}
-		}
-		answers <- r
-	}()
+	go func() { answers <- readAnswer(sb.Control, out) }()
 
 	body, err := json.Marshal(req)
 	if err == nil {
@@ -209,6 +241,9 @@ func (k *kind) drive(ctx context.Context, sb *sandbox.Sandbox, req request, lim 
 	select {
 	case r := <-answers:
 		o.answer, o.answerErr, o.answered = r.answer, r.answerErr, time.Now()
+		if errors.Is(o.answerErr, errBadChannel) || errors.Is(o.answerErr, errTooLarge) {
+			kill() // the code goes on, but its run has failed
+		}
 	case <-timer.C:
 		o.timedOut = true
 		kill()
@@ -253,9 +288,80 @@ func (k *kind) drive(ctx context.Context, sb *sandbox.Sandbox, req request, lim 
 	return o
 }
 
+// readAnswer reads fd 3 until the runner's answer: the module toolhost's event lines go to out as
+// they come, and the answer ends the run. A line that is neither (the code wrote to fd 3 itself)
+// is errBadChannel: nothing of it is emitted, and the run fails.
+func readAnswer(control io.Reader, out *cappedOutput) outcome {
+	var r outcome
+	br := bufio.NewReaderSize(control, 64<<10)
+	for {
+		line, err := readLine(br, maxResultBytes)
+		if err != nil {
+			r.answerErr = err
+			return r
+		}
+		var probe struct {
+			Event *string `json:"event"`
+		}
+		if err := json.Unmarshal(line, &probe); err != nil {
+			r.answerErr = fmt.Errorf("%w: a line isn't JSON", errBadChannel)
+			return r
+		}
+		if probe.Event == nil {
+			var a answer
+			if err := json.Unmarshal(line, &a); err != nil {
+				r.answerErr = fmt.Errorf("%w: the answer is wrong (%v)", errBadChannel, err)
+			} else {
+				r.answer = &a
+			}
+			return r
+		}
+		if err := out.event(line); err != nil {
+			r.answerErr = err
+			return r
+		}
+	}
+}
+
+// event checks one event line and emits it, counting it against the output limit.
+func (c *cappedOutput) event(line []byte) error {
+	var ev eventLine
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ev); err != nil {
+		return fmt.Errorf("%w: an event is wrong (%v)", errBadChannel, err)
+	}
+	if ev.Message == nil {
+		return fmt.Errorf("%w: an event has no message", errBadChannel)
+	}
+	var e sdk.Event
+	switch {
+	case ev.Event == "progress" && ev.Level == "" && (ev.Fraction == nil || (*ev.Fraction >= 0 && *ev.Fraction <= 1)):
+		f := -1.0 // unknown
+		if ev.Fraction != nil {
+			f = *ev.Fraction
+		}
+		e.Progress = &sdk.Progress{Fraction: f, Message: *ev.Message}
+	case ev.Event == "log" && ev.Fraction == nil && callerLogLevels[ev.Level]:
+		e.Log = &sdk.Log{Level: ev.Level, Message: *ev.Message, ToCaller: true}
+	default:
+		return fmt.Errorf("%w: an event is wrong (%.100s)", errBadChannel, line)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if int64(len(line)) > c.limit-c.written {
+		c.cutOnce.Do(func() { c.cutFlag.Store(true); close(c.cut) })
+		return nil
+	}
+	c.written += int64(len(line))
+	if c.emit != nil {
+		c.emit(e)
+	}
+	return nil
+}
+
 // readLine reads one newline-ended line of at most limit bytes.
-func readLine(r io.Reader, limit int) ([]byte, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
@@ -276,8 +382,9 @@ func readLine(r io.Reader, limit int) ([]byte, error) {
 }
 
 var (
-	errTooLarge = errors.New("the answer is too large")
-	errNoAnswer = errors.New("the sandbox ended without an answer")
+	errTooLarge   = errors.New("the answer is too large")
+	errNoAnswer   = errors.New("the sandbox ended without an answer")
+	errBadChannel = errors.New("the code wrote to fd 3, the channel of the module toolhost, what toolhost can't read: leave fd 3 to the module")
 )
 
 // cappedOutput forwards stdout and stderr to emit until their total reaches the cap, then
@@ -384,6 +491,9 @@ func classify(o outcome, lim limits) (json.RawMessage, *sdk.Error) {
 		if errors.Is(o.answerErr, errTooLarge) {
 			return nil, sdk.Errorf(codeBadResult, "the code's result is larger than %s", sizeText(maxResultBytes))
 		}
+		if errors.Is(o.answerErr, errBadChannel) {
+			return nil, sdk.Errorf(codeCodeError, "the code failed: %v", o.answerErr)
+		}
 		return nil, sdk.Errorf(codeSandbox, "the sandbox stopped before the code returned a result")
 	}
 	switch a.Error {
@@ -410,6 +520,9 @@ func classify(o outcome, lim limits) (json.RawMessage, *sdk.Error) {
 	case "timeout":
 		return nil, sdk.Errorf(codeTimeout, "the code ran longer than %d seconds and was stopped", lim.seconds)
 	case "bad_result":
+		if a.Msg != "" {
+			return nil, sdk.Errorf(codeBadResult, "the code's result isn't JSON: %s", a.Msg)
+		}
 		return nil, sdk.Errorf(codeBadResult, "the code's result isn't JSON")
 	case "signal":
 		return nil, sdk.Errorf(codeCodeError, "the code failed: it was killed by signal %d", a.Signal)

@@ -18,20 +18,31 @@
 # itself (fast); the channel is kept apart from stdout so that nothing printed is taken for the
 # result, not hidden from the code, which can only misreport its own result through it.
 #
+# The code reaches the host through the module toolhost (see make_toolhost): toolhost.progress and
+# toolhost.log write an event line on fd 3 as they are called, {"event": "progress", "fraction":
+# float | null, "message": str} or {"event": "log", "level": str, "message": str}, before the
+# answer. Those are the only events fd 3 carries: the plugin checks every line, takes nothing from
+# it for stdout, stderr or another kind of event, and fails the run on a line it can't read.
+#
 # Request: {"mode": "run" | "check", "code": str, "args": object, "cpu_seconds": int, "seconds": int}
 # Answer, one of:
 #   {"ok": true, "result": <the JSON run(**args) returned>}   (mode run)
+#   {"ok": true, "result": <JSON or null>, "content": [part, ...]}   (run returned toolhost.content)
+#       part: {"type": "text" | "image" | "audio" | "resource", "text": str, "data": base64,
+#              "mime_type": str, "uri": str}, with the fields its type has
 #   {"ok": true}                                               (mode check)
 #   {"error": "compile", "msg": str, "line": int | null}
 #   {"error": "no_run"}
 #   {"error": "exception", "last": str, "kind": "" | "memory" | "disk" | "network", "full": "" | "/tmp" | "/work"}
-#   {"error": "bad_result"}
+#   {"error": "bad_result", "msg": str}                        (msg: what is wrong, may be "")
 #   {"error": "cpu"}
 #   {"error": "timeout"}                                       (from this process)
 #   {"error": "signal", "signal": int}
 #   {"error": "exit", "status": int}
 import _json
 import _signal
+import _thread
+import binascii
 import gc
 import os
 import resource
@@ -214,6 +225,140 @@ def watch(pid, r):
                 stop_all()
 
 
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+# MAX_MESSAGE bounds the message of one progress or log event, in characters.
+MAX_MESSAGE = 64 << 10
+
+
+def make_toolhost():
+    # The module toolhost, as tool code imports it: events now (progress, log), and the parts of a
+    # result (text, image, audio, resource, content). Arguments are checked here, so a mistake is
+    # an exception at the line that made it.
+    mod = type(sys)("toolhost")
+    mod.__doc__ = "What a python tool tells toolhost: progress and log events, and content in its result."
+    lock = _thread.allocate_lock()
+
+    def send(event):
+        line = (json_dumps(event) + "\n").encode()  # ASCII only: a message can't end the line
+        with lock:
+            write_all(CONTROL, line)
+
+    def text_arg(fn, name, v):
+        if not isinstance(v, str):
+            raise TypeError("toolhost.%s: %s must be a str, not %s" % (fn, name, type(v).__name__))
+        return v
+
+    def message_arg(fn, v):
+        text_arg(fn, "message", v)
+        if len(v) > MAX_MESSAGE:
+            raise ValueError("toolhost.%s: the message is %d characters; at most %d" % (fn, len(v), MAX_MESSAGE))
+        return v
+
+    def bytes_arg(fn, name, v):
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise TypeError("toolhost.%s: %s must be bytes, not %s" % (fn, name, type(v).__name__))
+        return bytes(v)
+
+    def mime_arg(fn, v, prefix):
+        text_arg(fn, "mime_type", v)
+        if "/" not in v or (prefix and not v.startswith(prefix)):
+            want = "a MIME type such as " + (prefix + "png" if prefix else "text/plain")
+            raise ValueError("toolhost.%s: mime_type must be %s, not %r" % (fn, want, v))
+        return v
+
+    def progress(fraction=None, message=""):
+        """Reports how far the run has got, now: fraction from 0 to 1 (None: unknown), and a message."""
+        if fraction is not None:
+            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+                raise TypeError("toolhost.progress: fraction must be a number from 0 to 1 or None, not %s" % type(fraction).__name__)
+            if not 0 <= fraction <= 1:  # NaN fails this too
+                raise ValueError("toolhost.progress: fraction must be from 0 to 1 (or None), not %r" % fraction)
+            fraction = float(fraction)
+        send({"event": "progress", "fraction": fraction, "message": message_arg("progress", message)})
+
+    def log(level, message):
+        """Sends a log line to the caller, now; level is one of toolhost.LOG_LEVELS."""
+        if level not in LOG_LEVELS or not isinstance(level, str):
+            raise ValueError("toolhost.log: level must be one of %s, not %r" % (", ".join(LOG_LEVELS), level))
+        send({"event": "log", "level": level, "message": message_arg("log", message)})
+
+    class Part:
+        """One part of a result's content; make it with toolhost.text, image, audio or resource."""
+
+        __slots__ = ("_json",)
+
+        def __init__(self, fields):
+            self._json = fields
+
+        def __repr__(self):
+            f = self._json
+            return "toolhost.Part(%s%s)" % (f["type"], ", " + f["mime_type"] if "mime_type" in f else "")
+
+    def b64(data):
+        return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+    def text(s):
+        """A text part."""
+        return Part({"type": "text", "text": text_arg("text", "s", s)})
+
+    def image(data, mime_type):
+        """An image part: its bytes and MIME type ("image/png")."""
+        data = bytes_arg("image", "data", data)
+        return Part({"type": "image", "data": b64(data), "mime_type": mime_arg("image", mime_type, "image/")})
+
+    def audio(data, mime_type):
+        """An audio part: its bytes and MIME type ("audio/wav")."""
+        data = bytes_arg("audio", "data", data)
+        return Part({"type": "audio", "data": b64(data), "mime_type": mime_arg("audio", mime_type, "audio/")})
+
+    def resource(uri, *, text=None, blob=None, mime_type=None):
+        """An embedded resource: its URI and either text or blob (bytes), and its MIME type."""
+        f = {"type": "resource", "uri": text_arg("resource", "uri", uri)}
+        if not uri:
+            raise ValueError("toolhost.resource: uri must not be empty")
+        if (text is None) == (blob is None):
+            raise TypeError("toolhost.resource: give text or blob (bytes), one of them")
+        if text is not None:
+            f["text"] = text_arg("resource", "text", text)
+        else:
+            f["data"] = b64(bytes_arg("resource", "blob", blob))
+        if mime_type is not None:
+            f["mime_type"] = mime_arg("resource", mime_type, "")
+        return Part(f)
+
+    class Content:
+        """A run's result with content: return toolhost.content(part, ..., value=v) from run."""
+
+        __slots__ = ("parts", "value")
+
+        def __init__(self, parts, value):
+            self.parts, self.value = parts, value
+
+    def content(*parts, value=None):
+        """The run's result: these parts, in order, and optionally a JSON value."""
+        for i, p in enumerate(parts):
+            if type(p) is not Part:
+                raise TypeError("toolhost.content: part %d is a %s; make parts with toolhost.text, image, audio or resource"
+                                % (i + 1, type(p).__name__))
+        return Content(tuple(parts), value)
+
+    for f in (progress, log, text, image, audio, resource, content):
+        setattr(mod, f.__name__, f)
+    mod.Part, mod.Content, mod.LOG_LEVELS = Part, Content, LOG_LEVELS
+    return mod
+
+
+def content_json(out, toolhost):
+    # The answer's result and content for what run returned: its JSON text and the content parts'
+    # JSON text ("" for none), or an error's message.
+    if type(out) is not toolhost.Content:
+        return json_dumps(out, allow_nan=False), ""
+    parts = out.parts
+    if type(parts) is not tuple or any(type(p) is not toolhost.Part for p in parts):
+        raise TypeError("the result's content parts must be made with toolhost.text, image, audio or resource")
+    return json_dumps(out.value, allow_nan=False), json_dumps([p._json for p in parts], allow_nan=False)
+
+
 def warm_up():
     # The child shares the parent's memory copy-on-write; in gVisor every first write to a page
     # is a fault the sentry handles. Taking the paths a run takes once now moves those faults off
@@ -250,11 +395,13 @@ def child(w):
 
     sys.addaudithook(audit)
 
-    def answer(msg, raw_result=None):
+    def answer(msg, raw_result=None, raw_content=""):
         sys.stdout.flush()
         sys.stderr.flush()
         if raw_result is None:
             data = json_dumps(msg)
+        elif raw_content:
+            data = '{"ok": true, "result": ' + raw_result + ', "content": ' + raw_content + "}"
         else:
             data = '{"ok": true, "result": ' + raw_result + "}"
         write_all(CONTROL, (data + "\n").encode())
@@ -280,6 +427,8 @@ def child(w):
         answer({"error": "compile", "msg": str(e), "line": None})
         return
 
+    toolhost = make_toolhost()
+    sys.modules["toolhost"] = toolhost
     scope = {"__name__": "tool", "__builtins__": __builtins__}
     try:
         exec(compiled, scope)
@@ -292,11 +441,11 @@ def child(w):
         answer(describe(e, tried_network[0]))
         return
     try:
-        text = json_dumps(out, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        answer({"error": "bad_result"})
+        text, parts = content_json(out, toolhost)
+    except (TypeError, ValueError, RecursionError) as e:
+        answer({"error": "bad_result", "msg": str(e) if type(out) is toolhost.Content else ""})
         return
-    answer(None, raw_result=text)
+    answer(None, raw_result=text, raw_content=parts)
 
 
 def describe(e, tried_network):

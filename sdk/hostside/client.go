@@ -105,7 +105,10 @@ var ErrStreamBroken = errors.New("the plugin stopped before the run ended")
 // Invoke runs a tool in the plugin, calling onEvent for each event in
 // order, and returns the result, or an *sdk.Error the run ended with. Any other
 // error is the transport's: wrapped ErrStreamBroken when the plugin died,
-// or ctx's error when the caller cancelled.
+// or ctx's error when the caller cancelled. A result's content (its parts
+// beyond the JSON value) reaches onEvent as one sdk.Event with Content set,
+// just before Invoke returns; content that sdk.CheckContent refuses (from
+// a plugin not built with the SDK) fails the run instead.
 func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
 	stream, err := c.client.Invoke(ctx, &pluginv1.InvokeRequest{
 		Tool:     toolToProto(inv.Tool),
@@ -129,6 +132,14 @@ func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(sd
 		}
 		switch k := pe.GetKind().(type) {
 		case *pluginv1.Event_Result:
+			if parts := contentsFromProto(k.Result.GetContent()); parts != nil {
+				if err := sdk.CheckContent(parts); err != nil {
+					return nil, err
+				}
+				if onEvent != nil {
+					onEvent(sdk.Event{Content: parts})
+				}
+			}
 			return json.RawMessage(k.Result.GetJson()), nil
 		case *pluginv1.Event_Error:
 			return nil, k.Error.ToError()

@@ -39,7 +39,7 @@ func eventFromProto(pe *pluginv1.Event) (sdk.Event, bool) {
 	case *pluginv1.Event_Progress:
 		return sdk.Event{Progress: &sdk.Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage(), Node: k.Progress.GetNode()}}, true
 	case *pluginv1.Event_Log:
-		return sdk.Event{Log: &sdk.Log{Level: k.Log.GetLevel(), Message: k.Log.GetMessage()}}, true
+		return sdk.Event{Log: &sdk.Log{Level: k.Log.GetLevel(), Message: k.Log.GetMessage(), ToCaller: k.Log.GetToCaller()}}, true
 	}
 	return sdk.Event{}, false
 }
@@ -56,4 +56,36 @@ func eventToProto(e sdk.Event) *pluginv1.Event {
 		return &pluginv1.Event{Kind: &pluginv1.Event_Progress{Progress: &pluginv1.Progress{Fraction: e.Progress.Fraction, Message: e.Progress.Message, Node: e.Progress.Node}}}
 	}
 	return nil
+}
+
+// contentsToProto and contentsFromProto convert a result's content (the
+// plugin's twins are in sdk/convert.go). No parts is nil either way.
+func contentsToProto(parts []sdk.Content) []*pluginv1.Content {
+	if len(parts) == 0 {
+		return nil
+	}
+	out := make([]*pluginv1.Content, len(parts))
+	for i, c := range parts {
+		out[i] = contentToProto(c)
+	}
+	return out
+}
+
+func contentToProto(c sdk.Content) *pluginv1.Content {
+	return &pluginv1.Content{Type: c.Type, Text: c.Text, Data: c.Data, MimeType: c.MIMEType, Uri: c.URI}
+}
+
+func contentsFromProto(pc []*pluginv1.Content) []sdk.Content {
+	if len(pc) == 0 {
+		return nil
+	}
+	out := make([]sdk.Content, len(pc))
+	for i, c := range pc {
+		out[i] = contentFromProto(c)
+	}
+	return out
+}
+
+func contentFromProto(c *pluginv1.Content) sdk.Content {
+	return sdk.Content{Type: c.GetType(), Text: c.GetText(), Data: c.GetData(), MIMEType: c.GetMimeType(), URI: c.GetUri()}
 }

@@ -26,7 +26,7 @@ func (s *hostServer) CallTool(ctx context.Context, req *pluginv1.CallToolRequest
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &pluginv1.CallToolResponse{ResultJson: string(res.Result), Printed: res.Printed, Error: pluginv1.FromError(res.Error)}, nil
+	return &pluginv1.CallToolResponse{ResultJson: string(res.Result), Printed: res.Printed, Error: pluginv1.FromError(res.Error), Content: contentsToProto(res.Content)}, nil
 }
 
 func (s *hostServer) CallToolStream(req *pluginv1.CallToolRequest, stream pluginv1.HostService_CallToolStreamServer) error {
@@ -58,7 +58,7 @@ func (s *hostServer) CallToolStream(req *pluginv1.CallToolRequest, stream plugin
 	if res.Error != nil {
 		send(&pluginv1.Event{Kind: &pluginv1.Event_Error{Error: pluginv1.FromError(res.Error)}})
 	} else {
-		send(&pluginv1.Event{Kind: &pluginv1.Event_Result{Result: &pluginv1.Result{Json: string(res.Result)}}})
+		send(&pluginv1.Event{Kind: &pluginv1.Event_Result{Result: &pluginv1.Result{Json: string(res.Result), Content: contentsToProto(res.Content)}}})
 	}
 	mu.Lock()
 	defer mu.Unlock()

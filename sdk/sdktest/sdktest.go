@@ -114,6 +114,15 @@ func (r *Run) Stderr() string {
 	return string(s)
 }
 
+// Content is the content the run's result came with (nil for none).
+func (r *Run) Content() []sdk.Content {
+	var parts []sdk.Content
+	for _, e := range r.Events {
+		parts = append(parts, e.Content...)
+	}
+	return parts
+}
+
 // ErrorCode is the code of the *sdk.Error the run ended with, or "".
 func (r *Run) ErrorCode() string {
 	return errcode.Code(r.Err)

@@ -228,6 +228,12 @@ func streamCall(ctx context.Context, cf clientFlags, name string, args json.RawM
 			fmt.Fprint(stdout, e.Data)
 		case e.Type == client.TypeStderr:
 			fmt.Fprint(stderr, e.Data)
+		case e.Type == client.TypeLog:
+			fmt.Fprintf(stderr, "[%s] %s\n", e.Level, e.Message)
+		case e.Type == client.TypeResult:
+			for i, c := range e.Content {
+				fmt.Fprintf(stderr, "toolhost: content %d of the result: %s (--json shows it whole)\n", i+1, contentSummary(c))
+			}
 		}
 	})
 	if err == nil {
@@ -267,4 +273,19 @@ func streamCall(ctx context.Context, cf clientFlags, name string, args json.RawM
 		fmt.Fprintf(stderr, "toolhost: %s (%s)\n", ce.Message, ce.Code)
 	}
 	return 1
+}
+
+// contentSummary says what a part of a result's content is, in a line.
+func contentSummary(c client.Content) string {
+	what := c.Type
+	if c.URI != "" {
+		what += " " + c.URI
+	}
+	if c.MIMEType != "" {
+		what += ", " + c.MIMEType
+	}
+	if c.Type == client.ContentText || c.Text != "" {
+		return fmt.Sprintf("%s, %d characters", what, len([]rune(c.Text)))
+	}
+	return fmt.Sprintf("%s, %d bytes", what, len(c.Data))
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // testPlugins are real plugin binaries, built once: the example echo kind
-// (this SDK, protocol 2) and the build of protocol 1 kept as a fixture.
+// (this SDK, protocol 3) and the build of protocol 1 kept as a fixture.
 var testPlugins struct {
 	once     sync.Once
 	dir, err string
@@ -181,7 +181,7 @@ func TestPinThenServeAcceptsThePlugin(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("pin: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"kind      echo", "version   1.0.0", "protocol  2 (this host speaks 1 to 2)", "sha256    " + sum,
+	for _, want := range []string{"kind      echo", "version   1.0.0", "protocol  3 (this host speaks 1 to 3)", "sha256    " + sum,
 		`pinned: echo = "` + sum + `" in ` + s.config + ":10, the config's [plugins.sha256], kept by upgrades"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("pin's output lacks %q:\n%s", want, out)
@@ -201,7 +201,7 @@ func TestPinThenServeAcceptsThePlugin(t *testing.T) {
 
 	// Flags before the name work too.
 	code, out, errOut = toolhost("plugins", "pin", "--config", s.config, "v1")
-	if code != 0 || !strings.Contains(out, "protocol  1 (this host speaks 1 to 2)") || !strings.Contains(out, "version   1.0.0") {
+	if code != 0 || !strings.Contains(out, "protocol  1 (this host speaks 1 to 3)") || !strings.Contains(out, "version   1.0.0") {
 		t.Fatalf("pin v1: exit %d\n%s%s", code, out, errOut)
 	}
 	if got := s.readConfig(t); got != want+"v1 = \""+v1sum+"\"\n" {
@@ -217,7 +217,7 @@ func TestPinThenServeAcceptsThePlugin(t *testing.T) {
 		t.Fatalf("list: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{
-		"echo   pinned              1.0.0    2",
+		"echo   pinned              1.0.0    3",
 		"other  pinned but missing  -        -",
 		"v1     pinned              1.0.0    1",
 		"other: pinned, but there is no toolhost-plugin-other in " + s.plugins,
@@ -348,7 +348,7 @@ func TestListNeverStartsAnUnpinnedOrChangedBinary(t *testing.T) {
 	if code, out, errOut := toolhost("plugins", "pin", "echo", "--config", s.config); code != 0 {
 		t.Fatalf("pin: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, out, errOut := toolhost("plugins", "list", "--config", s.config); code != 0 || !strings.Contains(out, "echo  pinned  1.0.0    2") {
+	if code, out, errOut := toolhost("plugins", "list", "--config", s.config); code != 0 || !strings.Contains(out, "echo  pinned  1.0.0    3") {
 		t.Fatalf("list of a pinned plugin: exit %d\n%s%s", code, out, errOut)
 	}
 

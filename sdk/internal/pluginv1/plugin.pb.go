@@ -15,8 +15,11 @@
 //   1: the protocol as first released (with the fields marked "Added in
 //      protocol 1", which were added before versions were raised).
 //   2: Progress.node.
+//   3: Result.content (images, audio, resources and text beside the
+//      run's JSON value), Log.to_caller (a log line for the run's caller),
+//      CallToolResponse.content.
 //
-// protocol_version = 2
+// protocol_version = 3
 //
 // The line above is read by a test that fails if it disagrees with
 // sdk.ProtocolVersion in Go.
@@ -1380,9 +1383,15 @@ func (x *Progress) GetNode() string {
 
 type Log struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// trace, debug, info, warn or error.
-	Level         string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// trace, debug, info, warn or error; for a line to_caller, one of the
+	// levels of syslog (RFC 5424) as MCP names them: debug, info, notice,
+	// warning, error, critical, alert or emergency.
+	Level   string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The line is for the run's caller, not the host's log: the host makes
+	// it a `log` event of the run. Added in protocol 3: a host of protocol
+	// 2 or older does not read it, and puts the line in its own log.
+	ToCaller      bool `protobuf:"varint,3,opt,name=to_caller,json=toCaller,proto3" json:"to_caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1431,10 +1440,22 @@ func (x *Log) GetMessage() string {
 	return ""
 }
 
+func (x *Log) GetToCaller() bool {
+	if x != nil {
+		return x.ToCaller
+	}
+	return false
+}
+
 type Result struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The run's result as JSON text.
-	Json          string `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	// The run's result as JSON text ("null" when the run returned content
+	// only).
+	Json string `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	// What the run returned beyond its JSON value, in order. Added in
+	// protocol 3: a plugin speaking an older protocol to the host can't send
+	// it (the SDK fails such a run rather than drop its content).
+	Content       []*Content `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1476,6 +1497,96 @@ func (x *Result) GetJson() string {
 	return ""
 }
 
+func (x *Result) GetContent() []*Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// Content is one part of a result beyond its JSON value (MCP's content).
+// Added in protocol 3.
+type Content struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// text, image, audio or resource.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// A text part's text, or a resource's text.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// An image's or an audio clip's bytes, or a resource's blob.
+	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// The MIME type of an image, audio clip or resource ("image/png").
+	MimeType string `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// A resource's URI.
+	Uri           string `protobuf:"bytes,5,opt,name=uri,proto3" json:"uri,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Content) Reset() {
+	*x = Content{}
+	mi := &file_v1_plugin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Content) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Content) ProtoMessage() {}
+
+func (x *Content) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Content.ProtoReflect.Descriptor instead.
+func (*Content) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Content) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Content) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Content) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Content) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *Content) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A short machine-readable code ("timeout", "plugin_crashed").
@@ -1488,7 +1599,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_v1_plugin_proto_msgTypes[22]
+	mi := &file_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1611,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[22]
+	mi := &file_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1624,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Error) GetCode() string {
@@ -1542,7 +1653,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[23]
+	mi := &file_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1665,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[23]
+	mi := &file_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1678,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CallToolRequest) GetParentRunId() string {
@@ -1598,14 +1709,17 @@ type CallToolResponse struct {
 	// What the tool printed to stdout.
 	Printed string `protobuf:"bytes,2,opt,name=printed,proto3" json:"printed,omitempty"`
 	// Set when the tool failed.
-	Error         *Error `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error *Error `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// What the tool returned beyond its JSON value, in order. Added in
+	// protocol 3.
+	Content       []*Content `protobuf:"bytes,4,rep,name=content,proto3" json:"content,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[24]
+	mi := &file_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1731,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[24]
+	mi := &file_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1744,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -1654,6 +1768,13 @@ func (x *CallToolResponse) GetError() *Error {
 	return nil
 }
 
+func (x *CallToolResponse) GetContent() []*Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
 type AskModelRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ParentRunId string                 `protobuf:"bytes,1,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
@@ -1670,7 +1791,7 @@ type AskModelRequest struct {
 
 func (x *AskModelRequest) Reset() {
 	*x = AskModelRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[25]
+	mi := &file_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1803,7 @@ func (x *AskModelRequest) String() string {
 func (*AskModelRequest) ProtoMessage() {}
 
 func (x *AskModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[25]
+	mi := &file_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1816,7 @@ func (x *AskModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskModelRequest.ProtoReflect.Descriptor instead.
 func (*AskModelRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AskModelRequest) GetParentRunId() string {
@@ -1747,7 +1868,7 @@ type AskModelResponse struct {
 
 func (x *AskModelResponse) Reset() {
 	*x = AskModelResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[26]
+	mi := &file_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1880,7 @@ func (x *AskModelResponse) String() string {
 func (*AskModelResponse) ProtoMessage() {}
 
 func (x *AskModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[26]
+	mi := &file_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1893,7 @@ func (x *AskModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskModelResponse.ProtoReflect.Descriptor instead.
 func (*AskModelResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AskModelResponse) GetText() string {
@@ -1825,7 +1946,7 @@ type ModelEvent struct {
 
 func (x *ModelEvent) Reset() {
 	*x = ModelEvent{}
-	mi := &file_v1_plugin_proto_msgTypes[27]
+	mi := &file_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1958,7 @@ func (x *ModelEvent) String() string {
 func (*ModelEvent) ProtoMessage() {}
 
 func (x *ModelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[27]
+	mi := &file_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1971,7 @@ func (x *ModelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelEvent.ProtoReflect.Descriptor instead.
 func (*ModelEvent) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ModelEvent) GetKind() isModelEvent_Kind {
@@ -1935,7 +2056,7 @@ type SessionsConfig struct {
 
 func (x *SessionsConfig) Reset() {
 	*x = SessionsConfig{}
-	mi := &file_v1_plugin_proto_msgTypes[28]
+	mi := &file_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2068,7 @@ func (x *SessionsConfig) String() string {
 func (*SessionsConfig) ProtoMessage() {}
 
 func (x *SessionsConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[28]
+	mi := &file_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2081,7 @@ func (x *SessionsConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsConfig.ProtoReflect.Descriptor instead.
 func (*SessionsConfig) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SessionsConfig) GetDiskMb() uint32 {
@@ -2013,7 +2134,7 @@ type SessionsConfigureResponse struct {
 
 func (x *SessionsConfigureResponse) Reset() {
 	*x = SessionsConfigureResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[29]
+	mi := &file_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2146,7 @@ func (x *SessionsConfigureResponse) String() string {
 func (*SessionsConfigureResponse) ProtoMessage() {}
 
 func (x *SessionsConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[29]
+	mi := &file_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2159,7 @@ func (x *SessionsConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsConfigureResponse.ProtoReflect.Descriptor instead.
 func (*SessionsConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 // SessionRef names a session by its backend id.
@@ -2051,7 +2172,7 @@ type SessionRef struct {
 
 func (x *SessionRef) Reset() {
 	*x = SessionRef{}
-	mi := &file_v1_plugin_proto_msgTypes[30]
+	mi := &file_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2184,7 @@ func (x *SessionRef) String() string {
 func (*SessionRef) ProtoMessage() {}
 
 func (x *SessionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[30]
+	mi := &file_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2197,7 @@ func (x *SessionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRef.ProtoReflect.Descriptor instead.
 func (*SessionRef) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SessionRef) GetSession() string {
@@ -2101,7 +2222,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_v1_plugin_proto_msgTypes[31]
+	mi := &file_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2234,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[31]
+	mi := &file_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2247,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FileInfo) GetPath() string {
@@ -2166,7 +2287,7 @@ type FileList struct {
 
 func (x *FileList) Reset() {
 	*x = FileList{}
-	mi := &file_v1_plugin_proto_msgTypes[32]
+	mi := &file_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2299,7 @@ func (x *FileList) String() string {
 func (*FileList) ProtoMessage() {}
 
 func (x *FileList) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[32]
+	mi := &file_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2312,7 @@ func (x *FileList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileList.ProtoReflect.Descriptor instead.
 func (*FileList) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FileList) GetFiles() []*FileInfo {
@@ -2217,7 +2338,7 @@ type FileRequest struct {
 
 func (x *FileRequest) Reset() {
 	*x = FileRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[33]
+	mi := &file_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2350,7 @@ func (x *FileRequest) String() string {
 func (*FileRequest) ProtoMessage() {}
 
 func (x *FileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[33]
+	mi := &file_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2363,7 @@ func (x *FileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileRequest.ProtoReflect.Descriptor instead.
 func (*FileRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FileRequest) GetSession() string {
@@ -2276,7 +2397,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_v1_plugin_proto_msgTypes[34]
+	mi := &file_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2409,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[34]
+	mi := &file_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2422,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Chunk) GetData() []byte {
@@ -2324,7 +2445,7 @@ type WriteChunk struct {
 
 func (x *WriteChunk) Reset() {
 	*x = WriteChunk{}
-	mi := &file_v1_plugin_proto_msgTypes[35]
+	mi := &file_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2457,7 @@ func (x *WriteChunk) String() string {
 func (*WriteChunk) ProtoMessage() {}
 
 func (x *WriteChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[35]
+	mi := &file_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2470,7 @@ func (x *WriteChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteChunk.ProtoReflect.Descriptor instead.
 func (*WriteChunk) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WriteChunk) GetSession() string {
@@ -2381,7 +2502,7 @@ type RemoveFileResponse struct {
 
 func (x *RemoveFileResponse) Reset() {
 	*x = RemoveFileResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[36]
+	mi := &file_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2514,7 @@ func (x *RemoveFileResponse) String() string {
 func (*RemoveFileResponse) ProtoMessage() {}
 
 func (x *RemoveFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[36]
+	mi := &file_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2527,7 @@ func (x *RemoveFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveFileResponse.ProtoReflect.Descriptor instead.
 func (*RemoveFileResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 type StopSessionResponse struct {
@@ -2417,7 +2538,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[37]
+	mi := &file_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2550,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[37]
+	mi := &file_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2563,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 type DeleteSessionResponse struct {
@@ -2453,7 +2574,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[38]
+	mi := &file_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2586,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[38]
+	mi := &file_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2599,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 type ReconcileRequest struct {
@@ -2491,7 +2612,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[39]
+	mi := &file_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2624,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[39]
+	mi := &file_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2637,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReconcileRequest) GetKeep() []string {
@@ -2536,7 +2657,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[40]
+	mi := &file_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2669,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[40]
+	mi := &file_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2682,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReconcileResponse) GetRemoved() []string {
@@ -2664,24 +2785,33 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\bProgress\x12\x1a\n" +
 	"\bfraction\x18\x01 \x01(\x01R\bfraction\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
-	"\x04node\x18\x03 \x01(\tR\x04node\"5\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\"R\n" +
 	"\x03Log\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\tR\x05level\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x1c\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
+	"\tto_caller\x18\x03 \x01(\bR\btoCaller\"S\n" +
 	"\x06Result\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\tR\x04json\"5\n" +
+	"\x04json\x18\x01 \x01(\tR\x04json\x125\n" +
+	"\acontent\x18\x02 \x03(\v2\x1b.toolhost.plugin.v1.ContentR\acontent\"t\n" +
+	"\aContent\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1b\n" +
+	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x10\n" +
+	"\x03uri\x18\x05 \x01(\tR\x03uri\"5\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"f\n" +
 	"\x0fCallToolRequest\x12\"\n" +
 	"\rparent_run_id\x18\x01 \x01(\tR\vparentRunId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
-	"\targs_json\x18\x03 \x01(\tR\bargsJson\"~\n" +
+	"\targs_json\x18\x03 \x01(\tR\bargsJson\"\xb5\x01\n" +
 	"\x10CallToolResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x18\n" +
 	"\aprinted\x18\x02 \x01(\tR\aprinted\x12/\n" +
-	"\x05error\x18\x03 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error\"\x98\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x19.toolhost.plugin.v1.ErrorR\x05error\x125\n" +
+	"\acontent\x18\x04 \x03(\v2\x1b.toolhost.plugin.v1.ContentR\acontent\"\x98\x01\n" +
 	"\x0fAskModelRequest\x12\"\n" +
 	"\rparent_run_id\x18\x01 \x01(\tR\vparentRunId\x12\x16\n" +
 	"\x06system\x18\x02 \x01(\tR\x06system\x12\x16\n" +
@@ -2773,7 +2903,7 @@ func file_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_v1_plugin_proto_rawDescData
 }
 
-var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_v1_plugin_proto_goTypes = []any{
 	(*DescribeRequest)(nil),           // 0: toolhost.plugin.v1.DescribeRequest
 	(*DescribeResponse)(nil),          // 1: toolhost.plugin.v1.DescribeResponse
@@ -2797,32 +2927,33 @@ var file_v1_plugin_proto_goTypes = []any{
 	(*Progress)(nil),                  // 19: toolhost.plugin.v1.Progress
 	(*Log)(nil),                       // 20: toolhost.plugin.v1.Log
 	(*Result)(nil),                    // 21: toolhost.plugin.v1.Result
-	(*Error)(nil),                     // 22: toolhost.plugin.v1.Error
-	(*CallToolRequest)(nil),           // 23: toolhost.plugin.v1.CallToolRequest
-	(*CallToolResponse)(nil),          // 24: toolhost.plugin.v1.CallToolResponse
-	(*AskModelRequest)(nil),           // 25: toolhost.plugin.v1.AskModelRequest
-	(*AskModelResponse)(nil),          // 26: toolhost.plugin.v1.AskModelResponse
-	(*ModelEvent)(nil),                // 27: toolhost.plugin.v1.ModelEvent
-	(*SessionsConfig)(nil),            // 28: toolhost.plugin.v1.SessionsConfig
-	(*SessionsConfigureResponse)(nil), // 29: toolhost.plugin.v1.SessionsConfigureResponse
-	(*SessionRef)(nil),                // 30: toolhost.plugin.v1.SessionRef
-	(*FileInfo)(nil),                  // 31: toolhost.plugin.v1.FileInfo
-	(*FileList)(nil),                  // 32: toolhost.plugin.v1.FileList
-	(*FileRequest)(nil),               // 33: toolhost.plugin.v1.FileRequest
-	(*Chunk)(nil),                     // 34: toolhost.plugin.v1.Chunk
-	(*WriteChunk)(nil),                // 35: toolhost.plugin.v1.WriteChunk
-	(*RemoveFileResponse)(nil),        // 36: toolhost.plugin.v1.RemoveFileResponse
-	(*StopSessionResponse)(nil),       // 37: toolhost.plugin.v1.StopSessionResponse
-	(*DeleteSessionResponse)(nil),     // 38: toolhost.plugin.v1.DeleteSessionResponse
-	(*ReconcileRequest)(nil),          // 39: toolhost.plugin.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),         // 40: toolhost.plugin.v1.ReconcileResponse
-	nil,                               // 41: toolhost.plugin.v1.Metric.LabelsEntry
+	(*Content)(nil),                   // 22: toolhost.plugin.v1.Content
+	(*Error)(nil),                     // 23: toolhost.plugin.v1.Error
+	(*CallToolRequest)(nil),           // 24: toolhost.plugin.v1.CallToolRequest
+	(*CallToolResponse)(nil),          // 25: toolhost.plugin.v1.CallToolResponse
+	(*AskModelRequest)(nil),           // 26: toolhost.plugin.v1.AskModelRequest
+	(*AskModelResponse)(nil),          // 27: toolhost.plugin.v1.AskModelResponse
+	(*ModelEvent)(nil),                // 28: toolhost.plugin.v1.ModelEvent
+	(*SessionsConfig)(nil),            // 29: toolhost.plugin.v1.SessionsConfig
+	(*SessionsConfigureResponse)(nil), // 30: toolhost.plugin.v1.SessionsConfigureResponse
+	(*SessionRef)(nil),                // 31: toolhost.plugin.v1.SessionRef
+	(*FileInfo)(nil),                  // 32: toolhost.plugin.v1.FileInfo
+	(*FileList)(nil),                  // 33: toolhost.plugin.v1.FileList
+	(*FileRequest)(nil),               // 34: toolhost.plugin.v1.FileRequest
+	(*Chunk)(nil),                     // 35: toolhost.plugin.v1.Chunk
+	(*WriteChunk)(nil),                // 36: toolhost.plugin.v1.WriteChunk
+	(*RemoveFileResponse)(nil),        // 37: toolhost.plugin.v1.RemoveFileResponse
+	(*StopSessionResponse)(nil),       // 38: toolhost.plugin.v1.StopSessionResponse
+	(*DeleteSessionResponse)(nil),     // 39: toolhost.plugin.v1.DeleteSessionResponse
+	(*ReconcileRequest)(nil),          // 40: toolhost.plugin.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),         // 41: toolhost.plugin.v1.ReconcileResponse
+	nil,                               // 42: toolhost.plugin.v1.Metric.LabelsEntry
 }
 var file_v1_plugin_proto_depIdxs = []int32{
 	13, // 0: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
 	6,  // 1: toolhost.plugin.v1.DoctorResponse.checks:type_name -> toolhost.plugin.v1.DoctorCheck
 	9,  // 2: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
-	41, // 3: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
+	42, // 3: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
 	10, // 4: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
 	11, // 5: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
 	11, // 6: toolhost.plugin.v1.CheckRequest.catalog:type_name -> toolhost.plugin.v1.Tool
@@ -2834,53 +2965,55 @@ var file_v1_plugin_proto_depIdxs = []int32{
 	19, // 12: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
 	20, // 13: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
 	21, // 14: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
-	22, // 15: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
-	22, // 16: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
-	22, // 17: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
-	26, // 18: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
-	22, // 19: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
-	31, // 20: toolhost.plugin.v1.FileList.files:type_name -> toolhost.plugin.v1.FileInfo
-	0,  // 21: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
-	2,  // 22: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
-	12, // 23: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
-	16, // 24: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
-	7,  // 25: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
-	4,  // 26: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
-	23, // 27: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
-	25, // 28: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
-	23, // 29: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
-	25, // 30: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
-	28, // 31: toolhost.plugin.v1.Sessions.Configure:input_type -> toolhost.plugin.v1.SessionsConfig
-	30, // 32: toolhost.plugin.v1.Sessions.ListFiles:input_type -> toolhost.plugin.v1.SessionRef
-	33, // 33: toolhost.plugin.v1.Sessions.ReadFile:input_type -> toolhost.plugin.v1.FileRequest
-	35, // 34: toolhost.plugin.v1.Sessions.WriteFile:input_type -> toolhost.plugin.v1.WriteChunk
-	33, // 35: toolhost.plugin.v1.Sessions.RemoveFile:input_type -> toolhost.plugin.v1.FileRequest
-	30, // 36: toolhost.plugin.v1.Sessions.StopSession:input_type -> toolhost.plugin.v1.SessionRef
-	30, // 37: toolhost.plugin.v1.Sessions.DeleteSession:input_type -> toolhost.plugin.v1.SessionRef
-	39, // 38: toolhost.plugin.v1.Sessions.Reconcile:input_type -> toolhost.plugin.v1.ReconcileRequest
-	1,  // 39: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
-	3,  // 40: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
-	14, // 41: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
-	17, // 42: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
-	8,  // 43: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
-	5,  // 44: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
-	24, // 45: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
-	26, // 46: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
-	17, // 47: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
-	27, // 48: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
-	29, // 49: toolhost.plugin.v1.Sessions.Configure:output_type -> toolhost.plugin.v1.SessionsConfigureResponse
-	32, // 50: toolhost.plugin.v1.Sessions.ListFiles:output_type -> toolhost.plugin.v1.FileList
-	34, // 51: toolhost.plugin.v1.Sessions.ReadFile:output_type -> toolhost.plugin.v1.Chunk
-	31, // 52: toolhost.plugin.v1.Sessions.WriteFile:output_type -> toolhost.plugin.v1.FileInfo
-	36, // 53: toolhost.plugin.v1.Sessions.RemoveFile:output_type -> toolhost.plugin.v1.RemoveFileResponse
-	37, // 54: toolhost.plugin.v1.Sessions.StopSession:output_type -> toolhost.plugin.v1.StopSessionResponse
-	38, // 55: toolhost.plugin.v1.Sessions.DeleteSession:output_type -> toolhost.plugin.v1.DeleteSessionResponse
-	40, // 56: toolhost.plugin.v1.Sessions.Reconcile:output_type -> toolhost.plugin.v1.ReconcileResponse
-	39, // [39:57] is the sub-list for method output_type
-	21, // [21:39] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	23, // 15: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
+	22, // 16: toolhost.plugin.v1.Result.content:type_name -> toolhost.plugin.v1.Content
+	23, // 17: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
+	22, // 18: toolhost.plugin.v1.CallToolResponse.content:type_name -> toolhost.plugin.v1.Content
+	23, // 19: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
+	27, // 20: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
+	23, // 21: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
+	32, // 22: toolhost.plugin.v1.FileList.files:type_name -> toolhost.plugin.v1.FileInfo
+	0,  // 23: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
+	2,  // 24: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
+	12, // 25: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
+	16, // 26: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
+	7,  // 27: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
+	4,  // 28: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
+	24, // 29: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
+	26, // 30: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
+	24, // 31: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
+	26, // 32: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
+	29, // 33: toolhost.plugin.v1.Sessions.Configure:input_type -> toolhost.plugin.v1.SessionsConfig
+	31, // 34: toolhost.plugin.v1.Sessions.ListFiles:input_type -> toolhost.plugin.v1.SessionRef
+	34, // 35: toolhost.plugin.v1.Sessions.ReadFile:input_type -> toolhost.plugin.v1.FileRequest
+	36, // 36: toolhost.plugin.v1.Sessions.WriteFile:input_type -> toolhost.plugin.v1.WriteChunk
+	34, // 37: toolhost.plugin.v1.Sessions.RemoveFile:input_type -> toolhost.plugin.v1.FileRequest
+	31, // 38: toolhost.plugin.v1.Sessions.StopSession:input_type -> toolhost.plugin.v1.SessionRef
+	31, // 39: toolhost.plugin.v1.Sessions.DeleteSession:input_type -> toolhost.plugin.v1.SessionRef
+	40, // 40: toolhost.plugin.v1.Sessions.Reconcile:input_type -> toolhost.plugin.v1.ReconcileRequest
+	1,  // 41: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
+	3,  // 42: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
+	14, // 43: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
+	17, // 44: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
+	8,  // 45: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
+	5,  // 46: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
+	25, // 47: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
+	27, // 48: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
+	17, // 49: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
+	28, // 50: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
+	30, // 51: toolhost.plugin.v1.Sessions.Configure:output_type -> toolhost.plugin.v1.SessionsConfigureResponse
+	33, // 52: toolhost.plugin.v1.Sessions.ListFiles:output_type -> toolhost.plugin.v1.FileList
+	35, // 53: toolhost.plugin.v1.Sessions.ReadFile:output_type -> toolhost.plugin.v1.Chunk
+	32, // 54: toolhost.plugin.v1.Sessions.WriteFile:output_type -> toolhost.plugin.v1.FileInfo
+	37, // 55: toolhost.plugin.v1.Sessions.RemoveFile:output_type -> toolhost.plugin.v1.RemoveFileResponse
+	38, // 56: toolhost.plugin.v1.Sessions.StopSession:output_type -> toolhost.plugin.v1.StopSessionResponse
+	39, // 57: toolhost.plugin.v1.Sessions.DeleteSession:output_type -> toolhost.plugin.v1.DeleteSessionResponse
+	41, // 58: toolhost.plugin.v1.Sessions.Reconcile:output_type -> toolhost.plugin.v1.ReconcileResponse
+	41, // [41:59] is the sub-list for method output_type
+	23, // [23:41] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_v1_plugin_proto_init() }
@@ -2896,7 +3029,7 @@ func file_v1_plugin_proto_init() {
 		(*Event_Result)(nil),
 		(*Event_Error)(nil),
 	}
-	file_v1_plugin_proto_msgTypes[27].OneofWrappers = []any{
+	file_v1_plugin_proto_msgTypes[28].OneofWrappers = []any{
 		(*ModelEvent_Text)(nil),
 		(*ModelEvent_Answer)(nil),
 		(*ModelEvent_Error)(nil),
@@ -2907,7 +3040,7 @@ func file_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_plugin_proto_rawDesc), len(file_v1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -15,8 +15,11 @@
 //   1: the protocol as first released (with the fields marked "Added in
 //      protocol 1", which were added before versions were raised).
 //   2: Progress.node.
+//   3: Result.content (images, audio, resources and text beside the
+//      run's JSON value), Log.to_caller (a log line for the run's caller),
+//      CallToolResponse.content.
 //
-// protocol_version = 2
+// protocol_version = 3
 //
 // The line above is read by a test that fails if it disagrees with
 // sdk.ProtocolVersion in Go.

@@ -1,0 +1,93 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/hostside"
+)
+
+// contentKind writes log lines for its caller (one of a level no caller
+// knows) and one for the host, then returns an image and a resource
+// beside its value, as the host's client of a plugin hands them over.
+type contentKind struct{}
+
+func (contentKind) Invoke(_ context.Context, _ hostside.Invocation, emit func(sdk.Event)) (json.RawMessage, error) {
+	emit(sdk.Event{Log: &sdk.Log{Level: "warning", Message: "careful", ToCaller: true}})
+	emit(sdk.Event{Log: &sdk.Log{Level: "loud", Message: "made up", ToCaller: true}})
+	emit(sdk.Event{Log: &sdk.Log{Level: "info", Message: "for the host only"}})
+	emit(sdk.Event{Content: contentParts})
+	return json.RawMessage(`{"w":1}`), nil
+}
+
+var contentParts = []sdk.Content{
+	{Type: sdk.ContentImage, Data: []byte{0x89, 'P', 'N', 'G', 0}, MIMEType: "image/png"},
+	{Type: sdk.ContentResource, URI: "file:///a.txt", Text: "a", MIMEType: "text/plain"},
+}
+
+// TestContentAndLogReachTheRun: a result's content is on the result
+// event and the run's record, with the value, and reaches a nested
+// caller; caller log lines are log events (an unknown level as info), and
+// a line for the host is not an event.
+func TestContentAndLogReachTheRun(t *testing.T) {
+	reg := tools.NewRegistry()
+	reg.Replace([]*tools.Tool{
+		{Tool: config.Tool{Name: "pic", Description: "A test tool.", Effect: "read"}, Kind: "pic", Run: json.RawMessage(`{"type":"pic"}`)},
+		{Tool: config.Tool{Name: "hold", Description: "A test tool.", Effect: "read"}, Kind: "talk", Run: json.RawMessage(`{"type":"talk"}`)},
+	})
+	talk := &talkKind{gate: make(chan struct{})}
+	d := NewDispatcher(reg, func(kind string) (Invoker, bool) {
+		if kind == "pic" {
+			return contentKind{}, true
+		}
+		return talk, true
+	}, nil, time.Hour)
+	t.Cleanup(func() { d.CancelAll("the test is over"); d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	run, err := d.Start(Request{Tool: "pic", Principal: "ed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := run.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := contentToClient(contentParts)
+	if end.Type != client.TypeResult || string(end.Result) != `{"w":1}` || !reflect.DeepEqual(end.Content, want) {
+		t.Fatalf("the end = %+v; want the value and %+v", end, want)
+	}
+	var logs []string
+	for _, e := range readAll(t, run, 0) {
+		if e.Type == client.TypeLog {
+			logs = append(logs, fmt.Sprintf("%s %s", e.Level, e.Message))
+		}
+	}
+	if got := strings.Join(logs, "|"); got != "warning careful|info made up" {
+		t.Fatalf("log events = %s", got)
+	}
+	rec, err := run.Record(false)
+	if err != nil || string(rec.Result) != `{"w":1}` || !reflect.DeepEqual(rec.Content, want) {
+		t.Fatalf("the record = %+v, %v", rec, err)
+	}
+
+	parent, err := d.Start(Request{Tool: "hold", Principal: "ed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Cancel()
+	res, err := d.CallTool(ctx, sdk.ToolCall{ParentRunID: parent.ID, Tool: "pic", OnEvent: func(sdk.Event) {}})
+	if err != nil || res.Error != nil || string(res.Result) != `{"w":1}` || !reflect.DeepEqual(res.Content, contentParts) {
+		t.Fatalf("nested call = %+v, %v", res, err)
+	}
+}
