@@ -36,8 +36,13 @@ func BenchmarkMCPCallOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res.IsError || res.StructuredContent != "item 1" {
+		// A string result is its text, and no structuredContent (MCP
+		// allows objects only there).
+		if res.IsError || res.StructuredContent != nil || len(res.Content) != 1 {
 			b.Fatalf("bad MCP result %+v", res)
+		}
+		if tc, ok := res.Content[0].(*sdkmcp.TextContent); !ok || tc.Text != "item 1" {
+			b.Fatalf("bad MCP result text %+v", res.Content[0])
 		}
 	}
 	// One call each, then idle: what is measured is a host that has been up a while.

@@ -177,7 +177,9 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET /api/v1/ws", s.websocket)
 	s.approvalRoutes()
 	// MCP (host/mcp): the same tools, tokens and roles, for MCP clients.
-	mcpHandler := mcp.New(mcp.Options{Dispatcher: opts.Dispatcher, Tools: s.visibleSpecs, Version: opts.Version, Logger: opts.Logger.Named("mcp")})
+	mcpHandler := mcp.New(mcp.Options{Dispatcher: opts.Dispatcher, Tools: s.visibleSpecs, Shown: s.shown, NeedsSession: s.needsSession, Version: opts.Version, Logger: opts.Logger.Named("mcp")})
+	// What OAuth clients read to learn that the host takes bearer tokens only.
+	s.mux.HandleFunc(mcp.WellKnownPrefix, mcp.WellKnown)
 	s.mux.HandleFunc(mcp.Path, s.authed(func(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 		// A change of tokens that takes the caller's sign-in away ends its call, as over HTTP.
 		ctx, cancel := context.WithCancelCause(r.Context())
@@ -275,7 +277,8 @@ func (s *Server) SetTokens(t *auth.Tokens) {
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
 	s.opts.Logger.Warn("refused a request without a good token", "peer", r.RemoteAddr, "path", r.URL.Path)
-	w.Header().Set("WWW-Authenticate", `Bearer realm="toolhost"`)
+	_, sent := auth.Bearer(r)
+	w.Header().Set("WWW-Authenticate", mcp.Challenge(r, sent))
 	writeError(w, http.StatusUnauthorized, "unauthorized", "a good token is needed: send Authorization: Bearer <token>")
 }
 
@@ -441,4 +444,26 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeJSON(w, status, map[string]any{"error": client.Error{Code: code, Message: message}})
+}
+
+// needsSession says whether a tool runs in a conversation's sandbox, for
+// MCP's hint to a call that names no session.
+func (s *Server) needsSession(tool string) bool {
+	t, ok := s.opts.Registry.Get(tool)
+	if !ok {
+		return false
+	}
+	_, session := sessions.Language(t.Run)
+	return session
+}
+
+// shown says whether a caller is shown a tool, as visibleSpecs does,
+// without building every spec.
+func (s *Server) shown(id auth.Identity, tool string) bool {
+	t, ok := s.opts.Registry.Get(tool)
+	if !ok {
+		return false
+	}
+	_, session := sessions.Language(t.Run)
+	return !session || s.showsSessions(id)
 }

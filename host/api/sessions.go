@@ -342,3 +342,9 @@ func (s *Server) visibleSpecs(id auth.Identity) []tools.FunctionSpec {
 	}
 	return out
 }
+
+// showsSessions says whether the caller is shown the session tools.
+func (s *Server) showsSessions(id auth.Identity) bool {
+	svc := s.opts.Sessions
+	return svc != nil && svc.Ready() == nil && svc.MayUse(id.Role)
+}

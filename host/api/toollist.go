@@ -26,8 +26,7 @@ type toolList struct {
 // visibleTools are the tools a caller is shown: the session tools only to
 // a role that may use them, while sessions are served.
 func (s *Server) visibleTools(id auth.Identity) []*tools.Tool {
-	svc := s.opts.Sessions
-	show := svc != nil && svc.Ready() == nil && svc.MayUse(id.Role)
+	show := s.showsSessions(id)
 	list := s.opts.Registry.List()
 	out := make([]*tools.Tool, 0, len(list))
 	for _, t := range list {

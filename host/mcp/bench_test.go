@@ -52,3 +52,24 @@ func BenchmarkMCPCallRaw(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHTTPCallRaw is the call of BenchmarkMCPCallRaw over the plain
+// HTTP API (POST /api/v1/tools/lines/call): what MCP adds to an HTTP call
+// is the difference.
+func BenchmarkHTTPCallRaw(b *testing.B) {
+	h := startHost(b, tokens("ed", auth.Editor))
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", h.Srv.URL+"/api/v1/tools/lines/call", strings.NewReader(`{"n":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer ed-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(raw), `"result":{"lines":1}`) {
+			b.Fatalf("%s", raw)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolhost/toolhost/config"
@@ -181,7 +183,7 @@ func TestMCP(t *testing.T) {
 		// The SDK's client hands notifications to the handler after the
 		// result may have been returned (on the wire they come before it:
 		// TestMCPProgressOnTheWire), so wait for them a while.
-		want := []string{"0 \n", "warning 0\n", "1 \n", "warning 1\n", "half way", "2 \n", "warning 2\n"}
+		want := []string{"0 \n", "warning 0\n", "1 \n", "warning 1\n", "50% half way", "2 \n", "warning 2\n"}
 		var got []string
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			p.mu.Lock()
@@ -228,13 +230,22 @@ func TestMCP(t *testing.T) {
 		}{
 			{"fail", map[string]any{}, "no_luck: the thing could not be done"},
 			{"lines", map[string]any{"n": "two"}, "bad_args: "},
-			{"nope", map[string]any{}, "unknown_tool: "},
 			{"lines", map[string]any{"n": 1, "pad": strings.Repeat("x", 1<<20)}, "too_large: "},
 		} {
 			res := call(t, s, c.tool, c.args, nil)
 			if !res.IsError || !strings.HasPrefix(text(res), c.want) {
 				t.Errorf("%s %v: %v %q, want an error %q", c.tool, c.args, res.IsError, text(res), c.want)
 			}
+			if sc, _ := json.Marshal(res.StructuredContent); !strings.HasPrefix(string(sc), `{"error":{"code":`) {
+				t.Errorf("%s: structured content %s, want the error object", c.tool, sc)
+			}
+		}
+		// An unknown tool is a protocol error, -32602, as in MCP's tools
+		// section: not a result.
+		_, err = s.CallTool(context.Background(), &sdkmcp.CallToolParams{Name: "nope", Arguments: map[string]any{}})
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpcErr.Message, `"nope"`) {
+			t.Errorf("an unknown tool: %v, want a JSON-RPC error -32602 naming it", err)
 		}
 	})
 
@@ -304,8 +315,16 @@ func TestMCP(t *testing.T) {
 		}
 		sc, _ := json.Marshal(res.StructuredContent)
 		_ = json.Unmarshal(sc, &body)
-		if !res.IsError || body.Approval.ID == "" || !strings.HasPrefix(text(res), "approval_required: the call of wipe awaits approval "+body.Approval.ID) {
+		if !res.IsError || body.Approval.ID == "" || !strings.HasPrefix(text(res), "approval_required: the call of wipe waits for a person to approve it") {
 			t.Fatalf("a change call: %v %q %s", res.IsError, text(res), sc)
+		}
+		// The model reads the text: it names no endpoint (it could not
+		// approve anything); the client finds the ids in _meta too.
+		if strings.Contains(text(res), "/api/") || strings.Contains(text(res), "POST") {
+			t.Errorf("the approval text names an endpoint: %q", text(res))
+		}
+		if res.Meta["toolhost/approval"] != body.Approval.ID || res.Meta["toolhost/run"] != body.Run {
+			t.Errorf("the result's _meta %v, want the approval %s and the run %s", res.Meta, body.Approval.ID, body.Run)
 		}
 		run, ok := h.Runs.Get(body.Run)
 		if !ok || run.Done() {
@@ -407,7 +426,7 @@ func TestMCPProgressOnTheWire(t *testing.T) {
 			got = append(got, "result "+string(m.Result.StructuredContent))
 		}
 	}
-	want := "1:0|2:warning 0|3:1|4:warning 1|5:half way|result {\"lines\":2}"
+	want := "1:0|2:warning 0|3:1|4:warning 1|5:50% half way|result {\"lines\":2}"
 	if strings.Join(got, "|") != want {
 		t.Errorf("the stream: %q (status %d)\nwant %s\n%s", got, resp.StatusCode, want, raw)
 	}
