@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // Options say how to reach and sign in to a host.
@@ -260,6 +262,11 @@ func (c *Conn) read(s *session) {
 			var cl Closing
 			_ = json.Unmarshal(data, &cl)
 			e := cl.Error
+			if !closesForGood(e.Code) {
+				// A client gone silent or too slow: a new connection
+				// may do better, and calls re-attach.
+				continue
+			}
 			c.mu.Lock()
 			if c.closed == nil {
 				c.closed = &e
@@ -274,6 +281,14 @@ func (c *Conn) read(s *session) {
 			sb.push(f)
 		}
 	}
+}
+
+// closesForGood says whether the host's closing of a connection, with this
+// code, ends the Conn: the token no longer signs in, or the client broke
+// the protocol. After any other (timeout, too_slow, shutting_down) the Conn
+// dials again.
+func closesForGood(code string) bool {
+	return code != errcode.Timeout && code != errcode.TooSlow && code != errcode.ShuttingDown
 }
 
 func (c *Conn) wakeAll() {
@@ -428,6 +443,25 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 		return true, nil
 	})
 	return tools, err
+}
+
+// ToolSpecs lists the tools the host serves in a format (FormatOpenAI,
+// FormatAnthropic, FormatMCP; "" or FormatToolhost for the default) and,
+// with FormatOpenAI, in OpenAI's strict mode. Each of its Tools is a
+// tool's spec to hand to that provider as it is. A format the host does
+// not know gives an *Error with code "bad_frame" saying which it knows.
+func (c *Conn) ToolSpecs(ctx context.Context, format string, strict bool) (ToolSpecs, error) {
+	var specs ToolSpecs
+	err := c.request(ctx, Message{Type: "list_tools", ID: c.newID("t"), Format: format, Strict: strict}, func(f frame) (bool, error) {
+		if f.Type != "tools" {
+			return false, nil
+		}
+		if err := json.Unmarshal(f.raw, &specs); err != nil {
+			return true, fmt.Errorf("the host's tool list can't be read: %w", err)
+		}
+		return true, nil
+	})
+	return specs, err
 }
 
 // Approve decides a run's pending approval (the Approval of an

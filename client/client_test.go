@@ -384,3 +384,50 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("Ping after the host closed the connection: %v", err)
 	}
 }
+
+// TestToolSpecsInEachFormat: the tool list in a provider's format, over
+// the websocket and over HTTP, decodes into that format's type; a format
+// the host does not know is an *Error saying so.
+func TestToolSpecsInEachFormat(t *testing.T) {
+	h := newHost(t, api.Options{})
+	c := dial(t, h, client.Options{})
+	for name, list := range map[string]func(format string, strict bool) (client.ToolSpecs, error){
+		"websocket": func(format string, strict bool) (client.ToolSpecs, error) { return c.ToolSpecs(ctx(t), format, strict) },
+		"http": func(format string, strict bool) (client.ToolSpecs, error) {
+			return c.HTTP().ToolSpecs(ctx(t), format, strict)
+		},
+	} {
+		specs, err := list(client.FormatOpenAI, true)
+		if err != nil || specs.Format != "openai" || !specs.Strict || len(specs.Tools) != 3 {
+			t.Fatalf("%s: openai strict = %+v, %v", name, specs, err)
+		}
+		var openai client.OpenAITool
+		if err := json.Unmarshal(specs.Tools[2], &openai); err != nil || openai.Type != "function" || openai.Function.Name != "lines" ||
+			openai.Function.Strict == nil || !*openai.Function.Strict || len(openai.Function.Parameters["required"].([]any)) != 4 {
+			t.Errorf("%s: openai strict lines = %+v, %v", name, openai, err)
+		}
+		if strings.Contains(string(specs.Tools[2]), `"effect"`) {
+			t.Errorf("%s: the openai format carries effect: %s", name, specs.Tools[2])
+		}
+		specs, err = list(client.FormatAnthropic, false)
+		var anthropic client.AnthropicTool
+		if err != nil || len(specs.Tools) != 3 || json.Unmarshal(specs.Tools[0], &anthropic) != nil || anthropic.Name != "block" || anthropic.InputSchema["type"] != "object" {
+			t.Errorf("%s: anthropic = %+v (%+v), %v", name, specs, anthropic, err)
+		}
+		specs, err = list(client.FormatMCP, false)
+		var mcp client.MCPTool
+		if err != nil || len(specs.Tools) != 3 || json.Unmarshal(specs.Tools[0], &mcp) != nil || mcp.Annotations == nil || !mcp.Annotations.ReadOnlyHint {
+			t.Errorf("%s: mcp = %+v (%+v), %v", name, specs, mcp, err)
+		}
+		specs, err = list("", false)
+		var def client.Tool
+		if err != nil || specs.Format != "toolhost" || json.Unmarshal(specs.Tools[0], &def) != nil || def.Effect != "read" || def.Kind != "fake" {
+			t.Errorf("%s: default = %+v (%+v), %v", name, specs, def, err)
+		}
+		_, err = list("yaml", false)
+		var e *client.Error
+		if !errors.As(err, &e) || !strings.Contains(e.Message, `format must be one of toolhost, openai, anthropic, mcp, not "yaml"`) {
+			t.Errorf("%s: a bad format: %v", name, err)
+		}
+	}
+}

@@ -95,6 +95,31 @@ func (h *HTTP) Tools(ctx context.Context) ([]Tool, error) {
 	return out.Tools, nil
 }
 
+// ToolSpecs lists the tools the host serves in a format (GET
+// /api/v1/tools?format=…): FormatOpenAI (with strict, in OpenAI's strict
+// mode), FormatAnthropic, FormatMCP, or "" or FormatToolhost for the
+// default. Each of its Tools is a tool's spec to hand to that provider as
+// it is. A format the host does not know gives an *Error with code
+// "bad_request" saying which it knows.
+func (h *HTTP) ToolSpecs(ctx context.Context, format string, strict bool) (ToolSpecs, error) {
+	q := url.Values{}
+	if format != "" {
+		q.Set("format", format)
+	}
+	if strict {
+		q.Set("strict", "true")
+	}
+	path := "/api/v1/tools"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out ToolSpecs
+	if err := h.do(ctx, http.MethodGet, path, nil, nil, &out, false); err != nil {
+		return ToolSpecs{}, err
+	}
+	return out, nil
+}
+
 // Call runs a tool and waits for its end (POST /api/v1/tools/{name}/call).
 // A run that ended with an error gives its record and that *Error; a call
 // refused gives a nil record and an *Error. If ctx ends first, the host

@@ -39,6 +39,10 @@ type Message struct {
 	// "approve" or "decline".
 	Approval string `json:"approval,omitempty"`
 	Decision string `json:"decision,omitempty"`
+	// list_tools: the format of the specs (FormatToolhost when "") and,
+	// with FormatOpenAI, whether in OpenAI's strict mode.
+	Format string `json:"format,omitempty"`
+	Strict bool   `json:"strict,omitempty"`
 	// hello
 	Client   string `json:"client,omitempty"`
 	Token    string `json:"token,omitempty"`
@@ -171,11 +175,87 @@ type Decided struct {
 	Decision string `json:"decision"`
 }
 
-// ToolsReply is the host's answer to list_tools.
+// ToolsReply is the host's answer to list_tools in the default format.
 type ToolsReply struct {
 	Type  string `json:"type"` // "tools"
 	ID    string `json:"id"`
 	Tools []Tool `json:"tools"`
+}
+
+// The formats of a tool list (list_tools' "format", GET /api/v1/tools'
+// ?format=).
+const (
+	// FormatToolhost is the default: Tool, a function spec with Effect and
+	// Kind.
+	FormatToolhost = "toolhost"
+	// FormatOpenAI is OpenAITool: OpenAI's function tool, to hand to its
+	// Chat Completions API as it is.
+	FormatOpenAI = "openai"
+	// FormatAnthropic is AnthropicTool: Anthropic's tool, to hand to its
+	// Messages API as it is.
+	FormatAnthropic = "anthropic"
+	// FormatMCP is MCPTool: MCP's Tool, as tools/list gives it.
+	FormatMCP = "mcp"
+)
+
+// ToolSpecs is a tool list in a format: the host's answer to list_tools
+// (as a "tools" frame) or to GET /api/v1/tools. Each of Tools is one tool
+// in the format asked for, to be handed over untouched.
+type ToolSpecs struct {
+	Type   string            `json:"type,omitempty"` // "tools" on the websocket
+	ID     string            `json:"id,omitempty"`
+	Format string            `json:"format"`
+	Strict bool              `json:"strict,omitempty"`
+	Tools  []json.RawMessage `json:"tools"`
+	// NotStrict, with Strict, lists the tools strict mode can't describe:
+	// they are in Tools with "strict": false.
+	NotStrict []NotStrict `json:"not_strict,omitempty"`
+}
+
+// NotStrict names a tool given without strict mode, and says why.
+type NotStrict struct {
+	Name string `json:"name"`
+	Why  string `json:"why"`
+}
+
+// OpenAITool is a tool as OpenAI's Chat Completions API takes a function
+// tool: {"type":"function","function":{name, description, parameters,
+// strict}}.
+type OpenAITool struct {
+	Type     string         `json:"type"` // "function"
+	Function OpenAIFunction `json:"function"`
+}
+
+// OpenAIFunction is the function of an OpenAITool. Strict is set when
+// strict mode was asked for: true when the tool is in its form, false
+// when strict mode can't describe it.
+type OpenAIFunction struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters"`
+	Strict      *bool          `json:"strict,omitempty"`
+}
+
+// AnthropicTool is a tool as Anthropic's Messages API takes it.
+type AnthropicTool struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	InputSchema map[string]any `json:"input_schema"`
+}
+
+// MCPTool is a tool as MCP's tools/list gives it.
+type MCPTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema map[string]any  `json:"inputSchema"`
+	Annotations *MCPAnnotations `json:"annotations,omitempty"`
+}
+
+// MCPAnnotations are the hints of an MCPTool: a read tool is read-only, a
+// change tool destructive.
+type MCPAnnotations struct {
+	ReadOnlyHint    bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
 }
 
 // Pong is the host's answer to ping.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,10 +74,26 @@ type Param struct {
 	// Options are the values allowed, written as strings; only for text,
 	// number and integer params. Nil when any value goes.
 	Options []string
+	// Items is what a list param holds: one of ItemKinds, "text" when the
+	// file does not say. "" for the other kinds.
+	Items string
 }
 
 // ParamKinds are the kinds a parameter may have.
 var paramKinds = []string{"text", "number", "integer", "bool", "json", "list"}
+
+// ItemKinds are the kinds a list param's items may have: the scalar
+// kinds, or json for any JSON value.
+var ItemKinds = []string{"text", "number", "integer", "bool", "json"}
+
+// DefaultItems is what a list param holds when its items are not given.
+const DefaultItems = "text"
+
+// MaxInteger is the largest whole number an integer param takes, and
+// -MaxInteger the smallest: 2^53-1, the range every JSON parser holds
+// exactly (a float64's whole numbers; RFC 8259 section 6, RFC 7493
+// section 2.2).
+const MaxInteger = 1<<53 - 1
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
 
@@ -282,6 +299,20 @@ func (d *decoder) param(path string, v any) Param {
 	if l, ok := tb.list("options"); ok {
 		p.Options = d.options(tb.at("options"), p.Kind, l)
 	}
+	if tb.str("items", &p.Items) {
+		switch {
+		case p.Kind != "list" && p.Kind != "":
+			d.addf(tb.at("items"), "only list parameters say what they hold, not %s ones: leave items out", p.Kind)
+			p.Items = ""
+		case !slices.Contains(ItemKinds, p.Items):
+			d.addf(tb.at("items"), "must be one of %s, not %q", strings.Join(ItemKinds, ", "), p.Items)
+			p.Items = ""
+		}
+	} else if p.Kind == "list" {
+		if _, given := tb.m["items"]; !given {
+			p.Items = DefaultItems
+		}
+	}
 	tb.done()
 	return p
 }
@@ -326,12 +357,17 @@ func (d *decoder) options(path, kind string, l []any) []string {
 		}
 		switch kind {
 		case "integer":
-			if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
 				d.addf(ip, "%q is not a whole number, and the parameter is an integer", s)
 				continue
 			}
+			if n < -MaxInteger || n > MaxInteger {
+				d.addf(ip, "%s is out of the range an integer parameter takes, -%d to %d", s, int64(MaxInteger), int64(MaxInteger))
+				continue
+			}
 		case "number":
-			if _, err := strconv.ParseFloat(s, 64); err != nil {
+			if f, err := strconv.ParseFloat(s, 64); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
 				d.addf(ip, "%q is not a number, and the parameter is a number", s)
 				continue
 			}

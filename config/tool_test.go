@@ -96,7 +96,7 @@ func TestParseToolErrors(t *testing.T) {
 		{"param dup", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"text\"\n[[params]]\nname = \"p\"\nkind = \"bool\"\n" + run, `t.toml:7: params[1].name: "p" is already the name of params[0]`},
 		{"param kind", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"string\"\n" + run, `t.toml:5: params[0].kind: must be one of text, number, integer, bool, json, list, not "string"`},
 		{"param required", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"text\"\nrequired = \"yes\"\n" + run, `t.toml:6: params[0].required: must be true or false, not a string`},
-		{"param unknown", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"text\"\ndefault = \"x\"\n" + run, `t.toml:6: params[0]: unknown key "default"; the keys allowed here are "name", "kind", "description", "required", "options"`},
+		{"param unknown", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"text\"\ndefault = \"x\"\n" + run, `t.toml:6: params[0]: unknown key "default"; the keys allowed here are "name", "kind", "description", "required", "options", "items"`},
 		{"options on bool", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"bool\"\noptions = [\"true\"]\n" + run, `t.toml:6: params[0].options: only text, number and integer parameters can have options, not bool ones`},
 		{"options empty", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"text\"\noptions = []\n" + run, `t.toml:6: params[0].options: must list at least one value; leave options out to allow any value`},
 		{"options type", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"text\"\noptions = [\n  \"a\",\n  true,\n]\n" + run, `t.toml:8: params[0].options[1]: must be a string, not true or false`},
@@ -105,6 +105,13 @@ func TestParseToolErrors(t *testing.T) {
 			"t.toml:6: params[0].options[2]: must be a whole number, not a decimal number"},
 		{"options not number", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"number\"\noptions = [\"1.5\", 2.5, 3, \"x\"]\n" + run, `t.toml:6: params[0].options[3]: "x" is not a number, and the parameter is a number`},
 		{"options twice", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"text\"\noptions = [\"a\", \"a\"]\n" + run, `t.toml:6: params[0].options[1]: "a" is listed twice`},
+		{"items on text", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"text\"\nitems = \"text\"\n" + run, `t.toml:6: params[0].items: only list parameters say what they hold, not text ones: leave items out`},
+		{"items kind", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"list\"\nitems = \"list\"\n" + run, `t.toml:6: params[0].items: must be one of text, number, integer, bool, json, not "list"`},
+		{"items type", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"list\"\nitems = [\"text\"]\n" + run, `t.toml:6: params[0].items: must be a string, not a list`},
+		{"options out of integer range", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"integer\"\noptions = [1, 9007199254740992, \"-9007199254740992\"]\n" + run, "t.toml:6: params[0].options[1]: 9007199254740992 is out of the range an integer parameter takes, -9007199254740991 to 9007199254740991\n" +
+			"t.toml:6: params[0].options[2]: -9007199254740992 is out of the range an integer parameter takes, -9007199254740991 to 9007199254740991"},
+		{"options infinite number", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"number\"\noptions = [\"1e400\", \"NaN\"]\n" + run, "t.toml:6: params[0].options[0]: \"1e400\" is not a number, and the parameter is a number\n" +
+			"t.toml:6: params[0].options[1]: \"NaN\" is not a number, and the parameter is a number"},
 		{"options not list", "name = \"a\"\ndescription = \"x\"\n[[params]]\nname = \"p\"\nkind = \"text\"\noptions = \"a\"\n" + run, `t.toml:6: params[0].options: must be a list, not a string`},
 	}
 	for _, tt := range tests {
@@ -112,6 +119,27 @@ func TestParseToolErrors(t *testing.T) {
 			_, err := ParseTool("t.toml", []byte(tt.toml))
 			assertErrors(t, err, tt.want)
 		})
+	}
+}
+
+// TestListItems: a list param says what it holds, text when not said.
+func TestListItems(t *testing.T) {
+	src := "name = \"a\"\ndescription = \"x\"\n" +
+		"[[params]]\nname = \"tags\"\nkind = \"list\"\n" +
+		"[[params]]\nname = \"ns\"\nkind = \"list\"\nitems = \"integer\"\n" +
+		"[[params]]\nname = \"any\"\nkind = \"list\"\nitems = \"json\"\n" +
+		"[[params]]\nname = \"s\"\nkind = \"text\"\n" +
+		"[run]\ntype = \"http\"\n"
+	tool, err := ParseTool("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range tool.Params {
+		got = append(got, p.Name+":"+p.Items)
+	}
+	if want := []string{"tags:text", "ns:integer", "any:json", "s:"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("items %v, want %v", got, want)
 	}
 }
 

@@ -77,7 +77,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 		PinsFile:     cfg.Plugins.SHA256File,
 		StartTimeout: time.Duration(cfg.Plugins.StartTimeoutSeconds) * time.Second,
 		KindConfig:   h.kindConfig,
-		Host:         h.runs,
+		Host:         h.runs.ForKind,
 		Logger:       log.Named("plugin"),
 		PinsHint:     pinsHint(cfg),
 		CheckOnly:    checkOnly,
@@ -455,6 +455,9 @@ func (h *Host) Stop() {
 		_ = h.http.Shutdown(ctx)
 	}
 	h.runs.CancelAll("the host is stopping (systemctl stop, a restart or SIGTERM), so its runs were stopped; run it again once the host is back")
+	if h.api != nil {
+		h.api.CloseWebsockets("the host is stopping (systemctl stop, a restart or SIGTERM); connect again once it is back")
+	}
 	h.plugins.Stop(ctx)
 	h.sessions.stop(ctx)
 	h.closeLedger()

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -495,8 +496,12 @@ func TestTokens(t *testing.T) {
 	if f := ws.Read(10 * time.Second); f.ErrorCode() != "unauthorized" {
 		t.Errorf("a call before hello: %v", f)
 	}
-	if _, err := ws.tryRead(10 * time.Second); err == nil {
-		t.Error("the connection stayed open after a call before hello")
+	if f := ws.Read(10 * time.Second); f.Str("type") != "closing" || f.ErrorCode() != "unauthorized" {
+		t.Errorf("after a call before hello: %v; want the closing frame", f)
+	}
+	var ce *websocket.CloseError
+	if _, err := ws.tryRead(10 * time.Second); !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || ce.Text != "unauthorized" {
+		t.Errorf("after a call before hello: %v; want the close 1008 unauthorized", err)
 	}
 	ws = h.Dial(t)
 	ws.Send(map[string]any{"type": "hello", "id": "h", "token": viewerToken})

@@ -128,7 +128,8 @@ type Host interface {
 
 // ToolCall is a nested call of a tool.
 type ToolCall struct {
-	// ParentRunID is the RunID of the run that makes the call.
+	// ParentRunID is the RunID of the run that makes the call: a run this
+	// plugin is executing. The host refuses any other (unknown_run).
 	ParentRunID string
 	Tool        string
 	// Args is a JSON object; nil is {}.
@@ -151,7 +152,8 @@ type ToolResult struct {
 
 // ModelRequest is a question for the host's model.
 type ModelRequest struct {
-	// ParentRunID is the RunID of the run that asks.
+	// ParentRunID is the RunID of the run that asks: a run this plugin is
+	// executing. The host refuses any other (unknown_run).
 	ParentRunID    string
 	System, Prompt string
 	// JSON asks for a JSON object as the answer.

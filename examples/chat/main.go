@@ -27,6 +27,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/toolhost/toolhost/client"
@@ -43,6 +44,7 @@ type options struct {
 	Toolhost string // toolhost's websocket URL
 	Token    string // toolhost's token (from $TOOLHOST_TOKEN)
 	System   string // the system prompt
+	Strict   bool   // the tools in OpenAI's strict mode
 }
 
 func main() {
@@ -52,6 +54,7 @@ func main() {
 	flag.StringVar(&o.KeyEnv, "api-key-env", "", "the environment variable that holds the model's API key (none when empty)")
 	flag.StringVar(&o.Toolhost, "toolhost", env("TOOLHOST_URL", "ws://127.0.0.1:8080/api/v1/ws"), "toolhost's websocket URL; the token is read from $TOOLHOST_TOKEN")
 	flag.StringVar(&o.System, "system", "You are a helpful assistant. Use the tools when they help.", "the system prompt")
+	flag.BoolVar(&o.Strict, "strict", false, "offer the tools in OpenAI's strict mode (the model's arguments always fit their schema; OpenAI's models only)")
 	flag.Parse()
 	o.Token = os.Getenv("TOOLHOST_TOKEN")
 
@@ -104,18 +107,24 @@ func run(ctx context.Context, o options, in io.Reader, out io.Writer) error {
 	}
 	defer conn.Close()
 	c.conn = conn
-	tools, err := conn.ListTools(ctx)
+	// The tools in OpenAI's format, handed to the model as toolhost wrote
+	// them.
+	specs, err := conn.ToolSpecs(ctx, client.FormatOpenAI, o.Strict)
 	if err != nil {
 		return fmt.Errorf("toolhost did not list its tools: %w", err)
 	}
 	names := []string{}
-	for _, t := range tools {
-		c.tools = append(c.tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-			Name:        t.Function.Name,
-			Description: openai.String(t.Function.Description),
-			Parameters:  shared.FunctionParameters(t.Function.Parameters),
-		}))
-		names = append(names, t.Function.Name)
+	for _, raw := range specs.Tools {
+		var spec client.OpenAITool
+		if err := json.Unmarshal(raw, &spec); err != nil {
+			return fmt.Errorf("toolhost's tool list can't be read: %w", err)
+		}
+		fn := param.Override[openai.ChatCompletionFunctionToolParam](raw)
+		c.tools = append(c.tools, openai.ChatCompletionToolUnionParam{OfFunction: &fn})
+		names = append(names, spec.Function.Name)
+	}
+	for _, n := range specs.NotStrict {
+		fmt.Fprintf(out, "%s is offered without strict mode: %s\n", n.Name, n.Why)
 	}
 	c.session = newID()
 	if o.System != "" {

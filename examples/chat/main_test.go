@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/api"
 	"github.com/toolhost/toolhost/host/api/apitest"
@@ -55,7 +56,9 @@ type chatRequest struct {
 			Function struct{ Name, Arguments string }
 		} `json:"tool_calls"`
 	} `json:"messages"`
-	Tools []struct {
+	// RawTools are the tools as sent.
+	RawTools []json.RawMessage `json:"-"`
+	Tools    []struct {
 		Type     string `json:"type"`
 		Function struct {
 			Name       string         `json:"name"`
@@ -77,11 +80,17 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	body, _ := io.ReadAll(r.Body)
 	var req chatRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := json.Unmarshal(body, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	var raw struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	_ = json.Unmarshal(body, &raw)
+	req.RawTools = raw.Tools
 	req.Authorization = r.Header.Get("Authorization")
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
@@ -119,6 +128,50 @@ func (f *fakeModel) Requests() []chatRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]chatRequest(nil), f.requests...)
+}
+
+// hostSpecs are the host's tools in OpenAI's format.
+func hostSpecs(t *testing.T, ws string, strict bool) client.ToolSpecs {
+	t.Helper()
+	h, err := client.NewHTTP(ws, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := h.ToolSpecs(context.Background(), client.FormatOpenAI, strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return specs
+}
+
+// sameJSON says whether two lists of JSON values are the same values.
+func sameJSON(a, b []json.RawMessage) bool {
+	norm := func(l []json.RawMessage) string {
+		var v any
+		data, _ := json.Marshal(l)
+		_ = json.Unmarshal(data, &v)
+		out, _ := json.Marshal(v)
+		return string(out)
+	}
+	return len(a) == len(b) && norm(a) == norm(b)
+}
+
+// TestChatOffersStrictTools: with -strict the tools go to the model in
+// OpenAI's strict mode, as toolhost gave them.
+func TestChatOffersStrictTools(t *testing.T) {
+	ws, _ := startHost(t, apitest.Setup{})
+	m := newFakeModel(t, answer{text: []string{"Hello."}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, options{ModelURL: m.url, Model: "test-model", Toolhost: ws, Strict: true}, strings.NewReader("hi\n"), &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, &out)
+	}
+	specs := hostSpecs(t, ws, true)
+	reqs := m.Requests()
+	if len(reqs) != 1 || !sameJSON(reqs[0].RawTools, specs.Tools) || !strings.Contains(string(reqs[0].RawTools[0]), `"strict":true`) {
+		t.Errorf("the tools offered to the model:\n%s\nwant toolhost's:\n%s", reqs[0].RawTools, specs.Tools)
+	}
 }
 
 // startHost serves toolhost's real API (websocket and all) with the
@@ -178,6 +231,11 @@ func TestChatRunsAToolCall(t *testing.T) {
 	}
 	if !offered["lines"] || !offered["fail"] {
 		t.Errorf("the tools offered to the model: %+v", reqs[0].Tools)
+	}
+	// They went to the model as toolhost gave them in OpenAI's format.
+	specs := hostSpecs(t, ws, false)
+	if !sameJSON(reqs[0].RawTools, specs.Tools) {
+		t.Errorf("the tools offered to the model:\n%s\nwant toolhost's:\n%s", reqs[0].RawTools, specs.Tools)
 	}
 	// The second request carries the tool call and its result.
 	msgs := reqs[1].Messages

@@ -88,6 +88,10 @@ type Server struct {
 	// conns are the open websockets and the HTTP calls waiting for their
 	// run: what a change of tokens checks again.
 	conns map[signedIn]struct{}
+
+	// waits are the websocket's waits that tests shorten (wsconn.go); zero
+	// means the default.
+	waits wsWaits
 }
 
 // signedIn is a caller that stays signed in for a while: a websocket, or
@@ -201,7 +205,8 @@ func New(opts Options) *Server {
 // checks the token), and only callers on this machine when none are. It
 // refuses what a web page of another site makes a browser send: requests
 // with a foreign Origin, and, with no tokens, requests for a host name
-// that is not this machine's (DNS rebinding).
+// that is not this machine's (DNS rebinding). An address with '.', '..'
+// or empty parts is refused, never cleaned or redirected.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.tokens.Load().Required() && (!fromLoopback(r) || !localName(r.Host)) {
 		writeError(w, http.StatusForbidden, "forbidden", "this host serves callers on its own machine only, at localhost or a loopback address (no tokens are configured)")
@@ -209,6 +214,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Header.Get("Origin") != "" && !s.checkOrigin(r) {
 		writeError(w, http.StatusForbidden, "forbidden", "requests from the web pages of other sites are refused ([server] allowed_origins lists the sites allowed)")
+		return
+	}
+	// The router would clean such an address and redirect to another
+	// endpoint: refused as sent instead (address.go).
+	if refuseAddress(w, r) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -293,8 +303,8 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
-	writeJSON(w, http.StatusOK, map[string]any{"tools": s.visibleSpecs(id)})
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request, id auth.Identity) {
+	s.writeToolList(w, r, id)
 }
 
 // checkTool takes a tool in TOML (or JSON) and returns it normalised or

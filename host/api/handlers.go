@@ -17,8 +17,9 @@ func (c *wsConn) handle(data []byte) bool {
 	}
 	m, bad := decodeFrame(data)
 	if !c.signedIn.Load() && (bad != nil || m.Type != "hello") {
-		c.closeWith(errorFrame(m.ID, "", "unauthorized",
-			"sign in first: send {\"type\":\"hello\",\"token\":\"…\"} (or an Authorization: Bearer header)"))
+		why := "sign in first: send {\"type\":\"hello\",\"token\":\"…\"} (or an Authorization: Bearer header)"
+		c.sendError(m.ID, "", errcode.Unauthorized, why)
+		c.closeWith(client.Error{Code: errcode.Unauthorized, Message: why})
 		return false
 	}
 	if bad != nil {
@@ -31,7 +32,7 @@ func (c *wsConn) handle(data []byte) bool {
 	case "ping":
 		c.send(client.Pong{Type: "pong", ID: m.ID})
 	case "list_tools":
-		c.send(client.ToolsReply{Type: "tools", ID: m.ID, Tools: c.s.visibleSpecs(c.who())})
+		c.listTools(m)
 	case "call":
 		c.call(m)
 	case "cancel":
@@ -63,7 +64,9 @@ func (c *wsConn) hello(m client.Message) bool {
 		c.s.connsMu.Unlock()
 		if !ok && tokens.Required() {
 			c.s.opts.Logger.Warn("refused a websocket sign-in with a wrong token", "peer", c.peer, "client", m.Client)
-			c.closeWith(errorFrame(m.ID, "", "unauthorized", "the token is not one this host knows"))
+			why := "the token is not one this host knows"
+			c.sendError(m.ID, "", errcode.Unauthorized, why)
+			c.closeWith(client.Error{Code: errcode.Unauthorized, Message: why})
 			return false
 		}
 	}

@@ -6,7 +6,7 @@ import "sync"
 type outFrame struct {
 	b     []byte
 	final bool   // close the connection once it is written
-	why   string // the close frame's reason, with final
+	why   string // the closing frame's error code, with final: the close frame's reason
 }
 
 // outbox is the frames waiting for one connection's writer, with their
@@ -56,14 +56,15 @@ func (o *outbox) pushEvent(b []byte, behind func() []byte) bool {
 }
 
 // push queues a reply; it returns false if the client has let more than
-// twice the limit pile up, and the connection must end.
+// twice the limit pile up, and the connection must end. The final frame
+// (closing) is always queued.
 func (o *outbox) push(f outFrame) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return true
 	}
-	if o.bytes > 2*o.limit {
+	if o.bytes > 2*o.limit && !f.final {
 		return false
 	}
 	o.q = append(o.q, f)

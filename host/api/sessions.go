@@ -31,6 +31,13 @@ func (s *Server) sessionRoutes() {
 	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.readFile))))
 	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.writeFile))))
 	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.removeFile))))
+	// With no path, PUT and DELETE name no file. Without these the router
+	// would redirect them to …/files/ (never: see address.go).
+	noFile := s.authed(s.sessionsFor(s.ofSession(func(w http.ResponseWriter, _ *http.Request, _ *sessions.Service, _, _ string) {
+		s.writeSessionError(w, sessions.CheckPath(""))
+	})))
+	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files", noFile)
+	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files", noFile)
 	s.mux.HandleFunc("GET /api/v1/runs", s.authed(s.sessionsFor(s.listRuns)))
 }
 
@@ -325,17 +332,13 @@ func (s *Server) writeSessionError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
 }
 
-// visibleSpecs are the tools a caller is shown: the session tools only to
-// a role that may use them, while sessions are served.
+// visibleSpecs are the specs of the tools a caller is shown
+// (visibleTools), in the default format.
 func (s *Server) visibleSpecs(id auth.Identity) []tools.FunctionSpec {
-	show := s.showsSessions(id)
-	list := s.opts.Registry.List()
-	out := make([]tools.FunctionSpec, 0, len(list))
-	for _, t := range list {
-		if _, session := sessions.Language(t.Run); session && !show {
-			continue
-		}
-		out = append(out, t.Spec())
+	list := s.visibleTools(id)
+	out := make([]tools.FunctionSpec, len(list))
+	for i, t := range list {
+		out[i] = t.Spec()
 	}
 	return out
 }

@@ -259,8 +259,8 @@ func TestSessionBadIDsAndPaths(t *testing.T) {
 			}
 		}
 	}
-	// Unescaped dots are cleaned by the router before any handler: the
-	// request is sent elsewhere, never to another session's file.
+	// Unescaped dots and empty parts are refused as sent (address.go),
+	// never cleaned into another session's file.
 	for _, p := range []string{"/api/v1/sessions/conv/files/../../other/files/secret.txt", "/api/v1/sessions/conv/files//etc/passwd"} {
 		req, _ := http.NewRequest("GET", h.srv.URL+p, nil)
 		req.URL.Opaque = p // sent as written
@@ -272,7 +272,7 @@ func TestSessionBadIDsAndPaths(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode == 200 || strings.Contains(string(b), "other session's") {
+		if resp.StatusCode != 400 || !strings.Contains(string(b), `"bad_path"`) {
 			t.Errorf("GET %s: %d %s", p, resp.StatusCode, b)
 		}
 	}

@@ -35,6 +35,14 @@ func bearer(name string) http.Header {
 // its reason.
 func (c *wsClient) expectClosing(code, mentions string) {
 	c.t.Helper()
+	c.expectClose(code, mentions, websocket.ClosePolicyViolation)
+}
+
+// expectClose reads the closing frame (after any run's events queued
+// before it), then the close frame: closeCode, with the code as its
+// reason.
+func (c *wsClient) expectClose(code, mentions string, closeCode int) {
+	c.t.Helper()
 	f := c.read(5 * time.Second)
 	for f.Type != "closing" && f.Seq != nil {
 		f = c.read(5 * time.Second) // events queued before it
@@ -44,8 +52,8 @@ func (c *wsClient) expectClosing(code, mentions string) {
 	}
 	_, err := c.tryRead(5 * time.Second)
 	var ce *websocket.CloseError
-	if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || ce.Text != code {
-		c.t.Fatalf("after the closing frame: %v; want a close frame %d %q", err, websocket.ClosePolicyViolation, code)
+	if !errors.As(err, &ce) || ce.Code != closeCode || ce.Text != code {
+		c.t.Fatalf("after the closing frame: %v; want a close frame %d %q", err, closeCode, code)
 	}
 }
 

@@ -256,6 +256,7 @@ type paramJSON struct {
 	Description string   `json:"description,omitempty"`
 	Required    bool     `json:"required,omitempty"`
 	Options     []string `json:"options,omitempty"`
+	Items       string   `json:"items,omitempty"`
 }
 
 // toolJSON is a tool as the API gives it, with the keys of a tool file:
@@ -263,7 +264,7 @@ type paramJSON struct {
 func toolJSON(t *tools.Tool) map[string]any {
 	params := make([]paramJSON, len(t.Params))
 	for i, p := range t.Params {
-		params[i] = paramJSON{Name: p.Name, Kind: p.Kind, Description: p.Description, Required: p.Required, Options: p.Options}
+		params[i] = paramJSON{Name: p.Name, Kind: p.Kind, Description: p.Description, Required: p.Required, Options: p.Options, Items: p.Items}
 	}
 	var run any
 	_ = json.Unmarshal(t.Run, &run)

@@ -319,22 +319,18 @@ func TestTokensOverTheWebsocket(t *testing.T) {
 		t.Fatalf("hello without token = %+v", f)
 	}
 	c.send(map[string]any{"type": "list_tools", "id": "t"})
-	if f := c.read(5 * time.Second); f.Type != "error" || f.Error.Code != "unauthorized" {
+	if f := c.read(5 * time.Second); f.Type != "error" || f.ID != "t" || f.Error.Code != "unauthorized" {
 		t.Fatalf("list_tools before sign-in = %+v", f)
 	}
-	if _, err := c.tryRead(5 * time.Second); err == nil {
-		t.Fatal("the connection stayed open after a frame before sign-in")
-	}
+	c.expectClosing("unauthorized", "sign in first")
 
 	// A wrong token in hello: an error, then the connection closes.
 	c = h.dial(t, nil)
 	c.send(map[string]any{"type": "hello", "id": "h", "token": "wrong"})
-	if f := c.read(5 * time.Second); f.Type != "error" || f.Error.Code != "unauthorized" {
+	if f := c.read(5 * time.Second); f.Type != "error" || f.ID != "h" || f.Error.Code != "unauthorized" {
 		t.Fatalf("hello with a wrong token = %+v", f)
 	}
-	if _, err := c.tryRead(5 * time.Second); err == nil {
-		t.Fatal("the connection stayed open after a wrong token")
-	}
+	c.expectClosing("unauthorized", "not one this host knows")
 
 	// A viewer lists tools but may not call.
 	v := h.dial(t, nil)

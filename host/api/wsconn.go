@@ -1,10 +1,13 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,24 +15,29 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/toolhost/toolhost/client"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // This file is one websocket connection: the upgrade and sign-in by
 // header, the read loop with its limits, the single writer with pings,
-// and closing. frame.go decodes what a client sends, outbox.go queues
+// and closing (closeWith, the one way the host closes a connection, and
+// closeCode, the code of each reason). frame.go decodes what a client sends, outbox.go queues
 // what goes out, handlers.go acts on each frame.
 
 const (
 	// maxFrame is the largest frame read; a larger one is skipped and
 	// answered with an error, and the connection goes on.
 	maxFrame = 1 << 20
-	// hardFrameLimit closes a connection sending more than this at once.
+	// hardFrameLimit closes a connection sending more than this at once
+	// (1009). Counted here, not by the library, which would close with
+	// no closing frame first.
 	hardFrameLimit = 64 << 20
 	pingEvery      = 30 * time.Second
 	pongWait       = 75 * time.Second
@@ -43,9 +51,38 @@ const (
 	// client before its runs' events stop and it is told it fell behind.
 	DefaultConnBuffer = 8 << 20
 	// closeWait is how long a connection being closed by the host may
-	// take to read its last frames before it is cut off.
+	// take to read its last frames and answer the close frame before it
+	// is cut off.
 	closeWait = 5 * time.Second
 )
+
+// wsWaits are the waits of websockets that tests shorten; zero is the
+// default.
+type wsWaits struct {
+	signIn, pong time.Duration
+}
+
+func (w wsWaits) signInWait() time.Duration { return cmp.Or(w.signIn, signInWait) }
+func (w wsWaits) pongWait() time.Duration   { return cmp.Or(w.pong, pongWait) }
+
+// closeCode is the close code (RFC 6455, 7.4.1) of a close the host makes,
+// by the code of the closing frame's error; the code itself is the close
+// frame's reason. docs/protocol.md, "Closing", has the table.
+func closeCode(code string) int {
+	switch code {
+	case errcode.BadFrame:
+		// Only a text frame that is not UTF-8 closes; other bad frames
+		// are answered with an error and the connection goes on.
+		return websocket.CloseInvalidFramePayloadData // 1007
+	case errcode.TooLarge:
+		return websocket.CloseMessageTooBig // 1009
+	case errcode.ShuttingDown:
+		return websocket.CloseGoingAway // 1001
+	default:
+		// unauthorized, token_revoked, token_downgraded, timeout, too_slow.
+		return websocket.ClosePolicyViolation // 1008
+	}
+}
 
 func (s *Server) upgrader() *websocket.Upgrader {
 	// The read buffer is the HTTP server's own (4 KiB), reused; write
@@ -95,15 +132,17 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &wsConn{
 		s: s, ws: ws, ctx: ctx, cancel: cancel, calls: map[string]*runs.Run{}, id: id, peer: r.RemoteAddr,
-		out: newOutbox(s.opts.ConnBuffer),
+		out: newOutbox(s.opts.ConnBuffer), readDone: make(chan struct{}),
 	}
 	c.signedIn.Store(signedIn)
 	// The tokens may have changed since the check above.
 	defer s.track(c)()
 	if !signedIn {
-		t := time.AfterFunc(signInWait, func() {
+		wait := s.waits.signInWait()
+		t := time.AfterFunc(wait, func() {
 			if !c.signedIn.Load() {
-				c.closeWith(errorFrame("", "", "unauthorized", "the connection did not sign in (hello with a token) in time"))
+				c.closeWith(client.Error{Code: errcode.Unauthorized, Message: fmt.Sprintf(
+					"the connection did not sign in (hello with a token) within %v", wait)})
 			}
 		})
 		defer t.Stop()
@@ -127,6 +166,9 @@ type wsConn struct {
 	// closing is set once the host has decided to close the connection:
 	// frames from the client are no longer acted on.
 	closing atomic.Bool
+	// readDone is closed when the reader ends: the client closed, went,
+	// or can't be read any more.
+	readDone chan struct{}
 
 	mu    sync.Mutex
 	id    auth.Identity        // who the connection is signed in as
@@ -140,38 +182,93 @@ func (c *wsConn) who() auth.Identity {
 	return c.id
 }
 
+// readLoop reads the client's frames until it closes or goes. Once the
+// host closes the connection it reads on, acting on nothing, until the
+// client's close frame (or closeWait): a client cut off while it still
+// sends could lose the closing frame to a reset.
 func (c *wsConn) readLoop() {
-	defer c.cancel()
-	c.ws.SetReadLimit(hardFrameLimit)
-	_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
-	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(pongWait)) })
+	defer close(c.readDone)
+	defer func() {
+		if !c.closing.Load() {
+			c.cancel() // the client closed or went: nothing is left to say
+		}
+	}()
+	pong := c.s.waits.pongWait()
+	c.ws.SetReadLimit(0) // hardFrameLimit is counted below
+	_ = c.ws.SetReadDeadline(time.Now().Add(pong))
+	c.ws.SetPongHandler(func(string) error {
+		if c.closing.Load() {
+			return nil
+		}
+		return c.ws.SetReadDeadline(time.Now().Add(pong))
+	})
 	for {
 		kind, r, err := c.ws.NextReader()
 		if err != nil {
+			c.readFailed(err)
 			return
 		}
-		_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
+		if c.closing.Load() {
+			continue // NextReader drops what is left of this frame
+		}
+		_ = c.ws.SetReadDeadline(time.Now().Add(pong))
 		data, err := io.ReadAll(io.LimitReader(r, maxFrame+1))
 		if err != nil {
+			c.readFailed(err)
 			return
 		}
 		if len(data) > maxFrame {
-			if _, err := io.Copy(io.Discard, r); err != nil {
+			n, err := io.Copy(io.Discard, io.LimitReader(r, hardFrameLimit-int64(len(data))+1))
+			if err != nil {
+				c.readFailed(err)
 				return
 			}
-			c.sendError("", "", "too_large", fmt.Sprintf("a frame must be at most %d bytes; this one was skipped", maxFrame))
+			if int64(len(data))+n > hardFrameLimit {
+				c.closeWith(client.Error{Code: errcode.TooLarge, Message: fmt.Sprintf(
+					"a frame over %d MiB closes the connection (frames over %d MiB are skipped)", hardFrameLimit>>20, maxFrame>>20)})
+				continue
+			}
+			c.sendError("", "", errcode.TooLarge, fmt.Sprintf("a frame must be at most %d bytes; this one was skipped", maxFrame))
 			continue
 		}
 		if kind != websocket.TextMessage {
-			c.sendError("", "", "bad_frame", "frames are JSON text; a binary frame was skipped")
+			c.sendError("", "", errcode.BadFrame, "frames are JSON text; a binary frame was skipped")
 			continue
 		}
-		if !c.handle(data) {
-			// Wait for the writer to send the last frame and close.
-			<-c.ctx.Done()
-			return
+		if !utf8.Valid(data) {
+			c.closeWith(client.Error{Code: errcode.BadFrame, Message: fmt.Sprintf(
+				"a text frame must be UTF-8 (RFC 6455); this one is not, from byte %d", invalidUTF8At(data))})
+			continue
 		}
+		c.handle(data) // false: the host closes the connection; reading goes on until the client's close
 	}
+}
+
+// readFailed ends reading on an error. A client silent past pongWait is
+// told so; one that asked for a frame past what a length can hold is
+// told it is too large; one that closed or went needs no word.
+func (c *wsConn) readFailed(err error) {
+	var ne net.Error
+	switch {
+	case c.closing.Load():
+	case errors.Is(err, websocket.ErrReadLimit):
+		c.closeWith(client.Error{Code: errcode.TooLarge, Message: fmt.Sprintf("a frame over %d MiB closes the connection", hardFrameLimit>>20)})
+	case errors.As(err, &ne) && ne.Timeout():
+		c.closeWith(client.Error{Code: errcode.Timeout, Message: fmt.Sprintf(
+			"the client sent nothing, not even a pong, for %v", c.s.waits.pongWait())})
+	}
+}
+
+// invalidUTF8At is the offset of the first byte of b that is not UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 func (c *wsConn) writeLoop() {
@@ -191,7 +288,14 @@ func (c *wsConn) writeLoop() {
 				}
 				c.out.written(len(f.b))
 				if f.final {
-					_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, f.why))
+					code := closeCode(f.why)
+					_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(code, f.why))
+					// The client answers with its close frame, which ends
+					// the reader; closeWith's timer cuts off one that doesn't.
+					select {
+					case <-c.readDone:
+					case <-c.ctx.Done():
+					}
 					return
 				}
 			}
@@ -201,8 +305,8 @@ func (c *wsConn) writeLoop() {
 				return
 			}
 		case <-c.ctx.Done():
-			_ = c.ws.SetWriteDeadline(time.Now().Add(time.Second))
-			_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+			// The client closed (the library answered its close frame)
+			// or went, or the host cut it off: nothing can be said.
 			return
 		}
 	}
@@ -226,7 +330,8 @@ func (c *wsConn) send(v any) {
 	}
 	if !c.out.push(outFrame{b: b}) {
 		c.s.opts.Logger.Warn("a client read nothing while replies piled up; disconnected", "principal", c.who().Name, "peer", c.peer)
-		c.cancel()
+		c.closeWith(client.Error{Code: errcode.TooSlow, Message: fmt.Sprintf(
+			"the client read nothing while more than %d MiB of replies piled up", 2*c.s.opts.ConnBuffer>>20)})
 	}
 }
 
@@ -234,13 +339,36 @@ func (c *wsConn) sendError(id, run, code, message string) {
 	c.send(errorFrame(id, run, code, message))
 }
 
-// closeWith sends a last frame and closes the connection (with why as
-// the close frame's reason).
-func (c *wsConn) closeWith(v any, why ...string) {
-	c.closing.Store(true)
-	b := c.encode(v)
-	if b == nil || !c.out.push(outFrame{b: b, final: true, why: strings.Join(why, " ")}) {
+// closeWith is how the host closes a connection, for every reason of
+// its own: it queues the closing frame saying why (after the frames
+// already queued), then the close frame, with closeCode(why.Code) as its
+// code and why.Code as its reason. From now on the client's frames are
+// read and dropped until its own close frame; one that has not closed
+// within closeWait (or reads nothing) is cut off. The first close wins.
+func (c *wsConn) closeWith(why client.Error) {
+	if c.closing.Swap(true) {
+		return
+	}
+	b := c.encode(client.Closing{Type: "closing", Error: why})
+	if b == nil || !c.out.push(outFrame{b: b, final: true, why: why.Code}) {
 		c.cancel()
+	}
+	time.AfterFunc(closeWait, func() {
+		c.cancel()
+		_ = c.ws.NetConn().Close()
+	})
+}
+
+// CloseWebsockets closes every open websocket the host's way (a closing
+// frame shutting_down, then 1001), for a host that is stopping: their runs
+// are the host's to stop. It does not wait for the clients' answers.
+func (s *Server) CloseWebsockets(message string) {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	for c := range s.conns {
+		if ws, ok := c.(*wsConn); ok {
+			ws.closeWith(client.Error{Code: errcode.ShuttingDown, Message: message})
+		}
 	}
 }
 
@@ -262,10 +390,5 @@ func (c *wsConn) recheck(tokens *auth.Tokens) {
 	c.id = auth.Identity{}
 	c.mu.Unlock()
 	c.s.opts.Logger.Info("closing a websocket: its sign-in no longer holds", "principal", old.Name, "peer", c.peer, "why", change.Code)
-	c.closeWith(client.Closing{Type: "closing", Error: client.Error{Code: change.Code, Message: change.Message}}, change.Code)
-	// A client that reads nothing is cut off all the same.
-	time.AfterFunc(closeWait, func() {
-		c.cancel()
-		_ = c.ws.NetConn().Close()
-	})
+	c.closeWith(client.Error{Code: change.Code, Message: change.Message})
 }

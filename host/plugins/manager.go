@@ -58,8 +58,10 @@ type Options struct {
 	// and its tools (toolhost check): sdk.CheckOnlyEnv in their
 	// environment.
 	CheckOnly bool
-	// Host is served to plugins for nested calls; may be nil.
-	Host sdk.Host
+	// Host gives the Host served to the plugin of a kind for its nested
+	// calls (runs.Dispatcher.ForKind, which takes only calls under runs
+	// of that kind); nil serves none.
+	Host func(kind string) sdk.Host
 	// Logger receives the manager's and the plugins' logs.
 	Logger hclog.Logger
 	// PinsHint names where a missing pin line should be added, for messages.
@@ -91,6 +93,14 @@ func NewManager(opts Options) *Manager {
 		opts.PinsHint = "[plugins.sha256] in toolhost.toml"
 	}
 	return &Manager{opts: opts, plugins: map[string]*Plugin{}}
+}
+
+// hostFor is the Host served to the plugin of kind, or nil.
+func (m *Manager) hostFor(kind string) sdk.Host {
+	if m.opts.Host == nil {
+		return nil
+	}
+	return m.opts.Host(kind)
 }
 
 // Problem is a plugin that could not be started, and why.
@@ -329,7 +339,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	logger := p.m.opts.Logger.Named(p.kind)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: hostside.PluginSets(p.m.opts.Host),
+		VersionedPlugins: hostside.PluginSets(p.m.hostFor(p.kind)),
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		// No SecureConfig: load hashed the very bytes the process runs,

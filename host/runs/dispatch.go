@@ -193,6 +193,7 @@ func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, e
 		return nil, err
 	}
 	run := newRun(id, req, d.spill, cancel)
+	run.kind = tool.Kind
 	if err := d.admit(ctx, run, req, wait); err != nil {
 		cancel(nil)
 		d.refund(id)

@@ -54,6 +54,10 @@ type Run struct {
 	IdempotencyKey string
 	Started        time.Time
 
+	// kind is the kind of the run's tool: its plugin executes the run
+	// (see ForKind). Set before the run is known to anyone.
+	kind string
+
 	cancel context.CancelCauseFunc
 
 	// The run's place among its principal's runs (see Caller); guarded by

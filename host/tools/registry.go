@@ -12,6 +12,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -26,6 +28,9 @@ type Tool struct {
 	Kind string
 	// Run is the normalised run table.
 	Run json.RawMessage
+	// resolved is Schema made ready to validate with, by Check; CheckArgs
+	// makes it itself for a Tool made otherwise.
+	resolved *jsonschema.Resolved
 }
 
 // SDK returns the tool in the SDK's terms, as a plugin receives it.
@@ -194,6 +199,9 @@ func Check(ctx context.Context, def config.Tool, kinds Kinds, catalog []sdk.Tool
 		return nil, ce
 	}
 	t.Run = norm
+	if t.resolved, err = t.resolvedSchema(); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 

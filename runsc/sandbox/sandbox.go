@@ -155,11 +155,16 @@ type Options struct {
 
 // guardInitFilter is the seccomp filter of Options.GuardInit: calls that name PID 1 (as a
 // 32-bit pid: the kernel reads only those bits) fail with EPERM, and so do calls that act on a
-// pidfd (which /proc/1 would give).
+// pidfd (which /proc/1 would give). Besides signals, tracing and memory, that is whatever would
+// cripple PID 1 without stopping it: its resource limits (prlimit64), its priority (setpriority
+// and ioprio_set of the process or its group, and of every process of the user, PID 1's too, as
+// the code runs as the same user), its CPUs and scheduling.
 func guardInitFilter() *specs.LinuxSeccomp {
-	pid1 := func(index uint) []specs.LinuxSeccompArg {
-		return []specs.LinuxSeccompArg{{Index: index, Value: 0xffffffff, ValueTwo: 1, Op: specs.OpMaskedEqual}}
+	is := func(index uint, value uint64) []specs.LinuxSeccompArg {
+		return []specs.LinuxSeccompArg{{Index: index, Value: 0xffffffff, ValueTwo: value, Op: specs.OpMaskedEqual}}
 	}
+	pid1 := func(index uint) []specs.LinuxSeccompArg { return is(index, 1) }
+	const prioUser, ioprioWhoUser = 2, 3 // PRIO_USER, IOPRIO_WHO_USER
 	return &specs.LinuxSeccomp{
 		DefaultAction: specs.ActAllow,
 		Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchAARCH64},
@@ -169,6 +174,13 @@ func guardInitFilter() *specs.LinuxSeccomp {
 			{Names: []string{"ptrace"}, Action: specs.ActErrno, Args: pid1(1)},
 			{Names: []string{"pidfd_open"}, Action: specs.ActErrno, Args: pid1(0)},
 			{Names: []string{"pidfd_send_signal", "pidfd_getfd"}, Action: specs.ActErrno},
+			{Names: []string{"prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam",
+				"sched_setattr"}, Action: specs.ActErrno, Args: pid1(0)},
+			// setpriority(which, who, prio), ioprio_set(which, who, ioprio): a process or group
+			// numbered 1, or a user's every process.
+			{Names: []string{"setpriority", "ioprio_set"}, Action: specs.ActErrno, Args: pid1(1)},
+			{Names: []string{"setpriority"}, Action: specs.ActErrno, Args: is(0, prioUser)},
+			{Names: []string{"ioprio_set"}, Action: specs.ActErrno, Args: is(0, ioprioWhoUser)},
 		},
 	}
 }

@@ -101,6 +101,47 @@ true`)
 	}
 }
 
+// TestCodeCantCrippleTheAgent: the code can't lower the agent's (PID 1's) limits, priority or
+// CPUs either (prlimit64, setpriority by process, group or user, sched_setaffinity,
+// sched_setscheduler, sched_setparam): each is refused with EPERM, while the same calls on the
+// code's own process still work; and the session's next run is served by the same sandbox.
+func TestCodeCantCrippleTheAgent(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{})
+	id := testID("cripple")
+	runOK(t, m, id, "bash", "true")
+	_, out, errOut := runOK(t, m, id, "python", `
+import errno, os, resource
+def attempt(name, f):
+    try:
+        f()
+        print(name, "done")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+attempt("prlimit64", lambda: resource.prlimit(1, resource.RLIMIT_CORE, (0, hard)))
+attempt("setpriority-process", lambda: os.setpriority(os.PRIO_PROCESS, 1, 19))
+attempt("setpriority-group", lambda: os.setpriority(os.PRIO_PGRP, 1, 19))
+attempt("setpriority-user", lambda: os.setpriority(os.PRIO_USER, os.getuid(), 19))
+attempt("sched_setaffinity", lambda: os.sched_setaffinity(1, os.sched_getaffinity(1)))
+attempt("sched_setscheduler", lambda: os.sched_setscheduler(1, os.SCHED_OTHER, os.sched_param(0)))
+attempt("sched_setparam", lambda: os.sched_setparam(1, os.sched_param(0)))
+attempt("own-prlimit64", lambda: resource.prlimit(0, resource.RLIMIT_CORE, (0, hard)))
+attempt("own-setpriority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))
+attempt("own-sched_setaffinity", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))
+`)
+	want := "prlimit64 EPERM\nsetpriority-process EPERM\nsetpriority-group EPERM\nsetpriority-user EPERM\n" +
+		"sched_setaffinity EPERM\nsched_setscheduler EPERM\nsched_setparam EPERM\n" +
+		"own-prlimit64 done\nown-setpriority done\nown-sched_setaffinity done\n"
+	if out != want {
+		t.Errorf("calls aimed at the agent and at the code itself:\n%s%s\nwant:\n%s", out, errOut, want)
+	}
+	res, out, _ := runOK(t, m, id, "bash", "echo still")
+	if res.Cold || out != "still\n" {
+		t.Errorf("the next run: %+v, %q; want the same sandbox", res, out)
+	}
+}
+
 // TestCodeCantTouchTheAgent: the sandbox's agent (PID 1, which starts the runs and carries their
 // output) is out of the code's reach: it can't be signalled, its memory, environment and open
 // files can't be read, and the session's next run is served by the same sandbox.

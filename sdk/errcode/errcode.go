@@ -63,6 +63,12 @@ const (
 	BadFrame = "bad_frame"
 	// TooLarge: a frame or a request body over its limit.
 	TooLarge = "too_large"
+	// TooSlow: a websocket client read nothing while its replies piled
+	// up past twice its queue's limit; it was disconnected.
+	TooSlow = "too_slow"
+	// ShuttingDown: the host is stopping and closed the websocket; connect
+	// again once it is back.
+	ShuttingDown = "shutting_down"
 	// UnsupportedProtocol: the client asked for a protocol version the
 	// host does not speak.
 	UnsupportedProtocol = "unsupported_protocol"

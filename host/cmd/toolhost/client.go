@@ -68,6 +68,27 @@ func properties(t client.Tool) map[string]map[string]any {
 	return out
 }
 
+// schemaType is a param's JSON Schema type leaving out "null", which an
+// optional param also takes (it means "not given"): "" for a json param,
+// which takes any value.
+func schemaType(prop map[string]any) string {
+	switch ty := prop["type"].(type) {
+	case string:
+		return ty
+	case []any:
+		var rest []string
+		for _, t := range ty {
+			if s, ok := t.(string); ok && s != "null" {
+				rest = append(rest, s)
+			}
+		}
+		if len(rest) == 1 {
+			return rest[0]
+		}
+	}
+	return ""
+}
+
 func runTools(args []string, stdout, stderr io.Writer) int {
 	var cf clientFlags
 	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
@@ -114,17 +135,18 @@ func parseArgs(spec client.Tool, pairs []string) (json.RawMessage, error) {
 			sort.Strings(names)
 			return nil, fmt.Errorf("%s has no parameter %q (it takes: %s)", spec.Function.Name, name, strings.Join(names, ", "))
 		}
-		if prop["type"] == "string" {
+		ty := schemaType(prop)
+		if ty == "string" {
 			args[name] = value
 			continue
 		}
 		var v any
 		if err := json.Unmarshal([]byte(value), &v); err != nil {
-			if prop["type"] == nil { // a json param: plain text is a string
+			if ty == "" { // a json param: plain text is a string
 				args[name] = value
 				continue
 			}
-			return nil, fmt.Errorf("%s=%s: the value must be JSON (%v)", name, value, prop["type"])
+			return nil, fmt.Errorf("%s=%s: the value must be JSON (%v)", name, value, ty)
 		}
 		args[name] = v
 	}

@@ -259,9 +259,18 @@
   }
   $("filter").addEventListener("input", renderTools);
 
+  // typeOf is a param's JSON Schema type leaving out "null", which an
+  // optional param also takes (it means "not given").
+  function typeOf(schema) {
+    const t = schema.type;
+    if (!Array.isArray(t)) return t;
+    const rest = t.filter((x) => x !== "null");
+    return rest.length === 1 ? rest[0] : undefined;
+  }
+
   function kindOf(schema) {
     if (schema.enum) return "options";
-    switch (schema.type) {
+    switch (typeOf(schema)) {
       case "string": return "text";
       case "number": return "number";
       case "integer": return "integer";
@@ -437,7 +446,7 @@
       case "options": {
         input = el("select", { id, name });
         if (!required) input.append(el("option", { value: "", text: "— none —" }));
-        for (const v of schema.enum) input.append(el("option", { value: JSON.stringify(v), text: String(v) }));
+        for (const v of schema.enum) if (v !== null) input.append(el("option", { value: JSON.stringify(v), text: String(v) }));
         break;
       }
       case "number":
@@ -449,7 +458,7 @@
         break;
       case "list":
       case "json":
-        input = el("textarea", { id, name, rows: "3", spellcheck: "false", placeholder: kind === "list" ? '["a", "b"]' : '{"key": "value"}' });
+        input = el("textarea", { id, name, rows: "3", spellcheck: "false", placeholder: kind === "list" ? listPlaceholder(schema.items) : '{"key": "value"}' });
         break;
       default:
         input = el("textarea", { id, name, rows: "1", class: "text" });
@@ -468,6 +477,17 @@
     const parts = kind === "bool" ? [el("div", { class: "check-row" }, input, label), help, err] : [label, input, help, err];
     wrap.append(...parts.filter((x) => x));
     return wrap;
+  }
+
+  // listPlaceholder shows what a list param holds (its items' schema).
+  function listPlaceholder(items) {
+    switch (items && typeOf(items)) {
+      case "number": return "[1.5, 2]";
+      case "integer": return "[1, 2]";
+      case "boolean": return "[true, false]";
+      case "string": return '["a", "b"]';
+      default: return '["a", 2, {"key": "value"}]';
+    }
   }
 
   function autoGrow(t) {
