@@ -1,10 +1,16 @@
 package config
 
+import "slices"
+
 // ApprovalsConfig is [approvals]: who approves the runs of tools with
 // effect "change", and how long an approval waits.
 type ApprovalsConfig struct {
 	// By is who decides: "caller" (the default: the principal who started
-	// the run, or an admin) or "admins".
+	// the run, an admin or an approver token; no second factor, since an
+	// agent holding the caller's token approves its own runs), "admins"
+	// (admins only) or "approvers" (tokens with approver = true only).
+	// Under "admins" and "approvers" the token that started a run never
+	// decides it.
 	By string
 	// Change is "ask" (the default: every run of a change tool waits for a
 	// person) or "auto" (change tools run at once, except in a
@@ -19,11 +25,15 @@ func defaultApprovals() ApprovalsConfig {
 	return ApprovalsConfig{By: "caller", Change: "ask", ExpireMinutes: 10}
 }
 
-// decodeApprovals reads [approvals] into a.
-func (d *decoder) decodeApprovals(v any, a *ApprovalsConfig) {
+// decodeApprovals reads [approvals] into a; tokens are the [[tokens]]
+// read already, of which by = "approvers" needs an approver.
+func (d *decoder) decodeApprovals(v any, a *ApprovalsConfig, tokens []Token) {
 	t := d.table("approvals", v)
 	if t.str("by", &a.By) {
-		d.oneOf(t.at("by"), a.By, "caller", "admins")
+		d.oneOf(t.at("by"), a.By, "caller", "admins", "approvers")
+		if a.By == "approvers" && !slices.ContainsFunc(tokens, func(tok Token) bool { return tok.Approver }) {
+			d.addf(t.at("by"), "is \"approvers\", but no [[tokens]] has approver = true, so nobody could approve a run: add approver = true to the token of the person who approves")
+		}
 	}
 	if t.str("change", &a.Change) {
 		d.oneOf(t.at("change"), a.Change, "ask", "auto")

@@ -35,3 +35,55 @@ func TestApprovalsBadValuesAreReportedAtTheirLine(t *testing.T) {
 		}
 	}
 }
+
+// TestApproverTokens: approver = true on a [[tokens]] entry is read; by =
+// "approvers" is taken when a token is an approver.
+func TestApproverTokens(t *testing.T) {
+	src := `[approvals]
+by = "approvers"
+
+[[tokens]]
+name = "agent"
+sha256 = "` + strings.Repeat("a", 64) + `"
+role = "editor"
+
+[[tokens]]
+name = "alice"
+sha256 = "` + strings.Repeat("b", 64) + `"
+role = "viewer"
+approver = true
+`
+	c, err := Parse("/etc/toolhost/toolhost.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Approvals.By != "approvers" || len(c.Tokens) != 2 || c.Tokens[0].Approver || !c.Tokens[1].Approver {
+		t.Errorf("by %q, tokens %+v", c.Approvals.By, c.Tokens)
+	}
+}
+
+// TestApproverTokensBad: approver must be a boolean, and by =
+// "approvers" with no approver token is refused at its line.
+func TestApproverTokensBad(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{`[[tokens]]
+name = "alice"
+sha256 = "` + strings.Repeat("b", 64) + `"
+role = "viewer"
+approver = "yes"
+`, `toolhost.toml:5: tokens[0].approver`},
+		{`[approvals]
+by = "approvers"
+
+[[tokens]]
+name = "agent"
+sha256 = "` + strings.Repeat("a", 64) + `"
+role = "editor"
+`, `toolhost.toml:2: approvals.by: is "approvers", but no [[tokens]] has approver = true`},
+	} {
+		_, err := Parse("/etc/toolhost/toolhost.toml", []byte(c.src))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+}

@@ -108,7 +108,13 @@ type Token struct {
 	// runs_per_hour_per_token and sandbox_cpu_seconds_per_hour_per_token.
 	RunsPerHour              int
 	SandboxCPUSecondsPerHour int
-	Line                     int // the [[tokens]] line
+	// Approver lets the token decide the approvals of other tokens' runs
+	// (approver = true): with role = "viewer" it is an approver-only
+	// token, one that can start no run and so never approves its own.
+	// It never decides a run it started itself unless [approvals] by is
+	// "caller".
+	Approver bool
+	Line     int // the [[tokens]] line
 }
 
 // MaxRunningOf is how many runs the token may have going at once.
@@ -275,7 +281,7 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 	}
 
 	if v, ok := top.get("approvals"); ok {
-		d.decodeApprovals(v, &c.Approvals)
+		d.decodeApprovals(v, &c.Approvals, c.Tokens)
 	}
 
 	// Every other table belongs to a kind: [http], [python], or a
@@ -391,6 +397,7 @@ func (d *decoder) decodeTokens(l []any, c *Config) {
 		t.int("max_running", &tok.MaxRunning, 1, 1024)
 		t.int("runs_per_hour", &tok.RunsPerHour, 1, 1000000)
 		t.int("sandbox_cpu_seconds_per_hour", &tok.SandboxCPUSecondsPerHour, 1, 1000000)
+		t.boolean("approver", &tok.Approver)
 		t.done()
 		c.Tokens = append(c.Tokens, tok)
 	}

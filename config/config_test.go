@@ -62,7 +62,7 @@ func TestParseErrors(t *testing.T) {
 		{"token dup", "[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"admin\"\n[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"viewer\"\n",
 			"toolhost.toml:6: tokens[1].name: \"a\" is already the name of tokens[0]\n" +
 				"toolhost.toml:7: tokens[1].sha256: the same token is already given to tokens[0]"},
-		{"token unknown", "[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"admin\"\ntoken = \"s3cret\"\n", `toolhost.toml:5: tokens[0]: unknown key "token"; the keys allowed here are "name", "sha256", "role", "max_running", "runs_per_hour", "sandbox_cpu_seconds_per_hour"`},
+		{"token unknown", "[[tokens]]\nname = \"a\"\nsha256 = \"" + hexA + "\"\nrole = \"admin\"\ntoken = \"s3cret\"\n", `toolhost.toml:5: tokens[0]: unknown key "token"; the keys allowed here are "name", "sha256", "role", "max_running", "runs_per_hour", "sandbox_cpu_seconds_per_hour", "approver"`},
 		{"kinds bad name", "[kinds.Weather]\nx = 1\n", `toolhost.toml:1: kinds.Weather: "Weather" is not a kind name: it must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores`},
 		{"kinds not table", "[kinds]\nweather = 1\n", `toolhost.toml:2: kinds.weather: must be a table, not a whole number`},
 		{"tool dup", "[[tool]]\nname = \"a\"\ndescription = \"A.\"\n[tool.run]\ntype = \"http\"\n\n[[tool]]\nname = \"a\"\ndescription = \"B.\"\nrun = { type = \"http\" }\n",

@@ -240,3 +240,42 @@ func TestTaintAfterAnHTTPToolsOutput(t *testing.T) {
 		t.Errorf("no conversation: %v, posted %d", f[len(f)-1], posted.Load())
 	}
 }
+
+// TestApproverTokenThroughTheRealHost: with [approvals] by = "approvers"
+// and an approver-only token (role viewer, approver = true), the editor
+// that called post_note can't approve it (403 self_approval) and nothing
+// is posted; the approver's token approves it and the note is posted.
+func TestApproverTokenThroughTheRealHost(t *testing.T) {
+	const approverToken = "apr-W4c-token-for-tests"
+	h, posted := approvalsHost(t, fmt.Sprintf(`
+[approvals]
+by = "approvers"
+
+[[tokens]]
+name = "alice"
+sha256 = %q
+role = "viewer"
+approver = true
+`, sha(approverToken)))
+	code, body := request(t, "POST", h.URL("/api/v1/tools/post_note/call"), editorToken, `{"text":"second factor"}`)
+	a, _ := body["approval"].(map[string]any)
+	run, _ := body["run"].(string)
+	if code != http.StatusAccepted || run == "" || a["id"] == nil {
+		t.Fatalf("call: %d %v", code, body)
+	}
+	decide := h.URL("/api/v1/approvals/" + a["id"].(string))
+	code, body = request(t, "POST", decide, editorToken, `{"decision":"approve"}`)
+	if e, _ := body["error"].(map[string]any); code != 403 || e["code"] != "self_approval" {
+		t.Fatalf("the caller approves its own run: %d %v", code, body)
+	}
+	if posted.Load() != 0 {
+		t.Fatal("the note was posted on the caller's own approval")
+	}
+	if code, body := request(t, "POST", decide, approverToken, `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("the approver approves: %d %v", code, body)
+	}
+	rec := waitRun(t, h, run)
+	if res, _ := json.Marshal(rec["result"]); string(res) != `{"text":"second factor"}` || posted.Load() != 1 {
+		t.Fatalf("the run: %v, posted %d", rec, posted.Load())
+	}
+}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,4 +127,44 @@ func TestApprovalsPanelInTheBrowser(t *testing.T) {
 func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// TestApproverOnlyTokenApprovesInTheBrowser: under [approvals] by =
+// "approvers", a person signed in with an approver-only token (role
+// viewer, approver = true) sees the editor's waiting call in the panel and
+// approves it there; the note is posted once.
+func TestApproverOnlyTokenApprovesInTheBrowser(t *testing.T) {
+	const approverToken = "apr-Ui7-token-for-tests"
+	h, posted := approvalsHost(t, fmt.Sprintf("\n[approvals]\nby = \"approvers\"\n\n[[tokens]]\nname = \"alice\"\nsha256 = %q\nrole = \"viewer\"\napprover = true\n", sha(approverToken)))
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(h.URL("/")), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), approverToken), chromedp.Click(chromedp.CSS("#signin-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#app-view"))); err != nil {
+		t.Fatalf("signing in: %v", err)
+	}
+	code, answer := request(t, "POST", h.URL("/api/v1/tools/post_note/call"), editorToken, `{"text":"by alice"}`)
+	a, _ := answer["approval"].(map[string]any)
+	run, _ := answer["run"].(string)
+	if code != 202 || a == nil {
+		t.Fatalf("call: %d %v", code, answer)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[approvalsUI](readApprovals))
+		if err != nil {
+			t.Fatalf("reading the page: %v", err)
+		}
+		if s.Visible && len(s.Items) == 1 && s.Items[0] == a["id"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approver's panel never showed the call; it shows %+v", s)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#approvals li.approval .approval-approve"))); err != nil {
+		t.Fatalf("approving: %v", err)
+	}
+	rec := waitRun(t, h, run)
+	if res, _ := json.Marshal(rec["result"]); string(res) != `{"text":"by alice"}` || posted.Load() != 1 {
+		t.Fatalf("the run after the approver's Approve: %v, posted %d", rec, posted.Load())
+	}
 }

@@ -319,7 +319,20 @@ func (s *Server) checkTool(w http.ResponseWriter, r *http.Request, id auth.Ident
 		writeRefusal(w, src, err)
 		return
 	}
+	// A check may start a sandbox (the python kind's does): it is metered
+	// like a run, against the caller's max_running and budgets.
+	end, err := s.opts.Dispatcher.StartCheck(id.Name, def)
+	if err != nil {
+		var ce *errcode.Error
+		if errors.As(err, &ce) {
+			writeError(w, callErrorStatus(ce.Code), ce.Code, ce.Message)
+			return
+		}
+		writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
+		return
+	}
 	t, err := s.opts.Check(r.Context(), def)
+	end()
 	if err != nil {
 		writeRefusal(w, src, err)
 		return

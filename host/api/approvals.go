@@ -26,11 +26,11 @@ func (s *Server) approvalRoutes() {
 
 // decider is who decides, as the dispatcher knows it.
 func decider(id auth.Identity) runs.Decider {
-	return runs.Decider{Name: id.Name, Admin: id.Role == auth.Admin, Viewer: id.Role == auth.Viewer}
+	return runs.Decider{Name: id.Name, Admin: id.Role == auth.Admin, Viewer: id.Role == auth.Viewer, Approver: id.Approver, Local: id.IsLocal()}
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
-	if id.Role == auth.Viewer {
+	if id.Role == auth.Viewer && !id.Approver {
 		forbidden(w, fmt.Sprintf("%s is a viewer and may not decide approvals", id.Name))
 		return
 	}
@@ -55,7 +55,8 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, id auth.
 			code = ce.Code
 			status = map[string]int{
 				errcode.BadArgs: http.StatusBadRequest, errcode.NotFound: http.StatusNotFound,
-				errcode.Forbidden: http.StatusForbidden, runs.CodeAlreadyDecided: http.StatusConflict,
+				errcode.Forbidden: http.StatusForbidden, runs.CodeSelfApproval: http.StatusForbidden,
+				runs.CodeAlreadyDecided: http.StatusConflict,
 			}[code]
 		}
 		writeError(w, status, code, err.Error())

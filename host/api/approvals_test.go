@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/api/apitest"
+	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
 )
@@ -139,7 +140,7 @@ func TestApprovalsRoleMatrix(t *testing.T) {
 				}
 			}
 			if by == runs.ByAdmins {
-				if status, code := decide("ed"); status != 403 || code != "forbidden" {
+				if status, code := decide("ed"); status != 403 || code != "self_approval" {
 					t.Errorf("the caller under by=admins: %d %s", status, code)
 				}
 				if status, code := decide("ada"); status != 200 {
@@ -159,6 +160,50 @@ func TestApprovalsRoleMatrix(t *testing.T) {
 				t.Errorf("no token: %d", status)
 			}
 		})
+	}
+}
+
+// TestApprovalsByApproverToken: under by = "approvers" the token that
+// started a run gets 403 self_approval; an approver-only token (a viewer
+// with approver = true) lists and decides it; another editor still gets
+// not_found. Under by = "caller" the caller decides its own run.
+func TestApprovalsByApproverToken(t *testing.T) {
+	toks := auth.New([]config.Token{
+		{Name: "agent", SHA256: sum("agent-token"), Role: "editor"},
+		{Name: "eve", SHA256: sum("eve-token"), Role: "editor"},
+		{Name: "alice", SHA256: sum("alice-token"), Role: "viewer", Approver: true},
+	})
+	h := newApprovalsHost(t, Options{Tokens: toks})
+	h.runs.SetApprovals(runs.ApprovalPolicy{By: runs.ByApprovers})
+	run, id := callAsked(t, h, "agent-token")
+	decide := func(who string) (int, string) {
+		status, body, _ := do(t, h, "POST", "/api/v1/approvals/"+id, who+"-token", `{"decision":"approve"}`)
+		return status, errCode(body)
+	}
+	if status, code := decide("agent"); status != 403 || code != "self_approval" {
+		t.Errorf("the run's own token decides: %d %s", status, code)
+	}
+	if status, code := decide("eve"); status != 404 || code != "not_found" {
+		t.Errorf("another editor decides: %d %s", status, code)
+	}
+	status, body, _ := do(t, h, "GET", "/api/v1/approvals", "alice-token", "")
+	if l, _ := body["approvals"].([]any); status != 200 || len(l) != 1 {
+		t.Fatalf("the approver lists: %d %v", status, body)
+	}
+	if status, body, _ := do(t, h, "POST", "/api/v1/tools/publish/call", "alice-token", `{"n":1}`); status != 403 {
+		t.Errorf("an approver-only token calls: %d %v", status, body)
+	}
+	if status, code := decide("alice"); status != 200 {
+		t.Fatalf("the approver decides: %d %s", status, code)
+	}
+	r, _ := h.runs.Get(run)
+	if last := waitEnd(t, r); last.Type != "result" {
+		t.Errorf("the approved run ended %+v", last)
+	}
+	h.runs.SetApprovals(runs.ApprovalPolicy{By: runs.ByCaller})
+	_, id = callAsked(t, h, "agent-token")
+	if status, code := decide("agent"); status != 200 {
+		t.Errorf("by caller, the caller decides: %d %s", status, code)
 	}
 }
 

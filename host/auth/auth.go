@@ -25,6 +25,9 @@ const (
 type Identity struct {
 	Name string // the principal, as logs and run records show it
 	Role string
+	// Approver is set for a token with approver = true: it decides other
+	// tokens' approvals, whatever its role.
+	Approver bool
 	// sum is the SHA-256 of the token the caller signed in with; zero for
 	// Local.
 	sum [sha256.Size]byte
@@ -97,6 +100,10 @@ func article(role string) string {
 // CanCall says whether the identity may run tools (and check them).
 func (id Identity) CanCall() bool { return id.Role == Admin || id.Role == Editor }
 
+// Local says whether the identity is the one caller of a host with no
+// tokens, not a token's holder.
+func (id Identity) IsLocal() bool { return id.local() }
+
 // CanSee says whether the identity may read, attach to or cancel a run
 // made by principal.
 func (id Identity) CanSee(principal string) bool {
@@ -104,9 +111,10 @@ func (id Identity) CanSee(principal string) bool {
 }
 
 type entry struct {
-	sum  [sha256.Size]byte
-	name string
-	role string
+	sum      [sha256.Size]byte
+	name     string
+	role     string
+	approver bool
 }
 
 // Tokens knows the configured tokens.
@@ -123,7 +131,7 @@ func New(list []config.Token) *Tokens {
 		if err != nil || len(b) != sha256.Size {
 			continue
 		}
-		e := entry{name: tok.Name, role: tok.Role}
+		e := entry{name: tok.Name, role: tok.Role, approver: tok.Approver}
 		copy(e.sum[:], b)
 		t.entries = append(t.entries, e)
 	}
@@ -164,7 +172,9 @@ func (t *Tokens) find(sum [sha256.Size]byte) (entry, bool) {
 	return t.entries[found], true
 }
 
-func (e entry) identity() Identity { return Identity{Name: e.name, Role: e.role, sum: e.sum} }
+func (e entry) identity() Identity {
+	return Identity{Name: e.name, Role: e.role, Approver: e.approver, sum: e.sum}
+}
 
 // Bearer returns the token of an "Authorization: Bearer …" header, and
 // whether the request carried an Authorization header at all.

@@ -40,13 +40,18 @@ const (
 
 // Who decides approvals ([approvals] by).
 const (
-	ByCaller = "caller" // the principal who started the run, or an admin
-	ByAdmins = "admins" // admins only
+	ByCaller    = "caller"    // the principal who started the run, an admin or an approver
+	ByAdmins    = "admins"    // admins only, never on a run they started
+	ByApprovers = "approvers" // approver tokens only, never on a run they started
 )
+
+// CodeSelfApproval is the error code of a decision by the token that
+// started the run, where [approvals] by is not "caller".
+const CodeSelfApproval = "self_approval"
 
 // ApprovalPolicy is what [approvals] says.
 type ApprovalPolicy struct {
-	// By is ByCaller (the default) or ByAdmins.
+	// By is ByCaller (the default), ByAdmins or ByApprovers.
 	By string
 	// Auto runs change tools without asking ([approvals] change =
 	// "auto"); a tainted session's change calls ask all the same.
@@ -98,8 +103,15 @@ type Approval struct {
 type Decider struct {
 	Name  string
 	Admin bool
-	// Viewer is set for a viewer, who never decides.
+	// Viewer is set for a viewer, who never decides unless Approver is
+	// set too.
 	Viewer bool
+	// Approver is set for a token with approver = true: it decides the
+	// approvals of other principals' runs.
+	Approver bool
+	// Local is set for the one caller of a host with no tokens, who
+	// decides its own runs whatever By says: there is no second token.
+	Local bool
 }
 
 type pending struct {
@@ -329,15 +341,30 @@ func (a *approvals) forgetOld(now time.Time) {
 
 // mayDecide says whether who may decide p under the policy.
 func (a *approvals) mayDecide(p *pending, who Decider) bool {
-	switch {
-	case who.Viewer:
-		return false
-	case who.Admin:
-		return true
-	case a.policy.By == ByAdmins:
+	if who.Viewer && !who.Approver {
 		return false
 	}
+	if ownRun(p, who) {
+		return a.policy.By == ByCaller || who.Local
+	}
+	switch a.policy.By {
+	case ByAdmins:
+		return who.Admin
+	case ByApprovers:
+		return who.Approver
+	}
+	return who.Admin || who.Approver
+}
+
+// ownRun says whether p's run was started by who's token.
+func ownRun(p *pending, who Decider) bool {
 	return who.Name != "" && who.Name == p.Principal
+}
+
+// seesApproval says whether who may learn that p exists: its own run's,
+// or any run's for an admin or an approver.
+func seesApproval(p *pending, who Decider) bool {
+	return who.Admin || who.Approver || ownRun(p, who)
 }
 
 // Approvals lists the approvals waiting that who may decide, oldest first.
@@ -363,24 +390,25 @@ func (d *Dispatcher) Approvals(who Decider) []Approval {
 // Decide approves ("approve") or declines ("decline") an approval for
 // who. The error is an *sdk.Error: bad_args for another decision,
 // not_found for an approval there is not (or one who may not even see),
-// forbidden for one who may see but not decide, already_decided for one
-// decided before.
+// self_approval for the token that started the run where By is not
+// ByCaller, forbidden for one who may see but not decide,
+// already_decided for one decided before.
 func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, error) {
 	if decision != "approve" && decision != "decline" {
 		return Approval{}, &sdk.Error{Code: "bad_args", Message: fmt.Sprintf("the decision must be \"approve\" or \"decline\", not %q", decision)}
 	}
-	if who.Viewer {
+	if who.Viewer && !who.Approver {
 		return Approval{}, &sdk.Error{Code: "forbidden", Message: fmt.Sprintf("%s is a viewer and may not decide approvals", who.Name)}
 	}
 	a := d.approvals()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.all[id]
-	if !ok || (!who.Admin && who.Name != p.Principal) {
+	if !ok || !seesApproval(p, who) {
 		return Approval{}, &sdk.Error{Code: "not_found", Message: "there is no approval with that id waiting for you"}
 	}
 	if !a.mayDecide(p, who) {
-		return p.Approval, &sdk.Error{Code: "forbidden", Message: "only admins decide approvals on this host ([approvals] by = \"admins\")"}
+		return p.Approval, a.refusal(p, who)
 	}
 	if p.Decision != "" {
 		return p.Approval, &sdk.Error{Code: CodeAlreadyDecided, Message: fmt.Sprintf("the approval was already decided (%s): a call is approved or declined once", describeDecision(p.Decision))}
@@ -389,6 +417,16 @@ func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, 
 	p.decided <- decision
 	d.log.Info("approval decided", "approval", id, "run", p.Run, "tool", p.Tool, "decision", decision, "by", who.Name)
 	return p.Approval, nil
+}
+
+// refusal says why who, who may see p, may not decide it.
+func (a *approvals) refusal(p *pending, who Decider) error {
+	deciders := map[string]string{ByAdmins: "an admin", ByApprovers: "a token with approver = true"}[a.policy.By]
+	if ownRun(p, who) {
+		return &sdk.Error{Code: CodeSelfApproval, Message: fmt.Sprintf(
+			"%s started this run, and on this host the token that starts a run may not approve it ([approvals] by = %q): %s decides it, with a token the caller does not hold", who.Name, a.policy.By, deciders)}
+	}
+	return &sdk.Error{Code: "forbidden", Message: fmt.Sprintf("only %s decides approvals on this host ([approvals] by = %q)", deciders, a.policy.By)}
 }
 
 // CodeAlreadyDecided is the error code of a second decision.

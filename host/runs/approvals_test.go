@@ -331,11 +331,74 @@ func TestWhoDecides(t *testing.T) {
 	if len(d.Approvals(ed)) != 0 {
 		t.Error("by admins, the caller is offered it")
 	}
-	if _, err := d.Decide(id, ed, "approve"); errcode.Code(err) != errcode.Forbidden || !strings.Contains(err.Error(), "only admins") {
+	if _, err := d.Decide(id, ed, "approve"); errcode.Code(err) != CodeSelfApproval || !strings.Contains(err.Error(), "an admin decides it") {
 		t.Errorf("caller under by=admins: %v", err)
 	}
 	if _, err := d.Decide(id, admin, "decline"); err != nil {
 		t.Errorf("admin: %v", err)
+	}
+}
+
+// TestApproverTokensDecide: a token with approver = true decides other
+// principals' runs, a viewer's included; under by = "approvers" nobody
+// else does, and under by = "admins" and "approvers" the token that
+// started a run never decides it (self_approval), an admin's or an
+// approver's own run too. Under by = "caller" the caller still may: it is
+// no second factor. The one caller of a host with no tokens decides its
+// own runs whatever by says.
+func TestApproverTokensDecide(t *testing.T) {
+	d, _ := changeDispatcher(t)
+	alice := Decider{Name: "alice", Viewer: true, Approver: true}
+	root := Decider{Name: "root", Admin: true}
+	edApprover := Decider{Name: "ed", Approver: true}
+	ask := func(principal string) string {
+		run, err := d.Start(Request{Tool: "send", Args: json.RawMessage(`{}`), Principal: principal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(run.Cancel)
+		return waitAsked(t, run).Approval
+	}
+	// by = caller: the caller (no second factor), and the approver.
+	id := ask("ed")
+	if len(d.Approvals(alice)) != 1 {
+		t.Error("by caller, the approver is not offered it")
+	}
+	if _, err := d.Decide(id, ed, "approve"); err != nil {
+		t.Errorf("the caller under by=caller: %v", err)
+	}
+	if _, err := d.Decide(ask("ed"), alice, "approve"); err != nil {
+		t.Errorf("the approver under by=caller: %v", err)
+	}
+
+	d.SetApprovals(ApprovalPolicy{By: ByApprovers})
+	id = ask("ed")
+	if len(d.Approvals(ed)) != 0 || len(d.Approvals(root)) != 0 || len(d.Approvals(alice)) != 1 {
+		t.Error("by approvers, listed to the wrong people")
+	}
+	if _, err := d.Decide(id, ed, "approve"); errcode.Code(err) != CodeSelfApproval || !strings.Contains(err.Error(), "approver = true decides it") {
+		t.Errorf("caller under by=approvers: %v", err)
+	}
+	if _, err := d.Decide(id, edApprover, "approve"); errcode.Code(err) != CodeSelfApproval {
+		t.Errorf("an approver token's own run: %v", err)
+	}
+	if _, err := d.Decide(id, root, "approve"); errcode.Code(err) != errcode.Forbidden {
+		t.Errorf("admin under by=approvers: %v", err)
+	}
+	if _, err := d.Decide(id, alice, "approve"); err != nil {
+		t.Errorf("the approver: %v", err)
+	}
+
+	d.SetApprovals(ApprovalPolicy{By: ByAdmins})
+	if _, err := d.Decide(ask("root"), root, "approve"); errcode.Code(err) != CodeSelfApproval {
+		t.Errorf("an admin's own run under by=admins: %v", err)
+	}
+	if _, err := d.Decide(ask("ed"), alice, "approve"); errcode.Code(err) != errcode.Forbidden {
+		t.Errorf("an approver under by=admins: %v", err)
+	}
+	local := Decider{Name: "local", Admin: true, Local: true}
+	if _, err := d.Decide(ask("local"), local, "approve"); err != nil {
+		t.Errorf("the tokenless host's caller: %v", err)
 	}
 }
 

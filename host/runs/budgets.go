@@ -96,6 +96,12 @@ func (d *Dispatcher) clock() func() time.Time {
 // one step, or refuses the call (errcode.Budget) saying which budget, the
 // use and when it resets.
 func (d *Dispatcher) charge(id string, req Request, tool *tools.Tool) error {
+	return d.chargeFor(id, req, tool, "the call of "+req.Tool)
+}
+
+// chargeFor is charge; what names the refused work in its message ("the
+// call of send", "the check of send").
+func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what string) error {
 	a := &d.acct
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -111,11 +117,11 @@ func (d *Dispatcher) charge(id string, req Request, tool *tools.Tool) error {
 				return fmt.Errorf("the budgets of %s can't be counted: %w", req.Principal, err)
 			}
 			if b.RunsPerHour > 0 && use.Runs >= b.RunsPerHour {
-				return budgetError(b.Who, "runs_per_hour", b.RunsSetting, fmt.Sprintf("%d runs of %d", use.Runs, b.RunsPerHour), use.OldestRun, t, req.Tool)
+				return budgetError(b.Who, "runs_per_hour", b.RunsSetting, fmt.Sprintf("%d runs of %d", use.Runs, b.RunsPerHour), use.OldestRun, t, what)
 			}
 			if b.SandboxSecondsPerHour > 0 && tool.Kind == SandboxKind && use.SandboxSeconds >= float64(b.SandboxSecondsPerHour) {
 				return budgetError(b.Who, "sandbox_cpu_seconds_per_hour", b.SecondsSetting,
-					fmt.Sprintf("%.1f sandbox seconds of %d", use.SandboxSeconds, b.SandboxSecondsPerHour), use.OldestSandbox, t, req.Tool)
+					fmt.Sprintf("%.1f sandbox seconds of %d", use.SandboxSeconds, b.SandboxSecondsPerHour), use.OldestSandbox, t, what)
 			}
 		}
 	}
@@ -126,14 +132,14 @@ func (d *Dispatcher) charge(id string, req Request, tool *tools.Tool) error {
 	return nil
 }
 
-func budgetError(who, budget, setting, use string, oldest, now time.Time, tool string) error {
+func budgetError(who, budget, setting, use string, oldest, now time.Time, what string) error {
 	resets := oldest.Add(BudgetWindow)
 	if oldest.IsZero() || resets.Before(now) {
 		resets = now
 	}
 	return &sdk.Error{Code: errcode.Budget, Message: fmt.Sprintf(
-		"%s used up its %s budget (%s): %s in the last hour; the call of %s was refused. It resets at %s (in %s), when the oldest use counted is an hour old; ask an admin to raise it if that is too little",
-		who, budget, setting, use, tool, resets.UTC().Format("15:04:05 UTC"), resets.Sub(now).Round(time.Second))}
+		"%s used up its %s budget (%s): %s in the last hour; %s was refused. It resets at %s (in %s), when the oldest use counted is an hour old; ask an admin to raise it if that is too little",
+		who, budget, setting, use, what, resets.UTC().Format("15:04:05 UTC"), resets.Sub(now).Round(time.Second))}
 }
 
 // refund forgets the start of a run that was refused after it was charged.
@@ -157,12 +163,22 @@ func (d *Dispatcher) ended(run *Run, tool *tools.Tool, end Event, began time.Tim
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if tool.Kind == SandboxKind {
-		if err := l.EndUsage(ctx, run.ID, now().Sub(began).Seconds()); err != nil {
-			d.log.Warn("a sandboxed run's seconds are not counted against its budget", "run", run.ID, "error", err)
-		}
+		d.endUsage(run.ID, now().Sub(began).Seconds())
 	}
 	if run.IdempotencyKey != "" {
 		d.keyEnded(ctx, l, run, end)
+	}
+}
+
+// endUsage records the seconds a sandboxed run (or check) used.
+func (d *Dispatcher) endUsage(id string, seconds float64) {
+	d.acct.mu.Lock()
+	l, _ := d.acct.ledgerOf()
+	d.acct.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.EndUsage(ctx, id, seconds); err != nil {
+		d.log.Warn("a sandboxed run's seconds are not counted against its budget", "run", id, "error", err)
 	}
 }
 

@@ -140,7 +140,7 @@
     $("admin-actions").hidden = f.role !== "admin";
     showApp();
     conversationsFor(f.principal, f.role);
-    approvals.signedIn(f.principal, f.role);
+    approvals.signedIn(f.principal);
     // Signed in again, maybe in another role: what may be edited changes.
     if (state.tool && (state.tool.kind === "graph" || state.tool.kind === "prompt")) loadDefinition(state.tool.function.name);
     else if (editor.ed && f.role !== "admin") editor.hide();

@@ -20,11 +20,13 @@
       this.shown = "";
     }
 
-    // signedIn starts the panel for a caller; viewers decide nothing.
-    signedIn(principal, role) {
+    // signedIn starts the panel for a caller. A viewer decides nothing
+    // unless its token has approver = true: the host answers 403 to the
+    // others' first read, and refresh stops there.
+    signedIn(principal) {
       this.stop();
       this.root.hidden = true;
-      if (!principal || role === "viewer") return;
+      if (!principal) return;
       this.refresh();
       this.timer = setInterval(() => this.refresh(), POLL_MS);
     }

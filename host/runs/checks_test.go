@@ -1,0 +1,47 @@
+package runs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/sdk/errcode"
+)
+
+// TestChecksAreMeteredLikeRuns: a check of a python tool holds a place
+// while it goes (the next one past max_running is too_many_runs), counts
+// as a run, and its seconds count against sandbox_cpu_seconds_per_hour,
+// so that once they are used up a check is refused with budget.
+func TestChecksAreMeteredLikeRuns(t *testing.T) {
+	d, _, clock := acctDispatcher(t, NewMemoryLedger(), Budget{SandboxSecondsPerHour: 5})
+	d.SetCallers(func(string) Caller { return Caller{MaxRunning: 1, Who: `the token "ed"`, Setting: "its max_running"} })
+	def := config.Tool{Name: "py", Run: map[string]any{"type": SandboxKind, "code": "print(1)"}}
+	end, err := d.StartCheck("ed", def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.StartCheck("ed", def)
+	refusedWith(t, err, errcode.TooManyRuns, `the token "ed" already has 1 runs and checks going`)
+	if g := d.Going("ed"); g != 1 {
+		t.Errorf("a check holds %d places", g)
+	}
+	clock.advance(6 * time.Second)
+	end()
+	end() // a second end gives back nothing more
+	if g := d.Going("ed"); g != 0 {
+		t.Errorf("after the check, %d places are held", g)
+	}
+	use, err := d.Use(context.Background(), "ed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if use[0].Used != 1 || use[1].Used != 6 {
+		t.Errorf("use after one check: %+v", use)
+	}
+	_, err = d.StartCheck("ed", def)
+	refusedWith(t, err, errcode.Budget, "sandbox_cpu_seconds_per_hour", "the check of py was refused")
+	if g := d.Going("ed"); g != 0 {
+		t.Errorf("a refused check holds %d places", g)
+	}
+}
