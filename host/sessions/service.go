@@ -30,6 +30,13 @@ type Service struct {
 	now    func() time.Time
 	secret []byte // keys the egress proxy's per-session passwords
 
+	// reconciling is held by Reconcile across its read of the store's ids
+	// and the backend's reconcile, and shared by acquire across its read or
+	// write of the store: a session is then either in the store when
+	// Reconcile reads it, or made only after the backend has reconciled, so
+	// its new workspace is never taken for a leftover. Taken before mu.
+	reconciling sync.RWMutex
+
 	mu          sync.Mutex
 	cfg         config.SessionsConfig
 	cfgFile     string
@@ -208,6 +215,8 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 		return Session{}, nil, err
 	}
 	id := BackendID(principal, session)
+	s.reconciling.RLock()
+	defer s.reconciling.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.deleting[id] {
@@ -413,6 +422,8 @@ func (s *Service) ExpireEvery(ctx context.Context, interval time.Duration) {
 // workspaces of every session the store knows and deletes the others. It
 // returns the backend ids removed.
 func (s *Service) Reconcile(ctx context.Context) ([]string, error) {
+	s.reconciling.Lock()
+	defer s.reconciling.Unlock()
 	st, b, err := s.parts()
 	if err != nil {
 		return nil, err

@@ -30,6 +30,9 @@ type Backend struct {
 	keeps      [][]string
 	// FailDelete, when set, is returned by Delete.
 	FailDelete error
+	// BeforeReconcile, when set, is called as Reconcile starts, before it
+	// looks at the workspaces: after the host has read the ids it keeps.
+	BeforeReconcile func()
 }
 
 // New returns an empty Backend.
@@ -146,6 +149,9 @@ func (b *Backend) Deleted() []string {
 
 // Reconcile keeps the workspaces of keep and removes the others.
 func (b *Backend) Reconcile(_ context.Context, keep []string) ([]string, error) {
+	if b.BeforeReconcile != nil {
+		b.BeforeReconcile()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.keeps = append(b.keeps, slices.Clone(keep))
