@@ -467,4 +467,12 @@ func TestSetNetwork(t *testing.T) {
 	if got, _ := f.svc.Get(ctx, "ann", "c"); got.Network != "web" {
 		t.Errorf("stored network %q", got.Network)
 	}
+	// Switching stops the sandbox that has the old network before it answers.
+	before := len(f.back.Stopped())
+	if _, err := f.svc.SetNetwork(ctx, "ann", "c", "off"); err != nil {
+		t.Fatal(err)
+	}
+	if stopped := f.back.Stopped(); len(stopped) != before+1 || stopped[len(stopped)-1] != sessions.BackendID("ann", "c") {
+		t.Errorf("switching the network off stopped %v, want the session's sandbox", stopped[before:])
+	}
 }

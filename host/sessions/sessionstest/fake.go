@@ -125,6 +125,13 @@ func (b *Backend) Stop(_ context.Context, id string) error {
 	return nil
 }
 
+// Stopped are the ids whose sandbox was stopped, in order.
+func (b *Backend) Stopped() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.stopped)
+}
+
 // Delete removes a workspace; not_found when there is none.
 func (b *Backend) Delete(_ context.Context, id string) error {
 	b.mu.Lock()
