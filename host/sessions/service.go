@@ -30,6 +30,13 @@ type Service struct {
 	now    func() time.Time
 	secret []byte // keys the egress proxy's per-session passwords
 
+	// reconciling is held by Reconcile across its read of the store's ids
+	// and the backend's reconcile, and shared by acquire across its read or
+	// write of the store: a session is then either in the store when
+	// Reconcile reads it, or made only after the backend has reconciled, so
+	// its new workspace is never taken for a leftover. Taken before mu.
+	reconciling sync.RWMutex
+
 	mu          sync.Mutex
 	cfg         config.SessionsConfig
 	cfgFile     string
@@ -208,6 +215,8 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 		return Session{}, nil, err
 	}
 	id := BackendID(principal, session)
+	s.reconciling.RLock()
+	defer s.reconciling.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.deleting[id] {
@@ -294,20 +303,28 @@ func (s *Service) SetNetwork(ctx context.Context, principal, session, network st
 		return Session{}, errcode.New(errcode.Unsupported, "this host runs no egress proxy, so a session can't have the \"packages\" network: "+
 			"list the package index's hosts in [sessions] package_hosts and restart the host")
 	}
+	st, b, err := s.prepared(ctx)
+	if err != nil {
+		return Session{}, err
+	}
 	se, release, err := s.acquire(ctx, principal, session, true, true)
 	if err != nil {
 		return Session{}, err
 	}
 	defer release()
-	st, _, err := s.parts()
-	if err != nil {
-		return Session{}, err
-	}
 	if _, err := st.SetNetwork(ctx, principal, session, network); err != nil {
 		return Session{}, err
 	}
 	if se.Network != network {
 		s.log.Info("session network changed", "session", describe(se), "from", se.Network, "to", network)
+	}
+	// The sandbox running now has the old network: what an earlier run left
+	// in it (a process reading /work and sending out what it finds) must not
+	// see a file that comes after the switch. Its files stay; the next run
+	// starts a new sandbox. Stopped even when the network is the same, so a
+	// call again after a failed stop stops it.
+	if err := b.Stop(ctx, se.Backend); err != nil {
+		return Session{}, fmt.Errorf("the session's network is now %q, but its running sandbox, which still has the old one, could not be stopped: %w; call again to stop it", network, err)
 	}
 	se.Network = network
 	return se, nil
@@ -413,6 +430,8 @@ func (s *Service) ExpireEvery(ctx context.Context, interval time.Duration) {
 // workspaces of every session the store knows and deletes the others. It
 // returns the backend ids removed.
 func (s *Service) Reconcile(ctx context.Context) ([]string, error) {
+	s.reconciling.Lock()
+	defer s.reconciling.Unlock()
 	st, b, err := s.parts()
 	if err != nil {
 		return nil, err

@@ -417,6 +417,40 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
+// A session made while a reconcile runs (between its read of the store's
+// ids and the backend's look at the workspaces) is never taken for a
+// leftover: its upload either lands before the read, or waits for the
+// reconcile to end.
+func TestReconcileSparesASessionMadeMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	uploaded := make(chan error, 1)
+	f.back.BeforeReconcile = func() {
+		go func() {
+			_, err := f.svc.WriteFile(ctx, "ann", "new", "x.txt", strings.NewReader("made meanwhile"))
+			uploaded <- err
+		}()
+		// Let the upload run to its end if nothing holds it back.
+		select {
+		case err := <-uploaded:
+			uploaded <- err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	if _, err := f.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-uploaded; err != nil {
+		t.Fatalf("the upload made during the reconcile failed: %v", err)
+	}
+	if !f.back.Has(sessions.BackendID("ann", "new")) {
+		t.Fatal("the session made during the reconcile lost its workspace, though its upload succeeded")
+	}
+	if _, err := f.svc.ReadFile(ctx, "ann", "new", "x.txt", 1<<10); err != nil {
+		t.Fatalf("reading the uploaded file back: %v", err)
+	}
+}
+
 func TestSetNetwork(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
@@ -432,5 +466,13 @@ func TestSetNetwork(t *testing.T) {
 	}
 	if got, _ := f.svc.Get(ctx, "ann", "c"); got.Network != "web" {
 		t.Errorf("stored network %q", got.Network)
+	}
+	// Switching stops the sandbox that has the old network before it answers.
+	before := len(f.back.Stopped())
+	if _, err := f.svc.SetNetwork(ctx, "ann", "c", "off"); err != nil {
+		t.Fatal(err)
+	}
+	if stopped := f.back.Stopped(); len(stopped) != before+1 || stopped[len(stopped)-1] != sessions.BackendID("ann", "c") {
+		t.Errorf("switching the network off stopped %v, want the session's sandbox", stopped[before:])
 	}
 }

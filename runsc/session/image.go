@@ -55,8 +55,20 @@ func (m *Manager) mountPath(id string) string { return filepath.Join(m.opts.Dir,
 
 // run runs a tool and returns its error with what it printed.
 func run(ctx context.Context, name string, args ...string) error {
+	return runOn(ctx, nil, name, args...)
+}
+
+// imageArg is how a tool given the image by runOn names it: the descriptor it inherits as 3.
+const imageArg = "/proc/self/fd/3"
+
+// runOn runs a tool with img (when not nil) as its descriptor 3, which args name as imageArg, so
+// the tool works on the file toolhost opened and not on whatever the path names by then.
+func runOn(ctx context.Context, img *os.File, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	if img != nil {
+		cmd.ExtraFiles = []*os.File{img}
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, strings.TrimSpace(string(out)))
@@ -64,10 +76,36 @@ func run(ctx context.Context, name string, args ...string) error {
 	return nil
 }
 
-// imageExists reports whether the session id has a workspace image.
+// imageExists reports whether the session id has a workspace image, or something in its place
+// (a symbolic link) that openImage will refuse.
 func (m *Manager) imageExists(id string) bool {
-	fi, err := os.Stat(m.imagePath(id))
-	return err == nil && fi.Mode().IsRegular()
+	fi, err := os.Lstat(m.imagePath(id))
+	return err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0)
+}
+
+// openImage opens the session's image for reading and writing without following a symbolic
+// link, and checks that it is a plain file: everything done to the image then goes through
+// this descriptor, never through its path.
+func (m *Manager) openImage(id string) (*os.File, error) {
+	img := m.imagePath(id)
+	fd, err := unix.Open(img, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("the session's disk %s is a symbolic link, which toolhost doesn't follow: remove it", img)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the session's disk: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), img)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("reading the session's disk: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, fmt.Errorf("the session's disk %s is not a plain file: remove it", img)
+	}
+	return f, nil
 }
 
 // createImage makes the session's image: a sparse file of DiskMB, formatted ext4 with no journal
@@ -77,17 +115,18 @@ func (m *Manager) createImage(ctx context.Context, id string) error {
 	img := m.imagePath(id)
 	tmp := img + ".new"
 	_ = os.Remove(tmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("making the session's disk: %w", err)
 	}
+	// O_EXCL made the file (a link in its place fails it); mkfs works on this descriptor.
 	err = f.Truncate(int64(m.opts.DiskMB) << 20)
+	if err == nil {
+		err = runOn(ctx, f, m.tools.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
+			"-E", fmt.Sprintf("root_owner=%d:%d", sandboxUID, sandboxUID), imageArg)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = run(ctx, m.tools.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
-			"-E", fmt.Sprintf("root_owner=%d:%d", sandboxUID, sandboxUID), tmp)
 	}
 	if err == nil {
 		err = os.Rename(tmp, img)
@@ -111,7 +150,7 @@ func syncDir(dir string) {
 // with it mounted leaves it unclean) and growing it to DiskMB if it was made smaller. A mount
 // already there (an earlier process's) is taken as it is.
 func (m *Manager) mount(ctx context.Context, id string) error {
-	img, mnt := m.imagePath(id), m.mountPath(id)
+	mnt := m.mountPath(id)
 	if mounted, err := isMountPoint(mnt); err != nil {
 		return err
 	} else if mounted {
@@ -120,15 +159,20 @@ func (m *Manager) mount(ctx context.Context, id string) error {
 	if err := os.MkdirAll(mnt, 0o700); err != nil {
 		return fmt.Errorf("making the session's mount point: %w", err)
 	}
-	if err := m.check(ctx, img, false); err != nil {
+	f, err := m.openImage(id)
+	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(img); err == nil && fi.Size() < int64(m.opts.DiskMB)<<20 {
-		if err := m.grow(ctx, img); err != nil {
+	defer f.Close()
+	if err := m.check(ctx, f, false); err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() < int64(m.opts.DiskMB)<<20 {
+		if err := m.grow(ctx, f); err != nil {
 			m.log.Warn("growing a session's disk", "session", id, "error", err)
 		}
 	}
-	if err := run(ctx, m.tools.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img, mnt); err != nil {
+	if err := runOn(ctx, f, m.tools.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", imageArg, mnt); err != nil {
 		return fmt.Errorf("mounting the session's disk: %w", err)
 	}
 	// mkfs leaves lost+found, root's: the code can't use it and the files list needn't show it.
@@ -138,31 +182,32 @@ func (m *Manager) mount(ctx context.Context, id string) error {
 
 // check runs e2fsck on an image that is not mounted: a quick look when it is clean, a repair of
 // what can be repaired without asking when it is not (-p); force checks it whole.
-func (m *Manager) check(ctx context.Context, img string, force bool) error {
-	args := []string{"-p", img}
+func (m *Manager) check(ctx context.Context, img *os.File, force bool) error {
+	args := []string{"-p", imageArg}
 	if force {
-		args = []string{"-f", "-p", img}
+		args = []string{"-f", "-p", imageArg}
 	}
 	cmd := exec.CommandContext(ctx, m.tools.fsck, args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	cmd.ExtraFiles = []*os.File{img}
 	out, err := cmd.CombinedOutput()
 	var exitErr *exec.ExitError
 	// 1: errors were corrected; 2: corrected, and a reboot was advised (for a root filesystem).
 	if err == nil || errors.As(err, &exitErr) && exitErr.ExitCode() <= 2 && exitErr.ExitCode() > 0 {
 		return nil
 	}
-	return fmt.Errorf("the session's disk %s is damaged and e2fsck -p can't repair it: %w: %s", img, err, strings.TrimSpace(string(out)))
+	return fmt.Errorf("the session's disk %s is damaged and e2fsck -p can't repair it: %w: %s", img.Name(), err, strings.TrimSpace(string(out)))
 }
 
 // grow makes an unmounted image DiskMB large, its filesystem with it.
-func (m *Manager) grow(ctx context.Context, img string) error {
-	if err := os.Truncate(img, int64(m.opts.DiskMB)<<20); err != nil {
+func (m *Manager) grow(ctx context.Context, img *os.File) error {
+	if err := img.Truncate(int64(m.opts.DiskMB) << 20); err != nil {
 		return err
 	}
 	if err := m.check(ctx, img, true); err != nil {
 		return err
 	}
-	return run(ctx, m.tools.resize, img)
+	return runOn(ctx, img, m.tools.resize, imageArg)
 }
 
 // unmount unmounts the session's workspace if it is mounted (its loop device goes with it) and

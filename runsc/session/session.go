@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/pathtrust"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
@@ -199,6 +200,9 @@ func New(opts Options) (*Manager, error) {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("making the session folder: %w", err)
 		}
+		if err := checkFolder(d); err != nil {
+			return nil, err
+		}
 		if err := os.Chmod(d, 0o700); err != nil {
 			return nil, fmt.Errorf("making the session folder private: %w", err)
 		}
@@ -222,6 +226,26 @@ func New(opts Options) (*Manager, error) {
 	}
 	go m.idleLoop()
 	return m, nil
+}
+
+// sessionsDirRisk is what a user who could change the session folder could do.
+const sessionsDirRisk = "swap a session's disk for a link to any file, which toolhost opens, grows and mounts as root"
+
+// checkFolder refuses a session folder (or its mnt folder) that is a symbolic link, or that
+// anyone but root and the user toolhost runs as could change (pathtrust.Check: owner, mode and
+// every folder above).
+func checkFolder(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("the session folder %s can't be read: %w", dir, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("the session folder %s is a symbolic link: name the folder it points to ([python] sessions_dir)", dir)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("the session folder %s is not a folder ([python] sessions_dir)", dir)
+	}
+	return pathtrust.Check(dir, "the session folder", sessionsDirRisk)
 }
 
 // errClosed is what every method returns once Close ran.

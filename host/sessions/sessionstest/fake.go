@@ -30,6 +30,9 @@ type Backend struct {
 	keeps      [][]string
 	// FailDelete, when set, is returned by Delete.
 	FailDelete error
+	// BeforeReconcile, when set, is called as Reconcile starts, before it
+	// looks at the workspaces: after the host has read the ids it keeps.
+	BeforeReconcile func()
 }
 
 // New returns an empty Backend.
@@ -122,6 +125,13 @@ func (b *Backend) Stop(_ context.Context, id string) error {
 	return nil
 }
 
+// Stopped are the ids whose sandbox was stopped, in order.
+func (b *Backend) Stopped() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.stopped)
+}
+
 // Delete removes a workspace; not_found when there is none.
 func (b *Backend) Delete(_ context.Context, id string) error {
 	b.mu.Lock()
@@ -146,6 +156,9 @@ func (b *Backend) Deleted() []string {
 
 // Reconcile keeps the workspaces of keep and removes the others.
 func (b *Backend) Reconcile(_ context.Context, keep []string) ([]string, error) {
+	if b.BeforeReconcile != nil {
+		b.BeforeReconcile()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.keeps = append(b.keeps, slices.Clone(keep))
