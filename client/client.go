@@ -78,6 +78,9 @@ type session struct {
 	wmu  sync.Mutex
 	done chan struct{}
 	err  error // why the reader stopped; set before done is closed
+	// said is the host's closing frame when it closed the connection for
+	// a while (shutting_down, timeout, too_slow); set before done.
+	said *Error
 }
 
 // frame is one frame of the host as read, with the fields that route it.
@@ -249,6 +252,9 @@ func (c *Conn) read(s *session) {
 	for {
 		_, data, err := s.ws.ReadMessage()
 		if err != nil {
+			if s.said != nil {
+				err = s.said // why the host closed it says more than the close
+			}
 			s.err = fmt.Errorf("%w: %w", errDropped, err)
 			c.wakeAll()
 			return
@@ -263,8 +269,9 @@ func (c *Conn) read(s *session) {
 			_ = json.Unmarshal(data, &cl)
 			e := cl.Error
 			if !closesForGood(e.Code) {
-				// A client gone silent or too slow: a new connection
-				// may do better, and calls re-attach.
+				// A client gone silent or too slow, or a host stopping: a
+				// new connection may do better, and calls re-attach.
+				s.said = &e
 				continue
 			}
 			c.mu.Lock()
@@ -622,6 +629,9 @@ func (c *Conn) follow(ctx context.Context, first Message, onEvent func(Event)) (
 		wait = 500 * time.Millisecond
 	}
 	var s *session
+	// stopped is the host's word that it was stopping, if it closed a
+	// connection of this call saying so.
+	var stopped *Error
 	msg := first
 	for {
 		// (Re)connect and send the call, or the attach that picks it up.
@@ -693,8 +703,14 @@ func (c *Conn) follow(ctx context.Context, first Message, onEvent func(Event)) (
 		if !errors.Is(err, errDropped) {
 			return nil, err // the host closed the connection for good
 		}
+		if said := (*Error)(nil); errors.As(err, &said) && said.Code == errcode.ShuttingDown {
+			stopped = said
+		}
 		if run == "" {
 			return nil, fmt.Errorf("the connection ended before the run started; the call may or may not have run: %w", err)
+		}
+		if (maxRedials < 0 || redials >= maxRedials) && stopped != nil {
+			return nil, fmt.Errorf("the host stopped before the run %s ended, and could not be reached again (%w): %w", run, err, stopped)
 		}
 		if maxRedials < 0 || redials >= maxRedials {
 			return nil, fmt.Errorf("the connection ended before the run did, and could not be opened again; the run %s goes on: %w", run, err)

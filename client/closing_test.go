@@ -89,3 +89,47 @@ func TestAConnClosedForTimeoutOrSlownessDialsAgain(t *testing.T) {
 		t.Errorf("closed for token_revoked: ping %v, %d connections; want the host's reason and no new connection", err, conns.Load())
 	}
 }
+
+// TestACallCutOffByAStoppingHostSaysSo: a host that stops closes the
+// connection of a call in progress (closing frame shutting_down, then
+// 1001) and can't be reached again: the call ends with an error that
+// names the run and gives the host's own words, not a dropped socket.
+func TestACallCutOffByAStoppingHostSaysSo(t *testing.T) {
+	up := websocket.Upgrader{}
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		for {
+			var m client.Message
+			if err := ws.ReadJSON(&m); err != nil {
+				return
+			}
+			switch m.Type {
+			case "hello":
+				_ = ws.WriteJSON(client.HelloReply{Type: "hello", ID: m.ID, Protocol: 1, Server: "toolhost", Principal: "ed", Role: "editor"})
+			case "call":
+				_ = ws.WriteJSON(client.Event{Type: "started", ID: m.ID, Run: "r1", Tool: m.Tool})
+				_ = ws.WriteJSON(client.Closing{Type: "closing", Error: client.Error{Code: "shutting_down", Message: "the host is stopping; connect again once it is back"}})
+				_ = ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "shutting_down"))
+				go srv.Close() // and nobody answers again
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	c, err := client.Dial(ctx(t), srv.URL, client.Options{RedialWait: 10 * time.Millisecond, Redials: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Call(ctx(t), "slow", nil, nil)
+	var ce *client.Error
+	if err == nil || !errors.As(err, &ce) || ce.Code != "shutting_down" ||
+		!strings.Contains(err.Error(), "the host stopped before the run r1 ended") || !strings.Contains(err.Error(), "the host is stopping") {
+		t.Fatalf("the cut-off call: %v; want it to say the host stopped before run r1 ended, in the host's words", err)
+	}
+}

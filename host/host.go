@@ -447,16 +447,25 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 // its network and rules. The unit's TimeoutStopSec (60 s) is above it.
 const stopWait = 45 * time.Second
 
+// websocketsStopWait bounds, within stopWait, how long the websockets get
+// to receive the ends of their runs and close.
+const websocketsStopWait = 15 * time.Second
+
 // Stop shuts everything down; nothing the host started outlives it.
 func (h *Host) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), stopWait)
 	defer cancel()
+	// Runs first, so that HTTP calls waiting for theirs get their ends
+	// and no run starts from now on; then the listener; then each
+	// websocket, once it has the ends of the runs it follows.
+	h.runs.CancelAll("the host is stopping (systemctl stop, a restart or SIGTERM), so its runs were stopped; run it again once the host is back")
 	if h.http != nil {
 		_ = h.http.Shutdown(ctx)
 	}
-	h.runs.CancelAll("the host is stopping (systemctl stop, a restart or SIGTERM), so its runs were stopped; run it again once the host is back")
 	if h.api != nil {
-		h.api.CloseWebsockets("the host is stopping (systemctl stop, a restart or SIGTERM); connect again once it is back")
+		wsCtx, wsCancel := context.WithTimeout(ctx, websocketsStopWait)
+		h.api.CloseWebsockets(wsCtx, "the host is stopping (systemctl stop, a restart or SIGTERM); connect again once it is back")
+		wsCancel()
 	}
 	h.plugins.Stop(ctx)
 	h.sessions.stop(ctx)

@@ -88,6 +88,9 @@ type Server struct {
 	// conns are the open websockets and the HTTP calls waiting for their
 	// run: what a change of tokens checks again.
 	conns map[signedIn]struct{}
+	// stopping, once set (CloseWebsockets), is why a websocket opened
+	// from now on is closed at once.
+	stopping *client.Error
 
 	// waits are the websocket's waits that tests shorten (wsconn.go); zero
 	// means the default.
@@ -109,6 +112,9 @@ func (s *Server) track(c signedIn) (untrack func()) {
 	s.connsMu.Lock()
 	s.conns[c] = struct{}{}
 	c.recheck(s.tokens.Load())
+	if ws, ok := c.(*wsConn); ok && s.stopping != nil {
+		ws.closeWith(*s.stopping)
+	}
 	s.connsMu.Unlock()
 	return func() {
 		s.connsMu.Lock()

@@ -107,7 +107,7 @@ func (c *wsConn) call(m client.Message) {
 	c.mu.Lock()
 	c.calls[m.ID] = run
 	c.mu.Unlock()
-	go c.forward(m.ID, run, 0)
+	c.startForward(m.ID, run, 0)
 }
 
 // forward sends a run's events from seq from on, live, until the run ends,
@@ -194,5 +194,5 @@ func (c *wsConn) attach(m client.Message) {
 		c.calls[m.ID] = run
 		c.mu.Unlock()
 	}
-	go c.forward(m.ID, run, from)
+	c.startForward(m.ID, run, from)
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
+	"github.com/toolhost/toolhost/host/runs"
 )
 
 // TestATextFrameNotUTF8ClosesWith1007: RFC 6455 8.1: a text frame that
@@ -113,20 +115,52 @@ func TestCloseCodes(t *testing.T) {
 	}
 }
 
-// TestAStoppingHostClosesItsWebsockets: a host that stops closes every
-// websocket, signed in or not, with the closing frame shutting_down and
-// 1001 (going away), so clients know to come back later.
+// TestAStoppingHostClosesItsWebsockets: a host that stops cancels its
+// runs, then closes every websocket, signed in or not, once it has sent
+// each the ends of the runs it follows: the run's error saying why comes
+// before the closing frame shutting_down and 1001 (going away), so
+// clients know what became of their calls and to come back later. A
+// connection opened while the host stops is closed the same way, and no
+// call starts.
 func TestAStoppingHostClosesItsWebsockets(t *testing.T) {
 	h := newTestHost(t, Options{Tokens: auth.New([]config.Token{{Name: "ed", SHA256: sum("ed-token"), Role: "editor"}})})
 	signed := h.dial(t, bearer("ed"))
-	signed.send(map[string]any{"type": "ping", "id": "p"})
-	if f := signed.read(5 * time.Second); f.Type != "pong" {
-		t.Fatalf("ping: %+v", f)
+	signed.send(map[string]any{"type": "call", "id": "c", "tool": "block"})
+	if f := signed.read(5 * time.Second); f.Type != "started" {
+		t.Fatalf("the call: %+v", f)
 	}
-	unsigned := h.dial(t, nil)
-	h.api.CloseWebsockets("the host is stopping")
+	unsigned := h.dial(t, nil) // the host may track it before CloseWebsockets or after: closed either way
+
+	h.runs.CancelAll("the host is stopping")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	closed := make(chan struct{})
+	go func() {
+		h.api.CloseWebsockets(ctx, "the host is stopping")
+		close(closed)
+	}()
+
+	end := signed.read(5 * time.Second)
+	for end.Type != "error" && end.Type != "closing" {
+		end = signed.read(5 * time.Second)
+	}
+	if end.Type != "error" || end.ID != "c" || end.Error == nil || !strings.Contains(end.Error.Message, "the host is stopping") {
+		t.Fatalf("the cut-off run's end: %+v (error %+v); want its error saying the host is stopping, before the closing frame", end, end.Error)
+	}
 	signed.expectClose("shutting_down", "the host is stopping", websocket.CloseGoingAway)
 	unsigned.expectClose("shutting_down", "the host is stopping", websocket.CloseGoingAway)
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("CloseWebsockets did not return once every client had answered the close")
+	}
+
+	late := h.dial(t, bearer("ed"))
+	late.send(map[string]any{"type": "call", "id": "c", "tool": "block"})
+	late.expectClose("shutting_down", "the host is stopping", websocket.CloseGoingAway)
+	if _, err := h.runs.Start(runs.Request{Tool: "block", Principal: "ed"}); err == nil || !strings.Contains(err.Error(), "the host is stopping") {
+		t.Errorf("a run started while the host stops: %v; want it refused, saying the host is stopping", err)
+	}
 }
 
 // TestAClientThatReadsNothingIsToldWhy: a client that reads nothing while

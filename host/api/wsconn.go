@@ -132,7 +132,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &wsConn{
 		s: s, ws: ws, ctx: ctx, cancel: cancel, calls: map[string]*runs.Run{}, id: id, peer: r.RemoteAddr,
-		out: newOutbox(s.opts.ConnBuffer), readDone: make(chan struct{}),
+		out: newOutbox(s.opts.ConnBuffer), readDone: make(chan struct{}), writeDone: make(chan struct{}),
 	}
 	c.signedIn.Store(signedIn)
 	// The tokens may have changed since the check above.
@@ -169,10 +169,16 @@ type wsConn struct {
 	// readDone is closed when the reader ends: the client closed, went,
 	// or can't be read any more.
 	readDone chan struct{}
+	// writeDone is closed when the writer ends: the connection is over.
+	writeDone chan struct{}
 
 	mu    sync.Mutex
 	id    auth.Identity        // who the connection is signed in as
 	calls map[string]*runs.Run // client id -> run
+	// forwarding counts the runs' forwarders at work; forwarded, when
+	// set, is closed once it is zero (waitForwarded).
+	forwarding int
+	forwarded  chan struct{}
 }
 
 // who is who the connection is signed in as.
@@ -277,6 +283,7 @@ func (c *wsConn) writeLoop() {
 		ping.Stop()
 		c.cancel()
 		_ = c.ws.Close()
+		close(c.writeDone)
 	}()
 	for {
 		select {
@@ -359,16 +366,75 @@ func (c *wsConn) closeWith(why client.Error) {
 	})
 }
 
-// CloseWebsockets closes every open websocket the host's way (a closing
-// frame shutting_down, then 1001), for a host that is stopping: their runs
-// are the host's to stop. It does not wait for the clients' answers.
-func (s *Server) CloseWebsockets(message string) {
+// CloseWebsockets closes every open websocket the host's way, for a host
+// that is stopping: each connection first gets the ends of the runs it
+// follows (the caller has cancelled them), then the closing frame
+// shutting_down and 1001. A connection opened from now on is closed the
+// same way at once. It returns when every connection is over, or when ctx
+// ends: then the ones left are cut off.
+func (s *Server) CloseWebsockets(ctx context.Context, message string) {
+	why := client.Error{Code: errcode.ShuttingDown, Message: message}
 	s.connsMu.Lock()
-	defer s.connsMu.Unlock()
+	s.stopping = &why
+	var open []*wsConn
 	for c := range s.conns {
 		if ws, ok := c.(*wsConn); ok {
-			ws.closeWith(client.Error{Code: errcode.ShuttingDown, Message: message})
+			open = append(open, ws)
 		}
+	}
+	s.connsMu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range open {
+		wg.Go(func() {
+			c.waitForwarded(ctx)
+			c.closeWith(why)
+			select {
+			case <-c.writeDone:
+			case <-ctx.Done():
+				c.cancel()
+				_ = c.ws.NetConn().Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// startForward forwards a run's events to the client (forward), counted
+// for waitForwarded.
+func (c *wsConn) startForward(id string, run *runs.Run, from uint64) {
+	c.mu.Lock()
+	c.forwarding++
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			c.forwarding--
+			if c.forwarding == 0 && c.forwarded != nil {
+				close(c.forwarded)
+				c.forwarded = nil
+			}
+			c.mu.Unlock()
+		}()
+		c.forward(id, run, from)
+	}()
+}
+
+// waitForwarded waits until no run's forwarder is at work (each has queued
+// its run's last event, or stopped), or ctx ends.
+func (c *wsConn) waitForwarded(ctx context.Context) {
+	c.mu.Lock()
+	if c.forwarding == 0 {
+		c.mu.Unlock()
+		return
+	}
+	if c.forwarded == nil {
+		c.forwarded = make(chan struct{})
+	}
+	done := c.forwarded
+	c.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 

@@ -58,6 +58,8 @@ type Dispatcher struct {
 	appr *approvals
 	// acct are the budgets and idempotency keys (budgets.go, idempotency.go).
 	acct accounting
+	// stopping, once set by CancelAll, is why runs are no longer started.
+	stopping string
 }
 
 // Model answers the questions runs ask the model (AskModel). The host's is
@@ -215,6 +217,9 @@ func (d *Dispatcher) admit(ctx context.Context, run *Run, req Request, wait bool
 		}
 		if c.Refused != "" {
 			return &sdk.Error{Code: errcode.Forbidden, Message: c.Refused}
+		}
+		if d.stopping != "" {
+			return &sdk.Error{Code: errcode.ShuttingDown, Message: d.stopping}
 		}
 		parent := d.runs[req.Parent]
 		switch {
@@ -458,10 +463,16 @@ func (d *Dispatcher) Close() {
 }
 
 // CancelAll cancels every run still going, saying why (reason, in the
-// user's words); used at shutdown.
+// user's words), and refuses new ones with the same words, calls waiting
+// for a place included; used at shutdown.
 func (d *Dispatcher) CancelAll(reason string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.stopping == "" {
+		d.stopping = reason
+		close(d.placeFreed)
+		d.placeFreed = make(chan struct{})
+	}
 	for _, r := range d.runs {
 		r.CancelBecause(reason)
 	}
