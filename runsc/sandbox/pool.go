@@ -82,6 +82,10 @@ type poolShape struct {
 
 	ready    []*Sandbox
 	starting int
+	// waiting counts the Gets waiting for a start under way rather than starting one cold;
+	// readied is closed (and replaced) whenever a start ends, well or not.
+	waiting  int
+	readied  chan struct{}
 	inUse    int
 	peak     int
 	peakAt   time.Time
@@ -184,14 +188,33 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if sh.inUse >= sh.peak {
 		sh.peak, sh.peakAt = sh.inUse, now
 	}
-	for pooled && len(sh.ready) > 0 && sb == nil {
-		cand := sh.ready[0]
-		sh.ready = sh.ready[1:]
-		if cand.alive() {
-			sb = cand
-		} else {
-			sh.died++
-			p.destroyInBackground(cand)
+	for pooled {
+		sb = p.takeReadyLocked(sh)
+		// None ready, but one is starting that no other Get waits for: it began before this
+		// call and will be ready sooner than a cold start begun now (calls back to back
+		// outrun the refill otherwise, and each cold start slows the starts under way).
+		waitable := sh.starting > sh.waiting
+		p.fillLocked(sh, now) // the replacement starts now, not when the pool's loop gets to it
+		if sb != nil || !waitable {
+			break
+		}
+		sh.waiting++
+		readied := sh.readied
+		p.mu.Unlock()
+		select {
+		case <-readied:
+		case <-ctx.Done():
+		case <-p.ctx.Done():
+		}
+		p.mu.Lock()
+		sh.waiting--
+		if err := ctx.Err(); err != nil || p.closed {
+			sh.inUse--
+			p.mu.Unlock()
+			if err == nil {
+				return nil, errors.New("the sandbox pool is closed")
+			}
+			return nil, fmt.Errorf("waiting for a sandbox to start: %w", err)
 		}
 	}
 	if sb != nil {
@@ -224,6 +247,20 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	}
 	p.inUse[sb] = sh
 	return sb, nil
+}
+
+// takeReadyLocked takes the first live ready sandbox of sh, removing dead ones it finds.
+func (p *Pool) takeReadyLocked(sh *poolShape) *Sandbox {
+	for len(sh.ready) > 0 {
+		cand := sh.ready[0]
+		sh.ready = sh.ready[1:]
+		if cand.alive() {
+			return cand
+		}
+		sh.died++
+		p.destroyInBackground(cand)
+	}
+	return nil
 }
 
 // Destroy destroys a sandbox Get returned, in the background, and frees its place.
@@ -316,7 +353,7 @@ func (p *Pool) shapeLocked(opts Options) *poolShape {
 	ready := opts
 	ready.Limits.MemoryBytes = p.opts.MemoryBytes
 	ready.Limits.CPUShares = p.opts.StartShares
-	sh := &poolShape{key: key, label: label, opts: ready}
+	sh := &poolShape{key: key, label: label, opts: ready, readied: make(chan struct{})}
 	p.shapes[key] = sh
 	p.order = append(p.order, sh)
 	return sh
@@ -377,21 +414,26 @@ func (p *Pool) maintain(check bool) {
 			clear(sh.ready[len(kept):])
 			sh.ready = kept
 		}
-		target := p.targetLocked(sh, now)
-		for len(sh.ready) > target {
-			sh.retired++
-			p.destroyInBackground(sh.ready[0])
-			sh.ready = sh.ready[1:]
-		}
-		need := target - len(sh.ready) - sh.starting
-		if need <= 0 || now.Before(sh.retryAt) {
-			continue
-		}
-		sh.starting += need
-		for range need {
-			p.wg.Add(1)
-			go p.start(sh)
-		}
+		p.fillLocked(sh, now)
+	}
+}
+
+// fillLocked retires the ready sandboxes of sh above its target and starts what it lacks.
+func (p *Pool) fillLocked(sh *poolShape, now time.Time) {
+	target := p.targetLocked(sh, now)
+	for len(sh.ready) > target {
+		sh.retired++
+		p.destroyInBackground(sh.ready[0])
+		sh.ready = sh.ready[1:]
+	}
+	need := target - len(sh.ready) - sh.starting
+	if need <= 0 || now.Before(sh.retryAt) {
+		return
+	}
+	sh.starting += need
+	for range need {
+		p.wg.Add(1)
+		go p.start(sh)
 	}
 }
 
@@ -425,6 +467,8 @@ func (p *Pool) start(sh *poolShape) {
 	<-p.starts
 	p.mu.Lock()
 	sh.starting--
+	close(sh.readied)
+	sh.readied = make(chan struct{})
 	if err != nil {
 		closed := p.closed
 		if !closed {

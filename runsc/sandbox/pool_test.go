@@ -121,6 +121,26 @@ func TestPoolEveryRunGetsAFreshSandbox(t *testing.T) {
 	}
 }
 
+// TestPoolCallsBackToBackWaitForTheRefill: runs one right after another, faster than the pool
+// refills, wait for the sandbox already starting rather than start one cold beside it: every
+// one is handed out from the pool, each still fresh.
+func TestPoolCallsBackToBackWaitForTheRefill(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 2})
+	opts := poolSandbox()
+	p.Warm(opts)
+	waitFor(t, "a ready sandbox", func() bool { return shapeStats(p).Ready >= 1 })
+	for i := range 4 {
+		if _, answer := use(t, p, opts); answer != "fresh" {
+			t.Errorf("run %d: the sandbox saw an earlier run's files (%q)", i, answer)
+		}
+	}
+	if st := shapeStats(p); st.HandedOut != 4 || st.Cold != 0 {
+		t.Errorf("stats %+v; want all 4 runs back to back handed out from the pool, none cold", st)
+	}
+}
+
 // TestPoolReplacesADeadSandbox: a ready sandbox killed from outside is never handed out, and the
 // pool notices and replaces it by itself.
 func TestPoolReplacesADeadSandbox(t *testing.T) {
