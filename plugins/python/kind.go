@@ -38,6 +38,9 @@ type kindOptions struct {
 	// hostTimerOff leaves a run's wall-clock limit to the runner inside the sandbox alone
 	// (tests: the limit must hold whatever happens to the plugin).
 	hostTimerOff bool
+	// placeWait is how long a session run waits for a sandbox place (session.DefaultPlaceWait
+	// when 0; tests shorten it).
+	placeWait time.Duration
 }
 
 // kind implements sdk.Kind for python tools.
@@ -53,6 +56,9 @@ type kind struct {
 	cfg  Config
 	mgr  *sandbox.Manager
 	pool *sandbox.Pool // its Max bounds the sandboxes in use at once
+	// places are the sandboxes the kind may run at once ([python.pool] max): its pools' runs and
+	// ready sandboxes and the session sandboxes together, across a reconfigure.
+	places *sandbox.Places
 	// runs is held for reading by every run on mgr, so a replaced manager is closed only once
 	// its runs are done.
 	runs *sync.RWMutex
@@ -70,7 +76,7 @@ func newKind(o kindOptions) *kind {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	return &kind{log: o.Logger, opts: o, sess: newSessions(o.Logger)}
+	return &kind{log: o.Logger, opts: o, sess: newSessions(o.Logger), places: sandbox.NewPlaces(defaultPoolMax)}
 }
 
 // Describe names the kind and its run table.
@@ -177,8 +183,9 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	if k.opts.CheckOnly {
 		size = 0 // a check keeps nothing ready: it ends as soon as its tools are checked
 	}
+	k.places.SetMax(cfg.pool.Max)
 	pool, err := sandbox.NewPool(sandbox.PoolOptions{
-		Manager: mgr, Size: size, Max: cfg.pool.Max,
+		Manager: mgr, Size: size, Max: cfg.pool.Max, Places: k.places,
 		MaxIdle:     time.Duration(cfg.pool.MaxIdleMinutes) * time.Minute,
 		MemoryBytes: int64(cfg.MaxMemoryMB+overheadMB) << 20,
 		Starts:      poolStarts,
