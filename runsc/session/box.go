@@ -3,6 +3,7 @@ package session
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"sync"
 
@@ -168,9 +169,13 @@ func (m *Manager) takePlace(ctx context.Context) (free func(), err error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		limit := fmt.Sprintf("the host runs at most %d sandboxes at once", places.Max())
+		if places.Max() == 1 {
+			limit = "the host runs one sandbox at a time"
+		}
 		return nil, errcode.Errorf(errcode.TooManySandboxes,
-			"the host runs at most %d sandboxes at once (%s), and all of them are running code or tool calls, none idle to stop: try again when a run has ended, or an admin raises %s",
-			places.Max(), m.opts.PlacesSetting, m.opts.PlacesSetting)
+			"%s (%s: tool runs and conversation sandboxes together), and all are running code, none idle to stop: try again when a run has ended, or an admin raises %s",
+			limit, m.opts.PlacesSetting, m.opts.PlacesSetting)
 	}
 	return sync.OnceFunc(places.Give), nil
 }

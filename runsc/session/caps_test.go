@@ -82,7 +82,7 @@ func TestSessionSandboxesShareThePlaces(t *testing.T) {
 		t.Fatalf("b's long run: %v", err)
 	}
 	_, err := m.Run(ctx, d, Run{Language: "bash", Code: "true"})
-	if errcode.Code(err) != errcode.TooManySandboxes || !strings.Contains(err.Error(), "at most 2 sandboxes") || !strings.Contains(err.Error(), "[python.pool] max") {
+	if errcode.Code(err) != errcode.TooManySandboxes || !strings.Contains(err.Error(), "at most 2 sandboxes at once") || !strings.Contains(err.Error(), "[python.pool] max") {
 		t.Errorf("a run with every place busy: %v; want too_many_sandboxes naming 2 and [python.pool] max", err)
 	}
 	stopBusy()
