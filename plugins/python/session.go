@@ -191,6 +191,7 @@ func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) err
 		IdleStop:   time.Duration(conf.IdleMinutes) * time.Minute,
 		ProxyAddr:  conf.ProxyAddr,
 		Places:     k.places,
+		Counters:   k.counters,
 		PlaceWait:  k.opts.placeWait,
 		KeepFreeMB: keepFreeMB(c.cfg.SessionsKeepFreeMB),
 		Log:        k.log.Named("sessions"),

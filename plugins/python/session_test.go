@@ -522,6 +522,18 @@ func TestSessionSandboxesCountInPoolMax(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	metrics := map[string]float64{}
+	for _, m := range k.Metrics(ctx) {
+		if m.Labels["shape"] == "" {
+			metrics[m.Name+"{"+m.Labels["cap"]+"}"] = m.Value
+		}
+	}
+	for name, want := range map[string]float64{"sandboxes_max{}": 1, "sandboxes_in_use{}": 1, "session_sandboxes_stopped_for_room_total{}": 1,
+		"refusals_total{too_many_sandboxes}": 1, "refusals_total{disk_full}": 0} {
+		if metrics[name] != want {
+			t.Errorf("metric %s = %v; want %v (all: %v)", name, metrics[name], want, metrics)
+		}
+	}
 	if _, err := s.WriteFile(ctx, a, "stop", strings.NewReader("")); err != nil {
 		t.Fatal(err)
 	}

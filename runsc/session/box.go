@@ -169,6 +169,7 @@ func (m *Manager) takePlace(ctx context.Context) (free func(), err error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		m.opts.Counters.NoPlace.Add(1)
 		limit := fmt.Sprintf("the host runs at most %d sandboxes at once", places.Max())
 		if places.Max() == 1 {
 			limit = "the host runs one sandbox at a time"

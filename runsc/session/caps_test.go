@@ -235,6 +235,9 @@ func TestDiskIsReservedAndRefusedPastTheRoom(t *testing.T) {
 	if m.imageExists(extra) {
 		t.Error("a refused session left a disk behind")
 	}
+	if n := m.opts.Counters.NoRoom.Load(); n != 2 {
+		t.Errorf("%d disks counted as refused for lack of room; want 2", n)
+	}
 	// Every disk filled: by code in the first, by uploads in the others.
 	res, _, _ := runOK(t, m, made[0], "bash", "dd if=/dev/zero of=/work/fill bs=1M 2>/dev/null")
 	if res.Stopped != "disk" {

@@ -182,6 +182,7 @@ func (m *Manager) reserve(img *os.File, size int64) error {
 
 // noRoom is the error of a disk the session folder has no room for.
 func (m *Manager) noRoom(need, free int64) error {
+	m.opts.Counters.NoRoom.Add(1)
 	return errcode.Errorf(errcode.DiskFull,
 		"the host has no room for this session's disk: it needs %s more, and the session folder %s has %s free of which %d MiB stay free for the host ([python] sessions_keep_free_mb); an admin frees space there or lowers [sessions] disk_mb",
 		mib(need), m.opts.Dir, mib(max(free, 0)), m.opts.KeepFreeMB)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,12 +79,25 @@ type Options struct {
 	PlacesSetting string
 	// PlaceWait is how long a run waits for a place (DefaultPlaceWait when 0).
 	PlaceWait time.Duration
+	// Counters, if not nil, count what the caps did (shared by the managers that replace one
+	// another, so that they outlive a reconfigure); nil: the manager counts in its own.
+	Counters *Counters
 	// KeepFreeMB is the room on Dir's filesystem that session disks never take: a disk is made,
 	// or grown, only when the filesystem keeps this much free after it (DefaultKeepFreeMB when
 	// 0, none when negative).
 	KeepFreeMB int
 	// Log hears what the Manager does on its own (idle stops, failures to clean up).
 	Log hclog.Logger
+}
+
+// Counters count what the caps did, for metrics. They are safe for concurrent use.
+type Counters struct {
+	// StoppedForRoom counts idle session sandboxes stopped because another run needed a place.
+	StoppedForRoom atomic.Uint64
+	// NoPlace counts runs refused with errcode.TooManySandboxes.
+	NoPlace atomic.Uint64
+	// NoRoom counts disks refused (made or grown) for lack of room in Dir: errcode.DiskFull.
+	NoRoom atomic.Uint64
 }
 
 // Run is one run of code in a session.
@@ -200,6 +214,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.PlacesSetting == "" {
 		opts.PlacesSetting = "[python.pool] max"
+	}
+	if opts.Counters == nil {
+		opts.Counters = &Counters{}
 	}
 	if opts.KeepFreeMB == 0 {
 		opts.KeepFreeMB = DefaultKeepFreeMB
@@ -641,6 +658,7 @@ func (m *Manager) reclaim(ctx context.Context) bool {
 		} else {
 			m.log.Info("stopped an idle session's sandbox to make room for another", "session", s.id)
 		}
+		m.opts.Counters.StoppedForRoom.Add(1)
 		return true
 	}
 	return false
