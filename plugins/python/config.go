@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
+	"github.com/toolhost/toolhost/runsc/session"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -25,19 +26,21 @@ var configSchema string
 
 // Config is the kind's [python] table as the host sends it (JSON, snake_case keys).
 type Config struct {
-	Runsc             string   `json:"runsc"`
-	Rootfs            string   `json:"rootfs"`
-	StateDir          string   `json:"state_dir"`
-	SessionsDir       string   `json:"sessions_dir"`
-	Platform          string   `json:"platform"`
-	SandboxPrefix     string   `json:"sandbox_prefix"`
-	Packages          []string `json:"packages"`
-	MaxMemoryMB       int      `json:"max_memory_mb"`
-	MaxOutputBytes    int64    `json:"max_output_bytes"`
-	ExtraAllowedCIDRs []string `json:"extra_allowed_cidrs"`
-	Pids              int      `json:"pids"`
-	TmpMB             int      `json:"tmp_mb"`
-	WorkMB            int      `json:"work_mb"`
+	Runsc       string `json:"runsc"`
+	Rootfs      string `json:"rootfs"`
+	StateDir    string `json:"state_dir"`
+	SessionsDir string `json:"sessions_dir"`
+	// SessionsKeepFreeMB is the room on sessions_dir's filesystem that session disks never take.
+	SessionsKeepFreeMB int      `json:"sessions_keep_free_mb"`
+	Platform           string   `json:"platform"`
+	SandboxPrefix      string   `json:"sandbox_prefix"`
+	Packages           []string `json:"packages"`
+	MaxMemoryMB        int      `json:"max_memory_mb"`
+	MaxOutputBytes     int64    `json:"max_output_bytes"`
+	ExtraAllowedCIDRs  []string `json:"extra_allowed_cidrs"`
+	Pids               int      `json:"pids"`
+	TmpMB              int      `json:"tmp_mb"`
+	WorkMB             int      `json:"work_mb"`
 	// Pool is [python.pool]: the ready sandboxes (see poolConfig).
 	Pool json.RawMessage `json:"pool"`
 
@@ -50,8 +53,8 @@ type poolConfig struct {
 	// Size is how many ready sandboxes are kept of each shape in use (network off, network on);
 	// 0 turns the pool off.
 	Size int `json:"size"`
-	// Max is how many sandboxes may run at once, and the most ready sandboxes of a shape when
-	// demand grows.
+	// Max is how many sandboxes may run at once: tool runs, ready sandboxes and conversation
+	// sandboxes together (sandbox.Places).
 	Max int `json:"max"`
 	// MaxIdleMinutes is how long demand is remembered: ready sandboxes above Size go after this
 	// long without need, and the network shape keeps none once unused this long.
@@ -60,22 +63,26 @@ type poolConfig struct {
 	Preload []string `json:"preload"`
 }
 
+// defaultPoolMax is [python.pool] max when left out.
+const defaultPoolMax = 16
+
 var moduleRx = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
 // defaultConfig is what a setting left out takes.
 func defaultConfig() Config {
 	return Config{
-		Runsc:          "/usr/local/bin/runsc",
-		Rootfs:         "/var/lib/toolhost/rootfs",
-		StateDir:       "/run/toolhost",
-		SessionsDir:    "/var/lib/toolhost/sessions",
-		Platform:       runsc.PlatformSystrap,
-		SandboxPrefix:  sandbox.DefaultPrefix,
-		MaxMemoryMB:    1024,
-		MaxOutputBytes: 1 << 20,
-		Pids:           64,
-		TmpMB:          64,
-		WorkMB:         256,
+		Runsc:              "/usr/local/bin/runsc",
+		Rootfs:             "/var/lib/toolhost/rootfs",
+		StateDir:           "/run/toolhost",
+		SessionsDir:        "/var/lib/toolhost/sessions",
+		SessionsKeepFreeMB: session.DefaultKeepFreeMB,
+		Platform:           runsc.PlatformSystrap,
+		SandboxPrefix:      sandbox.DefaultPrefix,
+		MaxMemoryMB:        1024,
+		MaxOutputBytes:     1 << 20,
+		Pids:               64,
+		TmpMB:              64,
+		WorkMB:             256,
 	}
 }
 
@@ -119,6 +126,9 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	if cfg.TmpMB < 1 || cfg.TmpMB > 65536 {
 		bad("tmp_mb", "must be from 1 to 65536, not %d", cfg.TmpMB)
 	}
+	if cfg.SessionsKeepFreeMB < 0 || cfg.SessionsKeepFreeMB > 1048576 {
+		bad("sessions_keep_free_mb", "must be from 0 to 1048576, not %d", cfg.SessionsKeepFreeMB)
+	}
 	if cfg.WorkMB < 1 || cfg.WorkMB > 1048576 {
 		bad("work_mb", "must be from 1 to 1048576, not %d", cfg.WorkMB)
 	}
@@ -130,7 +140,7 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 		}
 		cfg.extraCIDRs = append(cfg.extraCIDRs, p)
 	}
-	cfg.pool = poolConfig{Size: 2, Max: 16, MaxIdleMinutes: 10}
+	cfg.pool = poolConfig{Size: 2, Max: defaultPoolMax, MaxIdleMinutes: 10}
 	if len(cfg.Pool) > 0 && string(cfg.Pool) != "null" {
 		dec := json.NewDecoder(strings.NewReader(string(cfg.Pool)))
 		dec.DisallowUnknownFields()

@@ -15,7 +15,9 @@ import (
 
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
+	"github.com/toolhost/toolhost/runsc/session"
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 //go:embed runner.py
@@ -38,6 +40,9 @@ type kindOptions struct {
 	// hostTimerOff leaves a run's wall-clock limit to the runner inside the sandbox alone
 	// (tests: the limit must hold whatever happens to the plugin).
 	hostTimerOff bool
+	// placeWait is how long a session run waits for a sandbox place (session.DefaultPlaceWait
+	// when 0; tests shorten it).
+	placeWait time.Duration
 }
 
 // kind implements sdk.Kind for python tools.
@@ -53,6 +58,11 @@ type kind struct {
 	cfg  Config
 	mgr  *sandbox.Manager
 	pool *sandbox.Pool // its Max bounds the sandboxes in use at once
+	// places are the sandboxes the kind may run at once ([python.pool] max): its pools' runs and
+	// ready sandboxes and the session sandboxes together, across a reconfigure.
+	places *sandbox.Places
+	// counters count what the session caps did, across session managers.
+	counters *session.Counters
 	// runs is held for reading by every run on mgr, so a replaced manager is closed only once
 	// its runs are done.
 	runs *sync.RWMutex
@@ -70,7 +80,8 @@ func newKind(o kindOptions) *kind {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	return &kind{log: o.Logger, opts: o, sess: newSessions(o.Logger)}
+	return &kind{log: o.Logger, opts: o, sess: newSessions(o.Logger), places: sandbox.NewPlaces(defaultPoolMax),
+		counters: &session.Counters{}}
 }
 
 // Describe names the kind and its run table.
@@ -177,8 +188,9 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	if k.opts.CheckOnly {
 		size = 0 // a check keeps nothing ready: it ends as soon as its tools are checked
 	}
+	k.places.SetMax(cfg.pool.Max)
 	pool, err := sandbox.NewPool(sandbox.PoolOptions{
-		Manager: mgr, Size: size, Max: cfg.pool.Max,
+		Manager: mgr, Size: size, Max: cfg.pool.Max, Places: k.places,
 		MaxIdle:     time.Duration(cfg.pool.MaxIdleMinutes) * time.Minute,
 		MemoryBytes: int64(cfg.MaxMemoryMB+overheadMB) << 20,
 		Starts:      poolStarts,
@@ -248,7 +260,8 @@ func (k *kind) current() (configured, error) {
 	return configured{k.cfg, k.mgr, k.pool, k.runs}, nil
 }
 
-// Metrics reports the pool's state per shape (no_network, network).
+// Metrics reports the sandboxes running against [python.pool] max, what the caps refused, and
+// the pool's state per shape (no_network, network).
 func (k *kind) Metrics(context.Context) []sdk.Metric {
 	k.mu.Lock()
 	pool := k.pool
@@ -256,7 +269,18 @@ func (k *kind) Metrics(context.Context) []sdk.Metric {
 	if pool == nil {
 		return nil
 	}
-	var out []sdk.Metric
+	out := []sdk.Metric{
+		{Name: "sandboxes_in_use", Type: "gauge", Value: float64(k.places.InUse()),
+			Help: "Sandboxes holding one of the [python.pool] max places: tool runs and live conversation sandboxes."},
+		{Name: "sandboxes_max", Type: "gauge", Value: float64(k.places.Max()),
+			Help: "Sandboxes that may run at once ([python.pool] max)."},
+		{Name: "session_sandboxes_stopped_for_room_total", Type: "counter", Value: float64(k.counters.StoppedForRoom.Load()),
+			Help: "Idle conversation sandboxes stopped (files kept) because another run needed their place."},
+		{Name: "refusals_total", Type: "counter", Value: float64(k.counters.NoPlace.Load()), Labels: map[string]string{"cap": errcode.TooManySandboxes},
+			Help: "Session runs and disks refused by a cap, by the error they got."},
+		{Name: "refusals_total", Type: "counter", Value: float64(k.counters.NoRoom.Load()), Labels: map[string]string{"cap": errcode.DiskFull},
+			Help: "Session runs and disks refused by a cap, by the error they got."},
+	}
 	for _, s := range pool.Stats() {
 		l := map[string]string{"shape": s.Shape}
 		g := func(name, help string, v int) {

@@ -188,9 +188,13 @@ func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) err
 			Pids:        int64(conf.Pids),
 			CPUs:        1,
 		},
-		IdleStop:  time.Duration(conf.IdleMinutes) * time.Minute,
-		ProxyAddr: conf.ProxyAddr,
-		Log:       k.log.Named("sessions"),
+		IdleStop:   time.Duration(conf.IdleMinutes) * time.Minute,
+		ProxyAddr:  conf.ProxyAddr,
+		Places:     k.places,
+		Counters:   k.counters,
+		PlaceWait:  k.opts.placeWait,
+		KeepFreeMB: keepFreeMB(c.cfg.SessionsKeepFreeMB),
+		Log:        k.log.Named("sessions"),
 	})
 	if err != nil {
 		return sdk.Errorf(errcode.Failed, "conversation sandboxes can't start: %v", err)
@@ -203,6 +207,15 @@ func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) err
 	}
 	s.m, s.on, s.dir = m, c.mgr, dir
 	return nil
+}
+
+// keepFreeMB is [python] sessions_keep_free_mb as session.Options takes it (0 there is the
+// default, negative none).
+func keepFreeMB(mb int) int {
+	if mb == 0 {
+		return -1
+	}
+	return mb
 }
 
 // leave closes the session manager if it runs on mgr, once its runs are done: mgr is about to

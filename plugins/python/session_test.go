@@ -32,6 +32,12 @@ import (
 // end its sessions are reconciled away and it is closed, and nothing of it may be left.
 func sessionKind(t *testing.T) (*kind, *sdktest.Conn, *hostside.SessionsClient) {
 	t.Helper()
+	return sessionKindWith(t, map[string]any{"size": 0, "max": 4, "max_idle_minutes": 10}, kindOptions{})
+}
+
+// sessionKindWith is sessionKind with [python.pool] pool and the kind's options opts.
+func sessionKindWith(t *testing.T, pool map[string]any, opts kindOptions) (*kind, *sdktest.Conn, *hostside.SessionsClient) {
+	t.Helper()
 	onlyOnce(t)
 	prefix := testPrefix("thps")
 	state, err := os.MkdirTemp(env.stateDir, "sessions-")
@@ -41,8 +47,8 @@ func sessionKind(t *testing.T) (*kind, *sdktest.Conn, *hostside.SessionsClient) 
 	repo, _ := filepath.Abs("../..")
 	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": sandboxtest.EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
 		"state_dir": state, "sessions_dir": filepath.Join(state, "sessions"), "sandbox_prefix": prefix, "max_output_bytes": env.outputB,
-		"pool": map[string]any{"size": 0, "max": 4, "max_idle_minutes": 10}})
-	k := newKind(kindOptions{})
+		"pool": pool})
+	k := newKind(opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := k.Configure(ctx, raw); err != nil {
@@ -474,5 +480,67 @@ func TestSessionReconfigureKeepsRunsInFlight(t *testing.T) {
 	res = ranResult(t, callIn(t, c, id, sh, map[string]any{"command": "cat log"}, nil))
 	if res.Stdout != "finished\nfinished\n" {
 		t.Fatalf("after a new [python] table the session's files read %+v", res)
+	}
+}
+
+// TestSessionSandboxesCountInPoolMax: [python.pool] max bounds tool runs and session sandboxes
+// together. With a max of 1, a tool run finds the place held by an idle session sandbox and
+// gets it (that sandbox stopped, its files kept); a session run that finds the place held by
+// another session's run in progress fails with too_many_sandboxes through the wire, naming the
+// limit and its setting, and the first session goes on.
+func TestSessionSandboxesCountInPoolMax(t *testing.T) {
+	k, c, s := sessionKindWith(t, map[string]any{"size": 0, "max": 1, "max_idle_minutes": 10}, kindOptions{placeWait: 300 * time.Millisecond})
+	a, b := newSessionID(), newSessionID()
+	sh := sessionTool(t, "run_bash", "bash")
+	if res := ranResult(t, callIn(t, c, a, sh, map[string]any{"command": "echo kept > f"}, nil)); res.ExitCode != 0 {
+		t.Fatalf("the first session run: %+v", res)
+	}
+	if n := k.places.InUse(); n != 1 {
+		t.Fatalf("a session with a live sandbox holds %d places; want 1", n)
+	}
+	wantResult(t, invoke(t, c, "def run():\n    return 7\n", nil, nil), "7")
+
+	started := make(chan struct{})
+	var once sync.Once
+	done := make(chan *sdktest.Run, 1)
+	go func() {
+		done <- callIn(t, c, a, sh, map[string]any{"command": "cat f; while [ ! -e stop ]; do sleep 0.1; done"}, func(e sdk.Event) {
+			if strings.Contains(string(e.Stdout), "kept") {
+				once.Do(func() { close(started) })
+			}
+		})
+	}()
+	select {
+	case <-started:
+	case r := <-done:
+		t.Fatalf("the long run ended before it started: %s %v", r.Result, r.Err)
+	}
+	r := callIn(t, c, b, sh, map[string]any{"command": "true"}, nil)
+	want := "the host runs one sandbox at a time ([python.pool] max: tool runs and conversation sandboxes together), and all are running code, none idle to stop: try again when a run has ended, or an admin raises [python.pool] max"
+	if r.ErrorCode() != errcode.TooManySandboxes || r.Err.Error() != want {
+		t.Errorf("a session run with the one place busy: %s %v; want too_many_sandboxes %q", r.ErrorCode(), r.Err, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	metrics := map[string]float64{}
+	for _, m := range k.Metrics(ctx) {
+		if m.Labels["shape"] == "" {
+			metrics[m.Name+"{"+m.Labels["cap"]+"}"] = m.Value
+		}
+	}
+	for name, want := range map[string]float64{"sandboxes_max{}": 1, "sandboxes_in_use{}": 1, "session_sandboxes_stopped_for_room_total{}": 1,
+		"refusals_total{too_many_sandboxes}": 1, "refusals_total{disk_full}": 0} {
+		if metrics[name] != want {
+			t.Errorf("metric %s = %v; want %v (all: %v)", name, metrics[name], want, metrics)
+		}
+	}
+	if _, err := s.WriteFile(ctx, a, "stop", strings.NewReader("")); err != nil {
+		t.Fatal(err)
+	}
+	if res := ranResult(t, <-done); res.ExitCode != 0 || res.Stdout != "kept\n" {
+		t.Errorf("the long run: %+v; want its file read and an end of its own", res)
+	}
+	if res := ranResult(t, callIn(t, c, b, sh, map[string]any{"command": "echo b"}, nil)); res.Stdout != "b\n" {
+		t.Errorf("b's run once a's ended: %+v", res)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -24,8 +25,14 @@ type PoolOptions struct {
 	Size int
 	// Max is the pool's capacity: the most sandboxes handed out at once, across shapes (a Get
 	// beyond it waits until one is destroyed), and so the most ready sandboxes of one shape when
-	// demand grows. Size when it is less; at least 1.
+	// demand grows. Size when it is less; at least 1. Ignored when Places is set.
 	Max int
+	// Places, if not nil, are the places the pool shares with other users of sandboxes (a
+	// session manager): a handed-out sandbox takes one, and ready sandboxes are kept only in
+	// places nobody uses (those above it are retired at the next check), so that the sandboxes
+	// of the pool and of its sharers together stay within Places.Max. Nil: the pool has Max
+	// places of its own.
+	Places *Places
 	// MaxIdle is how long demand is remembered: ready sandboxes above Size go once the pool has
 	// not needed them for this long, and a shape not asked for in this long (other than one
 	// made by Warm) keeps none. 10 minutes when 0.
@@ -63,7 +70,7 @@ type Pool struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	starts chan struct{}
-	places chan struct{} // one per sandbox handed out: the pool's capacity, Max
+	places *Places // one per sandbox handed out: the pool's capacity
 	kickCh chan struct{}
 	wg     sync.WaitGroup
 
@@ -118,6 +125,10 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		return nil, fmt.Errorf("the sandbox pool's size must not be negative, not %d", opts.Size)
 	}
 	opts.Max = max(opts.Max, opts.Size, 1)
+	places := opts.Places
+	if places == nil {
+		places = NewPlaces(opts.Max)
+	}
 	if opts.MaxIdle <= 0 {
 		opts.MaxIdle = 10 * time.Minute
 	}
@@ -132,7 +143,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{opts: opts, ctx: ctx, cancel: cancel, starts: make(chan struct{}, opts.Starts),
-		places: make(chan struct{}, opts.Max), kickCh: make(chan struct{}, 1),
+		places: places, kickCh: make(chan struct{}, 1),
 		shapes: map[string]*poolShape{}, inUse: map[*Sandbox]*poolShape{}}
 	p.wg.Add(1)
 	go p.loop()
@@ -152,26 +163,24 @@ func (p *Pool) Warm(opts Options) {
 	p.kick()
 }
 
-// ErrFull says a Get gave up waiting: all of the pool's Max sandboxes were in use until its
+// ErrFull says a Get (or Places.Take) gave up waiting: every place was in use until its
 // context ended.
 var ErrFull = errors.New("every sandbox the pool may have at once is in use")
 
-// Get returns a sandbox of its own for exactly one run of opts, once fewer than Max are handed
-// out (it waits until then, or until ctx ends: ErrFull): a ready one, its memory limit lowered to
+// Get returns a sandbox of its own for exactly one run of opts, once it has a place (Places.Take:
+// it may stop an idle session sandbox for one, or wait until one is free or ctx ends: ErrFull): a ready one, its memory limit lowered to
 // opts.Limits.MemoryBytes, or, when none is ready, one started now (a cold start). The caller
 // gives it to Destroy once the run is over.
 func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if opts.Lifetime != OneRun {
 		return nil, errors.New("a sandbox pool hands out one-run sandboxes only")
 	}
-	select {
-	case p.places <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w (%d): %w", ErrFull, p.opts.Max, ctx.Err())
+	if err := p.places.Take(ctx); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			<-p.places
+			p.places.Give()
 		}
 	}()
 	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes
@@ -194,7 +203,7 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		// call and will be ready sooner than a cold start begun now (calls back to back
 		// outrun the refill otherwise, and each cold start slows the starts under way).
 		waitable := sh.starting > sh.waiting
-		p.fillLocked(sh, now) // the replacement starts now, not when the pool's loop gets to it
+		p.fillLocked(sh, now, p.freePlaces()) // the replacement starts now, not when the pool's loop gets to it
 		if sb != nil || !waitable {
 			break
 		}
@@ -274,7 +283,7 @@ func (p *Pool) Destroy(sb *Sandbox) {
 	p.mu.Unlock()
 	p.destroyInBackground(sb)
 	if ok {
-		<-p.places
+		p.places.Give()
 	}
 	p.kick()
 }
@@ -400,6 +409,8 @@ func (p *Pool) maintain(check bool) {
 		return
 	}
 	now := time.Now()
+	// Ready sandboxes wait only in places nobody uses, when the places are shared.
+	free := p.freePlaces()
 	for _, sh := range p.order {
 		if check {
 			kept := sh.ready[:0]
@@ -414,13 +425,23 @@ func (p *Pool) maintain(check bool) {
 			clear(sh.ready[len(kept):])
 			sh.ready = kept
 		}
-		p.fillLocked(sh, now)
+		free -= p.fillLocked(sh, now, free)
 	}
 }
 
-// fillLocked retires the ready sandboxes of sh above its target and starts what it lacks.
-func (p *Pool) fillLocked(sh *poolShape, now time.Time) {
-	target := p.targetLocked(sh, now)
+// freePlaces is how many places ready sandboxes may wait in: those nobody uses, when the
+// places are shared; no bound otherwise.
+func (p *Pool) freePlaces() int {
+	if p.opts.Places != nil {
+		return p.places.Free()
+	}
+	return math.MaxInt
+}
+
+// fillLocked retires the ready sandboxes of sh above its target (at most free) and starts what
+// it lacks. It returns the target.
+func (p *Pool) fillLocked(sh *poolShape, now time.Time, free int) int {
+	target := min(p.targetLocked(sh, now), free)
 	for len(sh.ready) > target {
 		sh.retired++
 		p.destroyInBackground(sh.ready[0])
@@ -428,17 +449,18 @@ func (p *Pool) fillLocked(sh *poolShape, now time.Time) {
 	}
 	need := target - len(sh.ready) - sh.starting
 	if need <= 0 || now.Before(sh.retryAt) {
-		return
+		return target
 	}
 	sh.starting += need
 	for range need {
 		p.wg.Add(1)
 		go p.start(sh)
 	}
+	return target
 }
 
 // targetLocked is how many sandboxes of sh should be ready: Size, or the most in use at once
-// lately when that is more, up to Max; none for a shape not asked for in MaxIdle.
+// lately when that is more, up to the places' Max; none for a shape not asked for in MaxIdle.
 func (p *Pool) targetLocked(sh *poolShape, now time.Time) int {
 	if p.opts.Size == 0 {
 		return 0
@@ -449,7 +471,7 @@ func (p *Pool) targetLocked(sh *poolShape, now time.Time) int {
 	if now.Sub(sh.peakAt) > p.opts.MaxIdle {
 		sh.peak, sh.peakAt = sh.inUse, now
 	}
-	return min(max(p.opts.Size, sh.peak), p.opts.Max)
+	return min(max(p.opts.Size, sh.peak), p.places.Max())
 }
 
 // start starts one sandbox for sh, at most Starts at once across the pool.

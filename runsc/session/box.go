@@ -3,6 +3,7 @@ package session
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"sync"
 
@@ -38,6 +39,9 @@ type box struct {
 
 	mu  sync.Mutex
 	why string // why the manager stopped it, for the runs it killed
+
+	// free gives back the box's place in Options.Places, once (when it ends or is stopped).
+	free func()
 }
 
 // stopped says why the manager stopped the box, "" if it didn't.
@@ -103,11 +107,16 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network) (*box, 
 		}
 		sandboxes, opts.Network = m.packages, true
 	}
-	sb, err := sandboxes.Start(ctx, opts)
+	free, err := m.takePlace(ctx)
 	if err != nil {
 		return nil, err
 	}
-	b := &box{sb: sb, net: net, ended: make(chan struct{})}
+	sb, err := sandboxes.Start(ctx, opts)
+	if err != nil {
+		free()
+		return nil, err
+	}
+	b := &box{sb: sb, net: net, ended: make(chan struct{}), free: free}
 	if !m.viaExec {
 		b.agent = newAgent(sb.Control)
 	}
@@ -116,6 +125,7 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network) (*box, 
 		_, _ = io.Copy(io.Discard, sb.Stdout)
 		b.final, _ = sb.Stats()
 		close(b.ended)
+		b.free()
 	}()
 	go func() {
 		// The agent's own complaints (the code's output never comes this way): a few reach the
@@ -142,7 +152,33 @@ func (m *Manager) stopBox(ctx context.Context, b *box, why string) error {
 	if err != nil {
 		m.log.Warn("removing a session's sandbox", "sandbox", b.sb.ID, "error", err)
 	}
+	b.free()
 	return err
+}
+
+// takePlace takes a place for a new sandbox in Options.Places (see there), and returns what
+// gives it back, once however often it is called.
+func (m *Manager) takePlace(ctx context.Context) (free func(), err error) {
+	places := m.opts.Places
+	if places == nil {
+		return func() {}, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, m.opts.PlaceWait)
+	defer cancel()
+	if err := places.Take(wctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		m.opts.Counters.NoPlace.Add(1)
+		limit := fmt.Sprintf("the host runs at most %d sandboxes at once", places.Max())
+		if places.Max() == 1 {
+			limit = "the host runs one sandbox at a time"
+		}
+		return nil, errcode.Errorf(errcode.TooManySandboxes,
+			"%s (%s: tool runs and conversation sandboxes together), and all are running code, none idle to stop: try again when a run has ended, or an admin raises %s",
+			limit, m.opts.PlacesSetting, m.opts.PlacesSetting)
+	}
+	return sync.OnceFunc(places.Give), nil
 }
 
 // errNoProxy: packages mode without the egress proxy.

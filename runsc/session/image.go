@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // tools are the programs of e2fsprogs and util-linux that make and mount workspace images.
@@ -108,9 +110,10 @@ func (m *Manager) openImage(id string) (*os.File, error) {
 	return f, nil
 }
 
-// createImage makes the session's image: a sparse file of DiskMB, formatted ext4 with no journal
-// and no blocks reserved for root, its root folder the sandbox user's. It is made beside its
-// place and renamed into it, so an image is either whole or not there.
+// createImage makes the session's image: a file of DiskMB whose blocks are reserved on Dir's
+// filesystem (reserve), formatted ext4 with no journal and no blocks reserved for root, its root
+// folder the sandbox user's. It is made beside its place and renamed into it, so an image is
+// either whole or not there.
 func (m *Manager) createImage(ctx context.Context, id string) error {
 	img := m.imagePath(id)
 	tmp := img + ".new"
@@ -119,11 +122,12 @@ func (m *Manager) createImage(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("making the session's disk: %w", err)
 	}
-	// O_EXCL made the file (a link in its place fails it); mkfs works on this descriptor.
-	err = f.Truncate(int64(m.opts.DiskMB) << 20)
+	// O_EXCL made the file (a link in its place fails it); mkfs works on this descriptor, and
+	// doesn't discard (that would punch the reserved blocks out again).
+	err = m.reserve(f, int64(m.opts.DiskMB)<<20)
 	if err == nil {
 		err = runOn(ctx, f, m.tools.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
-			"-E", fmt.Sprintf("root_owner=%d:%d", sandboxUID, sandboxUID), imageArg)
+			"-E", fmt.Sprintf("root_owner=%d:%d,nodiscard", sandboxUID, sandboxUID), imageArg)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -133,11 +137,59 @@ func (m *Manager) createImage(ctx context.Context, id string) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
+		if errcode.Code(err) != "" {
+			return err
+		}
 		return fmt.Errorf("making the session's disk: %w", err)
 	}
 	syncDir(m.opts.Dir)
 	return nil
 }
+
+// reserve makes img size bytes long (never shorter) with every block of it allocated on Dir's
+// filesystem (fallocate), so that the session filling its disk never fills the host's: the
+// room is taken when the disk is made, or grown, or mounted again (a trim may have given blocks
+// back), not when the code writes. It refuses, with errcode.DiskFull, when the filesystem would
+// keep less than KeepFreeMB free after it. A filesystem without fallocate gets the check alone.
+func (m *Manager) reserve(img *os.File, size int64) error {
+	m.diskMu.Lock()
+	defer m.diskMu.Unlock()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(img.Fd()), &st); err != nil {
+		return fmt.Errorf("reading the session's disk: %w", err)
+	}
+	size = max(size, st.Size)
+	need := max(size-st.Blocks*512, 0)
+	free, _, _, err := diskFree(m.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("reading the free space of the session folder: %w", err)
+	}
+	keep := int64(m.opts.KeepFreeMB) << 20
+	if need > 0 && int64(free)-need < keep {
+		return m.noRoom(need, int64(free))
+	}
+	err = unix.Fallocate(int(img.Fd()), 0, 0, size)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS):
+		return img.Truncate(size)
+	case errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT):
+		return m.noRoom(need, int64(free))
+	}
+	return fmt.Errorf("reserving room for the session's disk: %w", err)
+}
+
+// noRoom is the error of a disk the session folder has no room for.
+func (m *Manager) noRoom(need, free int64) error {
+	m.opts.Counters.NoRoom.Add(1)
+	return errcode.Errorf(errcode.DiskFull,
+		"the host has no room for this session's disk: it needs %s more, and the session folder %s has %s free of which %d MiB stay free for the host ([python] sessions_keep_free_mb); an admin frees space there or lowers [sessions] disk_mb",
+		mib(need), m.opts.Dir, mib(max(free, 0)), m.opts.KeepFreeMB)
+}
+
+// mib writes a size in MiB, rounded up.
+func mib(n int64) string { return fmt.Sprintf("%d MiB", (n+1<<20-1)>>20) }
 
 func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
@@ -172,6 +224,11 @@ func (m *Manager) mount(ctx context.Context, id string) error {
 			m.log.Warn("growing a session's disk", "session", id, "error", err)
 		}
 	}
+	// Its blocks reserved again (the growth's, or those a trim gave back): a session that can't
+	// have them is refused, rather than writing into room the host doesn't have.
+	if err := m.reserve(f, 0); err != nil {
+		return err
+	}
 	if err := runOn(ctx, f, m.tools.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", imageArg, mnt); err != nil {
 		return fmt.Errorf("mounting the session's disk: %w", err)
 	}
@@ -199,9 +256,9 @@ func (m *Manager) check(ctx context.Context, img *os.File, force bool) error {
 	return fmt.Errorf("the session's disk %s is damaged and e2fsck -p can't repair it: %w: %s", img.Name(), err, strings.TrimSpace(string(out)))
 }
 
-// grow makes an unmounted image DiskMB large, its filesystem with it.
+// grow makes an unmounted image DiskMB large, its filesystem with it, when Dir has room for it.
 func (m *Manager) grow(ctx context.Context, img *os.File) error {
-	if err := img.Truncate(int64(m.opts.DiskMB) << 20); err != nil {
+	if err := m.reserve(img, int64(m.opts.DiskMB)<<20); err != nil {
 		return err
 	}
 	if err := m.check(ctx, img, true); err != nil {

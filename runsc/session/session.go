@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,6 +42,10 @@ const (
 	DefaultIdleStop = 15 * time.Minute
 	// DefaultTimeout is a run's time when Run.Timeout is 0.
 	DefaultTimeout = 60 * time.Second
+	// DefaultPlaceWait is how long a run waits for a sandbox place when all are taken.
+	DefaultPlaceWait = 10 * time.Second
+	// DefaultKeepFreeMB is the room session disks leave free on their filesystem.
+	DefaultKeepFreeMB = 1024
 	// minDiskMB is the smallest workspace: ext4 and its metadata need some room.
 	minDiskMB = 4
 )
@@ -64,8 +69,35 @@ type Options struct {
 	IdleStop time.Duration
 	// ProxyAddr is the egress proxy a NetworkPackages sandbox may reach, and nothing else.
 	ProxyAddr netip.AddrPort
+	// Places, if not nil, bound the sandboxes of this manager together with those of the others
+	// that share them (the python kind's pool): each live session sandbox holds one. A run that
+	// needs a sandbox when all are taken stops the session sandbox unused longest that no run or
+	// file operation uses (its files stay), else waits up to PlaceWait for a place, else fails
+	// with errcode.TooManySandboxes. Nil: no bound.
+	Places *sandbox.Places
+	// PlacesSetting names where Places' number is set, for the error (default "[python.pool] max").
+	PlacesSetting string
+	// PlaceWait is how long a run waits for a place (DefaultPlaceWait when 0).
+	PlaceWait time.Duration
+	// Counters, if not nil, count what the caps did (shared by the managers that replace one
+	// another, so that they outlive a reconfigure); nil: the manager counts in its own.
+	Counters *Counters
+	// KeepFreeMB is the room on Dir's filesystem that session disks never take: a disk is made,
+	// or grown, only when the filesystem keeps this much free after it (DefaultKeepFreeMB when
+	// 0, none when negative).
+	KeepFreeMB int
 	// Log hears what the Manager does on its own (idle stops, failures to clean up).
 	Log hclog.Logger
+}
+
+// Counters count what the caps did, for metrics. They are safe for concurrent use.
+type Counters struct {
+	// StoppedForRoom counts idle session sandboxes stopped because another run needed a place.
+	StoppedForRoom atomic.Uint64
+	// NoPlace counts runs refused with errcode.TooManySandboxes.
+	NoPlace atomic.Uint64
+	// NoRoom counts disks refused (made or grown) for lack of room in Dir: errcode.DiskFull.
+	NoRoom atomic.Uint64
 }
 
 // Run is one run of code in a session.
@@ -130,6 +162,11 @@ type Manager struct {
 
 	// viaExec runs each process with runsc exec instead of the sandbox's agent (measurements).
 	viaExec bool
+
+	// unreclaim unregisters the manager's reclaimer from Options.Places (nil without them).
+	unreclaim func()
+	// diskMu makes one image (or its growth) at a time, so each sees the room the last one left.
+	diskMu sync.Mutex
 }
 
 // session is what the Manager holds of one session. mu is held across its transitions (mount,
@@ -172,6 +209,19 @@ func New(opts Options) (*Manager, error) {
 	if opts.IdleStop <= 0 {
 		opts.IdleStop = DefaultIdleStop
 	}
+	if opts.PlaceWait <= 0 {
+		opts.PlaceWait = DefaultPlaceWait
+	}
+	if opts.PlacesSetting == "" {
+		opts.PlacesSetting = "[python.pool] max"
+	}
+	if opts.Counters == nil {
+		opts.Counters = &Counters{}
+	}
+	if opts.KeepFreeMB == 0 {
+		opts.KeepFreeMB = DefaultKeepFreeMB
+	}
+	opts.KeepFreeMB = max(opts.KeepFreeMB, 0)
 	if opts.Limits.MemoryBytes <= 0 {
 		opts.Limits.MemoryBytes = 512 << 20
 	}
@@ -223,6 +273,9 @@ func New(opts Options) (*Manager, error) {
 	if opts.ProxyAddr.IsValid() {
 		net := opts.Sandboxes.NetworkOptions()
 		m.packages = opts.Sandboxes.WithNetwork(sandbox.NetworkOptions{MaxConnections: net.MaxConnections, OnlyTo: opts.ProxyAddr})
+	}
+	if opts.Places != nil {
+		m.unreclaim = opts.Places.OnFull(m.reclaim)
 	}
 	go m.idleLoop()
 	return m, nil
@@ -468,6 +521,9 @@ func (m *Manager) Close(ctx context.Context) error {
 		return nil
 	}
 	m.closed = true
+	if m.unreclaim != nil {
+		m.unreclaim()
+	}
 	all := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
 		all = append(all, s)
@@ -553,4 +609,57 @@ func (m *Manager) idleLoop() {
 			s.mu.Unlock()
 		}
 	}
+}
+
+// reclaim stops the sandbox of the session unused longest that no run or file operation uses,
+// for Options.Places when every place is taken: its place is given back, its files stay and its
+// next run starts a new sandbox. It reports whether it stopped one. It never waits for a
+// session's lock (the caller of Places.Take may hold one).
+func (m *Manager) reclaim(ctx context.Context) bool {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return false
+	}
+	all := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	type cand struct {
+		s    *session
+		last time.Time
+	}
+	var cands []cand
+	for _, s := range all {
+		if !s.mu.TryLock() {
+			continue
+		}
+		if !s.deleted && s.active == 0 && s.box != nil {
+			cands = append(cands, cand{s, s.lastUsed})
+		}
+		s.mu.Unlock()
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return a.last.Compare(b.last) })
+	for _, c := range cands {
+		s := c.s
+		if !s.mu.TryLock() {
+			continue
+		}
+		if s.deleted || s.active > 0 || s.box == nil {
+			s.mu.Unlock()
+			continue
+		}
+		err := m.stopBox(ctx, s.box, "the session's sandbox was idle and its place was needed by another run")
+		s.box = nil
+		s.mu.Unlock()
+		if err != nil {
+			m.log.Warn("stopping an idle session's sandbox to make room", "session", s.id, "error", err)
+		} else {
+			m.log.Info("stopped an idle session's sandbox to make room for another", "session", s.id)
+		}
+		m.opts.Counters.StoppedForRoom.Add(1)
+		return true
+	}
+	return false
 }

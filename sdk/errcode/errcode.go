@@ -43,8 +43,14 @@ const (
 	// BadPath: a path that leaves its folder (.., absolute, a symbolic link
 	// pointing out) or names what is not a regular file.
 	BadPath = "bad_path"
-	// DiskFull: a session's workspace has no room left ([sessions] disk_mb).
+	// DiskFull: a session's workspace has no room left ([sessions] disk_mb),
+	// or the host's session folder has no room for a new one (its free
+	// space, less [python] sessions_keep_free_mb).
 	DiskFull = "disk_full"
+	// TooManySandboxes: every sandbox the host may run at once ([python.pool]
+	// max, tool runs and conversation sandboxes together) is running code,
+	// none idle to stop; try again when a run has ended.
+	TooManySandboxes = "too_many_sandboxes"
 	// TooManyCalls: a run and the runs under it made more nested calls
 	// (of tools and the model) than the host allows one call to make.
 	TooManyCalls = "too_many_calls"

@@ -20,7 +20,7 @@ func StatusOf(e *errcode.Error) error {
 		c = codes.NotFound
 	case errcode.BadPath, errcode.BadArgs:
 		c = codes.InvalidArgument
-	case errcode.TooLarge, errcode.DiskFull:
+	case errcode.TooLarge, errcode.DiskFull, errcode.TooManySandboxes:
 		c = codes.ResourceExhausted
 	case errcode.Timeout:
 		c = codes.DeadlineExceeded

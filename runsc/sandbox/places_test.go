@@ -1,0 +1,106 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestPlacesBoundTakers: Take takes a free place; with none free it asks the reclaimers first
+// (one that frees a place gives it to the taker), then waits for a Give or its context's end
+// (ErrFull). A lowered Max stops nothing: new takers wait until fewer are in use.
+func TestPlacesBoundTakers(t *testing.T) {
+	p := NewPlaces(2)
+	ctx := context.Background()
+	for range 2 {
+		if err := p.Take(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.TryTake() || p.Free() != 0 || p.InUse() != 2 {
+		t.Fatalf("with 2 of 2 taken: TryTake succeeded or Free %d, InUse %d", p.Free(), p.InUse())
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err := p.Take(short)
+	cancel()
+	if !errors.Is(err, ErrFull) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Take with every place taken: %v; want ErrFull once its context ended", err)
+	}
+
+	// A reclaimer that has an idle sandbox frees its place for the taker; one with none is passed.
+	idle := 1
+	calls := 0
+	remove := p.OnFull(func(context.Context) bool {
+		calls++
+		if idle == 0 {
+			return false
+		}
+		idle--
+		p.Give()
+		return true
+	})
+	p.OnFull(func(context.Context) bool { return false })
+	if err := p.Take(ctx); err != nil {
+		t.Fatalf("Take with a reclaimer holding an idle sandbox: %v", err)
+	}
+	if calls != 1 || p.InUse() != 2 {
+		t.Errorf("after a reclaim: %d calls, %d in use; want 1 and 2", calls, p.InUse())
+	}
+	remove()
+
+	// A waiter gets the place a Give frees.
+	got := make(chan error, 1)
+	go func() { got <- p.Take(ctx) }()
+	select {
+	case err := <-got:
+		t.Fatalf("Take returned %v with no place free", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.Give()
+	if err := <-got; err != nil {
+		t.Errorf("a waiting Take after a Give: %v", err)
+	}
+
+	// Lowered below what is in use: nothing more until enough are given back.
+	p.SetMax(1)
+	p.Give()
+	if p.TryTake() {
+		t.Error("TryTake succeeded with 1 in use of a Max lowered to 1")
+	}
+	p.Give()
+	if !p.TryTake() {
+		t.Error("TryTake failed with none in use of 1")
+	}
+	p.SetMax(3)
+	if p.Free() != 2 || p.Max() != 3 {
+		t.Errorf("after raising Max to 3 with 1 in use: Free %d, Max %d", p.Free(), p.Max())
+	}
+}
+
+// TestPoolReadySandboxesUseOnlyFreePlaces: a pool on shared places keeps its ready sandboxes
+// only in places nobody uses: when a sharer (a session manager) takes them, the ready ones are
+// retired, so ready, handed-out and shared sandboxes together stay within Max; places given back
+// are filled again.
+func TestPoolReadySandboxesUseOnlyFreePlaces(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	places := NewPlaces(2)
+	p := newTestPool(t, m, PoolOptions{Size: 2, Places: places, CheckEvery: 50 * time.Millisecond})
+	p.Warm(poolSandbox())
+	ready := func() int { return len(p.ReadyIDs()) }
+	state := func() string { return fmt.Sprintf("%d ready, %d places in use", ready(), places.InUse()) }
+	waitFor(t, "2 ready sandboxes", func() bool { return ready() == 2 }, state)
+	if !places.TryTake() {
+		t.Fatal("no place free for a sharer")
+	}
+	waitFor(t, "1 ready sandbox with 1 of 2 places shared", func() bool { return ready() == 1 }, state)
+	if !places.TryTake() {
+		t.Fatal("no place free for a second sharer")
+	}
+	waitFor(t, "no ready sandbox with both places shared", func() bool { return ready() == 0 }, state)
+	places.Give()
+	places.Give()
+	waitFor(t, "2 ready sandboxes once the places were given back", func() bool { return ready() == 2 }, state)
+}
