@@ -8,13 +8,14 @@ import (
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // approvalPolicy is [approvals] for the dispatcher. The session tools
 // (run_python, run_bash) change only their conversation's own sandbox, so
 // they run at once unless the conversation read outside text and its
-// sandbox has a network; a session with the web network reads outside
-// text itself.
+// sandbox has a network; a session whose sandbox reaches the network
+// reads outside text itself, and so does a tool whose kind says so.
 func (h *Host) approvalPolicy(cfg *config.Config) runs.ApprovalPolicy {
 	return runs.ApprovalPolicy{
 		By:     cfg.Approvals.By,
@@ -34,5 +35,21 @@ func (h *Host) approvalPolicy(cfg *config.Config) runs.ApprovalPolicy {
 			_, ok := sessions.Language(tool.Run)
 			return ok
 		},
+		OutsideText:  h.outsideText,
+		TaintUploads: cfg.Approvals.TaintUploads,
 	}
+}
+
+// outsideText says whether a run of the tool brings outside text, as its
+// kind said in Describe. A plugin built before kinds said
+// (sdk.OutsideTextUnsaid) counts as one that brings it: the host can't
+// tell what its tools read, and the cost of a wrong yes is a question to
+// a person, while a wrong no lets a page's instructions reach a change
+// call unasked. A kind that is not running runs nothing.
+func (h *Host) outsideText(tool *tools.Tool) bool {
+	p, ok := h.plugins.Kind(tool.Kind)
+	if !ok {
+		return false
+	}
+	return p.Info().OutsideText != sdk.OutsideTextNone
 }
