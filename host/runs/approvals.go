@@ -58,7 +58,7 @@ type ApprovalPolicy struct {
 	// Expire is how long an approval waits; 0 is DefaultExpire.
 	Expire time.Duration
 	// SessionNetwork says a session's network ("off", "web",
-	// "packages"); a web session's output is outside text. Nil knows
+	// "packages"); a run in a web or packages session is outside text. Nil knows
 	// none.
 	SessionNetwork func(ctx context.Context, principal, session string) string
 	// InSandbox says whether a tool's changes stay in its caller's own
@@ -133,6 +133,8 @@ type approvals struct {
 	// store keeps taint (taint.go); fallback keeps, in memory, the
 	// taint the store could not.
 	store, fallback TaintStore
+	// forgotTaint is when the taint that ran out was last removed.
+	forgotTaint time.Time
 }
 
 func (d *Dispatcher) approvals() *approvals {

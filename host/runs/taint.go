@@ -48,6 +48,10 @@ const NoSessionTaintKeep = time.Hour
 // last read outside text: longer than any conversation goes on.
 const NamedTaintKeep = 7 * 24 * time.Hour
 
+// forgetTaintEvery is how often a taint also removes the taint that ran
+// out (at most).
+const forgetTaintEvery = 10 * time.Minute
+
 // TaintStore keeps which conversations read outside text; the host's is
 // its SQLite store (package sessions). Without one, the dispatcher keeps
 // taint in memory.
@@ -174,6 +178,15 @@ func (d *Dispatcher) taint(ctx context.Context, principal, session, why string) 
 	ctx = context.WithoutCancel(ctx)
 	err := st.Taint(ctx, principal, session, why, now)
 	if err == nil {
+		a.mu.Lock()
+		forget := now.Sub(a.forgotTaint) >= forgetTaintEvery
+		if forget {
+			a.forgotTaint = now
+		}
+		a.mu.Unlock()
+		if !forget {
+			return
+		}
 		if err := st.ForgetTaint(ctx, now.Add(-NoSessionTaintKeep), now.Add(-NamedTaintKeep)); err != nil {
 			d.log.Warn("old taint could not be forgotten", "error", err)
 		}

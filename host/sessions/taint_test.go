@@ -87,3 +87,29 @@ func TestTaintWithNoSessionLastsFromItsLastRead(t *testing.T) {
 		t.Fatalf("%d rows left, %v; want the named one", n, err)
 	}
 }
+
+// BenchmarkTaintAndRead is the store's cost per run of an outside kind
+// (one Taint) and per change call (one Tainted).
+func BenchmarkTaintAndRead(b *testing.B) {
+	ctx := context.Background()
+	st, err := OpenStore(ctx, filepath.Join(b.TempDir(), DBFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	b.Run("taint", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := st.Taint(ctx, "ann", "c1", "fetch's answer", now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("tainted", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := st.Tainted(ctx, "ann", "c1", now.Add(-time.Hour)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
