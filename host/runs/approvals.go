@@ -58,8 +58,8 @@ type ApprovalPolicy struct {
 	// Expire is how long an approval waits; 0 is DefaultExpire.
 	Expire time.Duration
 	// SessionNetwork says a session's network ("off", "web",
-	// "packages"); a run in a web or packages session is outside text. Nil knows
-	// none.
+	// "packages"); a run in a web or packages session is outside text.
+	// Nil knows none.
 	SessionNetwork func(ctx context.Context, principal, session string) string
 	// InSandbox says whether a tool's changes stay in its caller's own
 	// sandbox; nil says none do.
