@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +72,33 @@ func TestAFailedHTTPToolTaintsAndTheTaintSurvivesARestart(t *testing.T) {
 	asksThen(signIn(t, h, editorToken), "p3")
 	if posted.Load() != 1 {
 		t.Errorf("posted %d notes after the restart, want 1", posted.Load())
+	}
+}
+
+// TestAPluginBuiltBeforeKindsSaidTaints: the v1 build (sdk/testdata/v1-kind)
+// says nothing of outside text, as no plugin built before the field does;
+// the host takes its runs as outside text, so a change call in the
+// conversation of one asks even under change = "auto".
+func TestAPluginBuiltBeforeKindsSaidTaints(t *testing.T) {
+	notes, posted := notesServer(t)
+	dir := v1PluginDir(t)
+	b, err := os.ReadFile(filepath.Join(bins.plugins, "toolhost-plugin-http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "toolhost-plugin-http"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]string{"old_echo.toml": v1Tools["old_echo.toml"], "post_note.toml": approvalTools(notes.URL)["post_note.toml"]}
+	h := startHost(t, hostSpec{PluginDir: dir, Config: tokensConfig() + "\n[http]\nallow_private = true\n\n[approvals]\nchange = \"auto\"\n", Tools: tools})
+	ws := signIn(t, h, editorToken)
+	ws.Send(map[string]any{"type": "call", "id": "o", "tool": "old_echo", "session": "old", "args": map[string]any{"text": "hi"}})
+	if f := ws.UntilEnd("o", 30*time.Second); f[len(f)-1].Str("type") != "result" {
+		t.Fatalf("old_echo: %v", f[len(f)-1])
+	}
+	ws.Send(map[string]any{"type": "call", "id": "p", "tool": "post_note", "session": "old", "args": map[string]any{"text": "x"}})
+	asked := untilType(t, ws, "approval_required")
+	if !strings.Contains(asked.Str("why"), "old_echo's answer") || posted.Load() != 0 {
+		t.Fatalf("why: %q, posted %d", asked.Str("why"), posted.Load())
 	}
 }
