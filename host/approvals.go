@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/toolhost/toolhost/config"
@@ -51,5 +52,24 @@ func (h *Host) outsideText(tool *tools.Tool) bool {
 	if !ok {
 		return false
 	}
-	return p.Info().OutsideText != sdk.OutsideTextNone
+	return bringsOutsideText(p.Info(), tool.Run)
+}
+
+// bringsOutsideText says whether a run of a tool with the run table run
+// brings outside text, by its kind's word (info): always, never, or when
+// the run table's setting info.OutsideTextWhen is true. A run table that
+// can't be read counts as one that brings it.
+func bringsOutsideText(info sdk.Info, run json.RawMessage) bool {
+	if info.OutsideText != sdk.OutsideTextNone {
+		return true
+	}
+	if info.OutsideTextWhen == "" {
+		return false
+	}
+	var table map[string]json.RawMessage
+	if err := json.Unmarshal(run, &table); err != nil {
+		return true
+	}
+	v, ok := table[info.OutsideTextWhen]
+	return ok && string(v) != "false" && string(v) != "null"
 }

@@ -1,11 +1,13 @@
 package host
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/toolhost/toolhost/host/sessions/sessionstest"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // TestUploadsAndWebRunsTaintAndTheTaintSurvivesARestart: through the real
@@ -68,5 +70,29 @@ func TestUploadsDoNotTaintWithTaintUploadsOff(t *testing.T) {
 	}
 	if why := th.h.runs.Tainted("ed", "up"); why != "" {
 		t.Errorf("taint_uploads = false, and the upload tainted: %q", why)
+	}
+}
+
+// TestAKindsWordOnOutsideText: a kind says always, never, or per tool by
+// a boolean setting of the run table; a plugin built before kinds said
+// counts as always.
+func TestAKindsWordOnOutsideText(t *testing.T) {
+	python := sdk.Info{OutsideText: sdk.OutsideTextNone, OutsideTextWhen: "network"}
+	for _, tc := range []struct {
+		info sdk.Info
+		run  string
+		want bool
+	}{
+		{sdk.Info{OutsideText: sdk.OutsideTextAlways}, `{"type":"http"}`, true},
+		{sdk.Info{OutsideText: sdk.OutsideTextUnsaid}, `{"type":"old"}`, true},
+		{sdk.Info{}, `{"type":"http"}`, false},
+		{python, `{"type":"python","code":"1"}`, false},
+		{python, `{"type":"python","network":false}`, false},
+		{python, `{"type":"python","network":true}`, true},
+		{python, `not json`, true},
+	} {
+		if got := bringsOutsideText(tc.info, json.RawMessage(tc.run)); got != tc.want {
+			t.Errorf("%+v, %s: %v, want %v", tc.info, tc.run, got, tc.want)
+		}
 	}
 }

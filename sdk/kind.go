@@ -66,6 +66,11 @@ type Info struct {
 	// OutsideText). A kind whose tools read what others wrote (a web page,
 	// an API's answer) sets OutsideTextAlways; the zero value says none.
 	OutsideText OutsideText
+	// OutsideTextWhen, for a kind whose tools differ, names a boolean
+	// setting of the run table (a top-level key) that makes a tool's runs
+	// bring outside text when true: a python tool with network = true
+	// reads the web. Read when OutsideText is OutsideTextNone.
+	OutsideTextWhen string
 }
 
 // OutsideText says whether a kind's runs bring outside text to the

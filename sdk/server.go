@@ -45,6 +45,7 @@ func (s *kindServer) Describe(ctx context.Context, _ *pluginv1.DescribeRequest) 
 		WantsCatalog:     wantsCatalog(s.impl),
 		ServesSessions:   servesSessions(s.impl),
 		OutsideText:      outsideTextToProto(info.OutsideText),
+		OutsideTextWhen:  info.OutsideTextWhen,
 	}, nil
 }
 

@@ -135,7 +135,20 @@ func TestAKindSaysWhetherItsRunsBringOutsideText(t *testing.T) {
 	if info, _, err := sdktest.Start(t, outsideKind{&echoKind{}}, nil).Describe(context.Background()); err != nil || info.OutsideText != sdk.OutsideTextAlways {
 		t.Fatalf("a kind that says always: %+v %v", info, err)
 	}
-	if info, _, err := sdktest.Start(t, &echoKind{}, nil).Describe(context.Background()); err != nil || info.OutsideText != sdk.OutsideTextNone {
+	if info, _, err := sdktest.Start(t, &echoKind{}, nil).Describe(context.Background()); err != nil || info.OutsideText != sdk.OutsideTextNone || info.OutsideTextWhen != "" {
 		t.Fatalf("a kind that says nothing: %+v %v", info, err)
 	}
+	if info, _, err := sdktest.Start(t, perToolKind{&echoKind{}}, nil).Describe(context.Background()); err != nil || info.OutsideText != sdk.OutsideTextNone || info.OutsideTextWhen != "network" {
+		t.Fatalf("a kind that says per tool: %+v %v", info, err)
+	}
+}
+
+// perToolKind is echoKind saying its tools bring outside text when their
+// run table sets network.
+type perToolKind struct{ *echoKind }
+
+func (k perToolKind) Describe(ctx context.Context) (sdk.Info, error) {
+	info, err := k.echoKind.Describe(ctx)
+	info.OutsideTextWhen = "network"
+	return info, err
 }

@@ -33,7 +33,7 @@ func (c *KindClient) Describe(ctx context.Context) (sdk.Info, []uint32, error) {
 		return sdk.Info{}, nil, fmt.Errorf("the plugin didn't describe itself: %w", err)
 	}
 	info := sdk.Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema()), WantsCatalog: resp.GetWantsCatalog(), ServesSessions: resp.GetServesSessions(),
-		OutsideText: outsideTextFromProto(resp.GetOutsideText())}
+		OutsideText: outsideTextFromProto(resp.GetOutsideText()), OutsideTextWhen: resp.GetOutsideTextWhen()}
 	if s := resp.GetConfigSchema(); s != "" {
 		info.ConfigSchema = json.RawMessage(s)
 	}

@@ -169,9 +169,14 @@ type DescribeResponse struct {
 	// error carries the server's words too. Added in protocol 3, after its
 	// release: a plugin built before it leaves it unspecified, which the host reads as
 	// OUTSIDE_TEXT_ALWAYS.
-	OutsideText   OutsideText `protobuf:"varint,8,opt,name=outside_text,json=outsideText,proto3,enum=toolhost.plugin.v1.OutsideText" json:"outside_text,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OutsideText OutsideText `protobuf:"varint,8,opt,name=outside_text,json=outsideText,proto3,enum=toolhost.plugin.v1.OutsideText" json:"outside_text,omitempty"`
+	// For a kind whose tools differ: the name of a boolean setting of the
+	// run table (a top-level key) that makes a tool's runs bring outside
+	// text when it is true (python's `network`). Read when outside_text is
+	// OUTSIDE_TEXT_NONE. Added with outside_text.
+	OutsideTextWhen string `protobuf:"bytes,9,opt,name=outside_text_when,json=outsideTextWhen,proto3" json:"outside_text_when,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -258,6 +263,13 @@ func (x *DescribeResponse) GetOutsideText() OutsideText {
 		return x.OutsideText
 	}
 	return OutsideText_OUTSIDE_TEXT_UNSPECIFIED
+}
+
+func (x *DescribeResponse) GetOutsideTextWhen() string {
+	if x != nil {
+		return x.OutsideTextWhen
+	}
+	return ""
 }
 
 type ConfigureRequest struct {
@@ -2768,7 +2780,7 @@ var File_v1_plugin_proto protoreflect.FileDescriptor
 const file_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x0fv1/plugin.proto\x12\x12toolhost.plugin.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xc3\x02\n" +
+	"\x0fDescribeRequest\"\xef\x02\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12+\n" +
 	"\x11protocol_versions\x18\x02 \x03(\rR\x10protocolVersions\x12\x18\n" +
@@ -2778,7 +2790,8 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\rconfig_schema\x18\x05 \x01(\tR\fconfigSchema\x12#\n" +
 	"\rwants_catalog\x18\x06 \x01(\bR\fwantsCatalog\x12'\n" +
 	"\x0fserves_sessions\x18\a \x01(\bR\x0eservesSessions\x12B\n" +
-	"\foutside_text\x18\b \x01(\x0e2\x1f.toolhost.plugin.v1.OutsideTextR\voutsideText\"[\n" +
+	"\foutside_text\x18\b \x01(\x0e2\x1f.toolhost.plugin.v1.OutsideTextR\voutsideText\x12*\n" +
+	"\x11outside_text_when\x18\t \x01(\tR\x0foutsideTextWhen\"[\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
 	"configJson\x12&\n" +
