@@ -624,3 +624,22 @@ func TestCallsInNoSessionShareATaintThatLastsAnHour(t *testing.T) {
 		t.Fatalf("send after the hour: %+v", last)
 	}
 }
+
+// TestACancelledRunInAWebSessionTaints: a run cut off by its caller read
+// what it read: its session's network is looked up with a context that is
+// not cancelled, and the session is tainted.
+func TestACancelledRunInAWebSessionTaints(t *testing.T) {
+	d, _ := changeDispatcher(t)
+	d.SetApprovals(ApprovalPolicy{Auto: true, SessionNetwork: func(ctx context.Context, _, _ string) string {
+		if ctx.Err() != nil {
+			return ""
+		}
+		return "web"
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d.noteOutside(ctx, &Run{Principal: "ed", Session: "w"}, &tools.Tool{Tool: config.Tool{Name: "run_python"}}, true)
+	if why := d.Tainted("ed", "w"); !strings.Contains(why, "web network") {
+		t.Fatalf("tainted: %q", why)
+	}
+}

@@ -173,9 +173,7 @@ func (d *Dispatcher) taint(ctx context.Context, principal, session, why string) 
 	a.mu.Lock()
 	st, now := a.taintStore(), a.clock.Now()
 	a.mu.Unlock()
-	// The run's context may be cancelled already (a run that was cut
-	// off still read what it read); the write must happen all the same.
-	ctx = context.WithoutCancel(ctx)
+	ctx = context.WithoutCancel(ctx) // see noteOutside
 	err := st.Taint(ctx, principal, session, why, now)
 	if err == nil {
 		a.mu.Lock()
@@ -207,6 +205,9 @@ func (d *Dispatcher) taint(ctx context.Context, principal, session, why string) 
 // reaches the network. It is called once the plugin was invoked, whatever
 // the outcome: an error, or a cut-off run's output, carries the same text.
 func (d *Dispatcher) noteOutside(ctx context.Context, run *Run, tool *tools.Tool, failed bool) {
+	// A run cut off (cancelled, timed out) read what it read: its
+	// session's network is looked up all the same.
+	ctx = context.WithoutCancel(ctx)
 	a := d.approvals()
 	a.mu.Lock()
 	p := a.policy
