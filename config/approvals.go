@@ -19,10 +19,15 @@ type ApprovalsConfig struct {
 	// ExpireMinutes is how long an approval waits before the run ends with
 	// approval_expired. Default 10, 1..1440.
 	ExpireMinutes int
+	// TaintUploads says a file uploaded into a session (PUT
+	// /api/v1/sessions/ID/files/PATH) is outside text: the session is
+	// tainted, so its change calls ask first. Default true; false only for
+	// a host whose callers upload nothing but their own files.
+	TaintUploads bool
 }
 
 func defaultApprovals() ApprovalsConfig {
-	return ApprovalsConfig{By: "caller", Change: "ask", ExpireMinutes: 10}
+	return ApprovalsConfig{By: "caller", Change: "ask", ExpireMinutes: 10, TaintUploads: true}
 }
 
 // decodeApprovals reads [approvals] into a; tokens are the [[tokens]]
@@ -39,5 +44,6 @@ func (d *decoder) decodeApprovals(v any, a *ApprovalsConfig, tokens []Token) {
 		d.oneOf(t.at("change"), a.Change, "ask", "auto")
 	}
 	t.int("expire_minutes", &a.ExpireMinutes, 1, 1440)
+	t.boolean("taint_uploads", &a.TaintUploads)
 	t.done()
 }

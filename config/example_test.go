@@ -107,7 +107,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		"runs":           {"keep_minutes", "max_running_per_token", "runs_per_hour_per_token", "sandbox_cpu_seconds_per_hour_per_token"},
 		"log":            {"level", "format"},
 		"model":          {"base_url", "model", "api_key_env", "api_key_file", "timeout_seconds", "max_tokens"},
-		"approvals":      {"by", "change", "expire_minutes"},
+		"approvals":      {"by", "change", "expire_minutes", "taint_uploads"},
 		"sessions":       {"enabled", "who", "seconds", "disk_mb", "memory_mb", "idle_minutes", "keep_hours", "network", "package_hosts", "proxy_listen"},
 	}
 	// The built-in kinds' settings, as their schemas list them.

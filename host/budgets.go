@@ -42,9 +42,10 @@ func budgets(cfg *config.Config) runs.Budgets {
 }
 
 // openLedger gives the dispatcher the host's store as the ledger of
-// budgets and idempotency keys, so a restart forgets neither: the sessions'
-// store when [sessions] opened it, or the same database file opened here.
-// When it can't be opened they are kept in memory, and the log says so.
+// budgets and idempotency keys and as the keeper of taint, so a restart
+// forgets none of them: the sessions' store when [sessions] opened it, or
+// the same database file opened here. When it can't be opened they are
+// kept in memory, and the log says so.
 func (h *Host) openLedger(ctx context.Context, stateDir string) {
 	h.sessions.mu.Lock()
 	st := h.sessions.store
@@ -59,6 +60,7 @@ func (h *Host) openLedger(ctx context.Context, stateDir string) {
 		h.ownLedger = st
 	}
 	h.runs.SetLedger(st, nil)
+	h.runs.SetTaintStore(st)
 }
 
 // closeLedger closes the store openLedger opened itself.

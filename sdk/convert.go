@@ -94,3 +94,16 @@ func contentsFromProto(pc []*pluginv1.Content) []Content {
 func contentFromProto(c *pluginv1.Content) Content {
 	return Content{Type: c.GetType(), Text: c.GetText(), Data: c.GetData(), MIMEType: c.GetMimeType(), URI: c.GetUri()}
 }
+
+// outsideTextToProto is the kind's word on outside text (the host's twin
+// is in sdk/hostside/convert.go). OutsideTextUnsaid, which a kind never
+// sets, goes as unspecified, as from a plugin built before kinds said.
+func outsideTextToProto(o OutsideText) pluginv1.OutsideText {
+	switch o {
+	case OutsideTextNone:
+		return pluginv1.OutsideText_OUTSIDE_TEXT_NONE
+	case OutsideTextAlways:
+		return pluginv1.OutsideText_OUTSIDE_TEXT_ALWAYS
+	}
+	return pluginv1.OutsideText_OUTSIDE_TEXT_UNSPECIFIED
+}

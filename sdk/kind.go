@@ -62,7 +62,37 @@ type Info struct {
 	// ServesSessions says the kind keeps conversation sandboxes. A kind
 	// does not set it: Serve says so for a kind that is a SessionKeeper.
 	ServesSessions bool
+	// OutsideText says whether the kind's runs bring outside text (see
+	// OutsideText). A kind whose tools read what others wrote (a web page,
+	// an API's answer) sets OutsideTextAlways; the zero value says none.
+	OutsideText OutsideText
+	// OutsideTextWhen, for a kind whose tools differ, names a boolean
+	// setting of the run table (a top-level key) that makes a tool's runs
+	// bring outside text when true: a python tool with network = true
+	// reads the web. Read when OutsideText is OutsideTextNone.
+	OutsideTextWhen string
 }
+
+// OutsideText says whether a kind's runs bring outside text to the
+// conversation: text written by someone other than the caller and the
+// host's operator, which may hold instructions aimed at the model. The
+// host taints the conversation of such a run, whether it succeeded or
+// failed (an error carries the server's words too), and a tainted
+// conversation's change calls ask a person first.
+type OutsideText int
+
+const (
+	// OutsideTextNone: no run of the kind brings outside text of its own.
+	// A run in a session whose sandbox reaches the network is outside text
+	// all the same: the host knows the session's network.
+	OutsideTextNone OutsideText = iota
+	// OutsideTextAlways: every run of the kind brings outside text (http).
+	OutsideTextAlways
+	// OutsideTextUnsaid is what the host reads from a plugin built before
+	// kinds said; the host takes every run of such a kind as outside text,
+	// as it can't tell what its tools read. A kind never sets it.
+	OutsideTextUnsaid
+)
 
 // Tool is a tool as the host loaded it.
 type Tool struct {

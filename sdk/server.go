@@ -44,6 +44,8 @@ func (s *kindServer) Describe(ctx context.Context, _ *pluginv1.DescribeRequest) 
 		ProtocolVersions: protocolVersions32(),
 		WantsCatalog:     wantsCatalog(s.impl),
 		ServesSessions:   servesSessions(s.impl),
+		OutsideText:      outsideTextToProto(info.OutsideText),
+		OutsideTextWhen:  info.OutsideTextWhen,
 	}, nil
 }
 

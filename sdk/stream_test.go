@@ -117,3 +117,38 @@ func TestAKindThatWantsTheCatalogGetsIt(t *testing.T) {
 		t.Fatal("a kind that is no CatalogChecker says it wants the catalog")
 	}
 }
+
+// outsideKind is echoKind saying its runs bring outside text.
+type outsideKind struct{ *echoKind }
+
+func (k outsideKind) Describe(ctx context.Context) (sdk.Info, error) {
+	info, err := k.echoKind.Describe(ctx)
+	info.OutsideText = sdk.OutsideTextAlways
+	return info, err
+}
+
+// TestAKindSaysWhetherItsRunsBringOutsideText: what a kind says in
+// Describe reaches the host; a kind that says nothing says none (the
+// zero value), which the host tells apart from a plugin built before
+// kinds said (OutsideTextUnsaid, sdk/hostside's version test).
+func TestAKindSaysWhetherItsRunsBringOutsideText(t *testing.T) {
+	if info, _, err := sdktest.Start(t, outsideKind{&echoKind{}}, nil).Describe(context.Background()); err != nil || info.OutsideText != sdk.OutsideTextAlways {
+		t.Fatalf("a kind that says always: %+v %v", info, err)
+	}
+	if info, _, err := sdktest.Start(t, &echoKind{}, nil).Describe(context.Background()); err != nil || info.OutsideText != sdk.OutsideTextNone || info.OutsideTextWhen != "" {
+		t.Fatalf("a kind that says nothing: %+v %v", info, err)
+	}
+	if info, _, err := sdktest.Start(t, perToolKind{&echoKind{}}, nil).Describe(context.Background()); err != nil || info.OutsideText != sdk.OutsideTextNone || info.OutsideTextWhen != "network" {
+		t.Fatalf("a kind that says per tool: %+v %v", info, err)
+	}
+}
+
+// perToolKind is echoKind saying its tools bring outside text when their
+// run table sets network.
+type perToolKind struct{ *echoKind }
+
+func (k perToolKind) Describe(ctx context.Context) (sdk.Info, error) {
+	info, err := k.echoKind.Describe(ctx)
+	info.OutsideTextWhen = "network"
+	return info, err
+}

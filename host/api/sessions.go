@@ -233,6 +233,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, svc *sessions
 		writeError(w, http.StatusRequestEntityTooLarge, errcode.TooLarge, tooLarge)
 		return
 	}
+	s.opts.Dispatcher.NoteUpload(r.Context(), principal, session, p)
 	f, err := svc.WriteFile(r.Context(), principal, session, p, http.MaxBytesReader(w, r.Body, MaxFileBytes))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

@@ -23,9 +23,8 @@ import (
 // gets an approval_required event; Decide approves or declines; the wait
 // ends with the run's error when it is declined, expires or is cancelled.
 //
-// Taint: a session whose run returned an http tool's output, or ran in a
-// session with the "web" network, has read outside text; its change calls
-// ask from then on even when [approvals] change is "auto".
+// Taint (taint.go): a conversation that read outside text asks for its
+// change calls from then on even when [approvals] change is "auto".
 //
 // A tool whose changes stay in the caller's own sandbox (the session
 // tools run_python and run_bash: ApprovalPolicy.InSandbox) runs at once,
@@ -59,12 +58,18 @@ type ApprovalPolicy struct {
 	// Expire is how long an approval waits; 0 is DefaultExpire.
 	Expire time.Duration
 	// SessionNetwork says a session's network ("off", "web",
-	// "packages"); a web session's output is outside text. Nil knows
-	// none.
+	// "packages"); a run in a web or packages session is outside text.
+	// Nil knows none.
 	SessionNetwork func(ctx context.Context, principal, session string) string
 	// InSandbox says whether a tool's changes stay in its caller's own
 	// sandbox; nil says none do.
 	InSandbox func(tool *tools.Tool) bool
+	// OutsideText says whether a run of the tool brings outside text: its
+	// kind said so in Describe (taint.go). Nil says none does.
+	OutsideText func(tool *tools.Tool) bool
+	// TaintUploads says a file uploaded into a session taints it
+	// ([approvals] taint_uploads).
+	TaintUploads bool
 }
 
 // DefaultExpire is how long an approval waits unless [approvals]
@@ -121,18 +126,22 @@ type pending struct {
 
 // approvals is the dispatcher's approvals; see Dispatcher.approvals.
 type approvals struct {
-	mu      sync.Mutex
-	policy  ApprovalPolicy
-	clock   Clock
-	all     map[string]*pending
-	tainted map[string]string // taintKey(principal, session) -> why
+	mu     sync.Mutex
+	policy ApprovalPolicy
+	clock  Clock
+	all    map[string]*pending
+	// store keeps taint (taint.go); fallback keeps, in memory, the
+	// taint the store could not.
+	store, fallback TaintStore
+	// forgotTaint is when the taint that ran out was last removed.
+	forgotTaint time.Time
 }
 
 func (d *Dispatcher) approvals() *approvals {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.appr == nil {
-		d.appr = &approvals{policy: ApprovalPolicy{By: ByCaller, Expire: DefaultExpire}, clock: realClock{}, all: map[string]*pending{}, tainted: map[string]string{}}
+		d.appr = &approvals{policy: ApprovalPolicy{By: ByCaller, Expire: DefaultExpire}, clock: realClock{}, all: map[string]*pending{}}
 	}
 	return d.appr
 }
@@ -181,9 +190,7 @@ func (ai approvingInvoker) Invoke(ctx context.Context, in hostside.Invocation, o
 		}
 	}
 	res, err := ai.inv.Invoke(ctx, in, onEvent)
-	if err == nil && ai.run.Session != "" {
-		a.noteOutside(ctx, ai.run, ai.tool)
-	}
+	ai.d.noteOutside(ctx, ai.run, ai.tool, err != nil)
 	return res, err
 }
 
@@ -193,13 +200,14 @@ func (a *approvals) asks(ctx context.Context, run *Run, tool *tools.Tool) string
 		return ""
 	}
 	a.mu.Lock()
-	taint, p := "", a.policy
-	if run.Session != "" {
-		taint = a.tainted[taintKey(run.Principal, run.Session)]
-	}
+	p := a.policy
 	a.mu.Unlock()
 	if p.InSandbox != nil && p.InSandbox(tool) {
-		if taint == "" || p.SessionNetwork == nil {
+		if run.Session == "" || p.SessionNetwork == nil {
+			return ""
+		}
+		taint := a.taintedAll(ctx, run.Principal, run.Session)
+		if taint == "" {
 			return ""
 		}
 		network := p.SessionNetwork(ctx, run.Principal, run.Session)
@@ -208,6 +216,7 @@ func (a *approvals) asks(ctx context.Context, run *Run, tool *tools.Tool) string
 		}
 		return fmt.Sprintf("this conversation read outside text (%s), and its sandbox reaches the network (%s): %s could carry what it read out", taint, network, tool.Name)
 	}
+	taint := a.taintedAll(ctx, run.Principal, run.Session)
 	switch {
 	case !p.Auto && taint != "":
 		return fmt.Sprintf("%s changes things (effect \"change\"), and this conversation read outside text (%s)", tool.Name, taint)
@@ -218,46 +227,6 @@ func (a *approvals) asks(ctx context.Context, run *Run, tool *tools.Tool) string
 	}
 	return ""
 }
-
-// noteOutside taints the run's session when its output was outside text:
-// an http tool's answer, or any run of a session with the web network.
-func (a *approvals) noteOutside(ctx context.Context, run *Run, tool *tools.Tool) {
-	a.mu.Lock()
-	network := a.policy.SessionNetwork
-	_, done := a.tainted[taintKey(run.Principal, run.Session)]
-	a.mu.Unlock()
-	if done {
-		return
-	}
-	why := ""
-	switch {
-	case tool.Kind == "http":
-		why = tool.Name + "'s answer"
-	case network != nil && network(ctx, run.Principal, run.Session) == "web":
-		why = tool.Name + "'s output, from a session with the web network"
-	default:
-		return
-	}
-	a.mu.Lock()
-	if _, done := a.tainted[taintKey(run.Principal, run.Session)]; !done {
-		a.tainted[taintKey(run.Principal, run.Session)] = why
-	}
-	a.mu.Unlock()
-}
-
-// Tainted says why the change calls of principal's session ask: what
-// outside text it read; "" when it read none.
-func (d *Dispatcher) Tainted(principal, session string) string {
-	a := d.approvals()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.tainted[taintKey(principal, session)]
-}
-
-// taintKey names a conversation: a session id is the caller's own, so two
-// principals' sessions of one name are two conversations, and one's
-// reading taints only its own.
-func taintKey(principal, session string) string { return principal + "\x00" + session }
 
 // await asks for the run's approval and waits for the decision.
 func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args json.RawMessage, why string) error {

@@ -149,6 +149,17 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX idempotency_keys_created ON idempotency_keys (created)`,
 	},
+	// 3: the conversations that read outside text (taint.go).
+	{
+		`CREATE TABLE taint (
+			principal TEXT NOT NULL,
+			session   TEXT NOT NULL,
+			why       TEXT NOT NULL,
+			at        INTEGER NOT NULL,
+			PRIMARY KEY (principal, session)
+		)`,
+		`CREATE INDEX taint_at ON taint (at)`,
+	},
 }
 
 // OpenStore opens (making it if needed) the store at path, a file in the
@@ -450,9 +461,23 @@ func (s *Store) SetNetwork(ctx context.Context, principal, session, network stri
 	return n > 0, nil
 }
 
-// Delete removes a session; the ledger of its runs stays.
-func (s *Store) Delete(ctx context.Context, principal, session string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE principal = ? AND session = ?`, principal, session); err != nil {
+// Delete removes a session and its taint; the ledger of its runs stays.
+func (s *Store) Delete(ctx context.Context, principal, session string) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.dbError("deleting a session", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	for _, q := range []string{`DELETE FROM sessions WHERE principal = ? AND session = ?`, `DELETE FROM taint WHERE principal = ? AND session = ?`} {
+		if _, err := tx.ExecContext(ctx, q, principal, session); err != nil {
+			return s.dbError("deleting a session", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		return s.dbError("deleting a session", err)
 	}
 	return nil

@@ -80,7 +80,8 @@ func (st *state) client(p *plan) *http.Client {
 var _ sdk.Kind = (*kind)(nil)
 
 func (k *kind) Describe(context.Context) (sdk.Info, error) {
-	return sdk.Info{Kind: "http", Version: version, RunSchema: json.RawMessage(runSchema), ConfigSchema: json.RawMessage(configSchema)}, nil
+	// Every answer, and every error, carries a server's words.
+	return sdk.Info{Kind: "http", Version: version, RunSchema: json.RawMessage(runSchema), ConfigSchema: json.RawMessage(configSchema), OutsideText: sdk.OutsideTextAlways}, nil
 }
 
 func (k *kind) Configure(_ context.Context, raw json.RawMessage) error {

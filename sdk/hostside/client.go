@@ -32,7 +32,8 @@ func (c *KindClient) Describe(ctx context.Context) (sdk.Info, []uint32, error) {
 	if err != nil {
 		return sdk.Info{}, nil, fmt.Errorf("the plugin didn't describe itself: %w", err)
 	}
-	info := sdk.Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema()), WantsCatalog: resp.GetWantsCatalog(), ServesSessions: resp.GetServesSessions()}
+	info := sdk.Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema()), WantsCatalog: resp.GetWantsCatalog(), ServesSessions: resp.GetServesSessions(),
+		OutsideText: outsideTextFromProto(resp.GetOutsideText()), OutsideTextWhen: resp.GetOutsideTextWhen()}
 	if s := resp.GetConfigSchema(); s != "" {
 		info.ConfigSchema = json.RawMessage(s)
 	}

@@ -89,3 +89,15 @@ func contentsFromProto(pc []*pluginv1.Content) []sdk.Content {
 func contentFromProto(c *pluginv1.Content) sdk.Content {
 	return sdk.Content{Type: c.GetType(), Text: c.GetText(), Data: c.GetData(), MIMEType: c.GetMimeType(), URI: c.GetUri()}
 }
+
+// outsideTextFromProto is a kind's word on outside text; a plugin built
+// before kinds said sends none, which is sdk.OutsideTextUnsaid.
+func outsideTextFromProto(o pluginv1.OutsideText) sdk.OutsideText {
+	switch o {
+	case pluginv1.OutsideText_OUTSIDE_TEXT_NONE:
+		return sdk.OutsideTextNone
+	case pluginv1.OutsideText_OUTSIDE_TEXT_ALWAYS:
+		return sdk.OutsideTextAlways
+	}
+	return sdk.OutsideTextUnsaid
+}

@@ -78,6 +78,11 @@ func TestAHostOfEveryVersionServesAPluginOfProtocol1(t *testing.T) {
 	if err != nil || info.Kind != "v1" || len(versions) != 1 || versions[0] != 1 {
 		t.Fatalf("describe: %+v %v %v", info, versions, err)
 	}
+	// A plugin built before kinds said whether their runs bring outside
+	// text says nothing, which the host reads as unsaid (and taints by).
+	if info.OutsideText != sdk.OutsideTextUnsaid {
+		t.Errorf("the v1 plugin's outside text: %v, want unsaid", info.OutsideText)
+	}
 	if err := kc.Configure(ctx, json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// OutsideText says which of a kind's runs bring outside text.
+type OutsideText int32
+
+const (
+	// Unspecified: a plugin built before kinds said. The host can't tell
+	// what its tools read, so it takes every run as outside text.
+	OutsideText_OUTSIDE_TEXT_UNSPECIFIED OutsideText = 0
+	// None of the kind's runs brings outside text of its own. (A run in a
+	// session whose sandbox reaches the network is outside text all the
+	// same: the host knows the session's network.)
+	OutsideText_OUTSIDE_TEXT_NONE OutsideText = 1
+	// Every run of the kind brings outside text (http: a server's answer).
+	OutsideText_OUTSIDE_TEXT_ALWAYS OutsideText = 2
+)
+
+// Enum value maps for OutsideText.
+var (
+	OutsideText_name = map[int32]string{
+		0: "OUTSIDE_TEXT_UNSPECIFIED",
+		1: "OUTSIDE_TEXT_NONE",
+		2: "OUTSIDE_TEXT_ALWAYS",
+	}
+	OutsideText_value = map[string]int32{
+		"OUTSIDE_TEXT_UNSPECIFIED": 0,
+		"OUTSIDE_TEXT_NONE":        1,
+		"OUTSIDE_TEXT_ALWAYS":      2,
+	}
+)
+
+func (x OutsideText) Enum() *OutsideText {
+	p := new(OutsideText)
+	*p = x
+	return p
+}
+
+func (x OutsideText) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OutsideText) Descriptor() protoreflect.EnumDescriptor {
+	return file_v1_plugin_proto_enumTypes[0].Descriptor()
+}
+
+func (OutsideText) Type() protoreflect.EnumType {
+	return &file_v1_plugin_proto_enumTypes[0]
+}
+
+func (x OutsideText) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OutsideText.Descriptor instead.
+func (OutsideText) EnumDescriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{0}
+}
+
 type DescribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -106,8 +162,21 @@ type DescribeResponse struct {
 	// The plugin serves the Sessions service beside Kind: its tools may run
 	// in conversation sandboxes. Added in protocol 1.
 	ServesSessions bool `protobuf:"varint,7,opt,name=serves_sessions,json=servesSessions,proto3" json:"serves_sessions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Whether the kind's runs bring outside text to the conversation: text
+	// someone other than the caller and the host's operator wrote (a web
+	// page, an API's answer). The host then taints the run's conversation
+	// (its change calls ask first), whether the run succeeded or failed: an
+	// error carries the server's words too. Added in protocol 3, after its
+	// release: a plugin built before it leaves it unspecified, which the host reads as
+	// OUTSIDE_TEXT_ALWAYS.
+	OutsideText OutsideText `protobuf:"varint,8,opt,name=outside_text,json=outsideText,proto3,enum=toolhost.plugin.v1.OutsideText" json:"outside_text,omitempty"`
+	// For a kind whose tools differ: the name of a boolean setting of the
+	// run table (a top-level key) that makes a tool's runs bring outside
+	// text when it is true (python's `network`). Read when outside_text is
+	// OUTSIDE_TEXT_NONE. Added with outside_text.
+	OutsideTextWhen string `protobuf:"bytes,9,opt,name=outside_text_when,json=outsideTextWhen,proto3" json:"outside_text_when,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -187,6 +256,20 @@ func (x *DescribeResponse) GetServesSessions() bool {
 		return x.ServesSessions
 	}
 	return false
+}
+
+func (x *DescribeResponse) GetOutsideText() OutsideText {
+	if x != nil {
+		return x.OutsideText
+	}
+	return OutsideText_OUTSIDE_TEXT_UNSPECIFIED
+}
+
+func (x *DescribeResponse) GetOutsideTextWhen() string {
+	if x != nil {
+		return x.OutsideTextWhen
+	}
+	return ""
 }
 
 type ConfigureRequest struct {
@@ -2697,7 +2780,7 @@ var File_v1_plugin_proto protoreflect.FileDescriptor
 const file_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x0fv1/plugin.proto\x12\x12toolhost.plugin.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xff\x01\n" +
+	"\x0fDescribeRequest\"\xef\x02\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12+\n" +
 	"\x11protocol_versions\x18\x02 \x03(\rR\x10protocolVersions\x12\x18\n" +
@@ -2706,7 +2789,9 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"run_schema\x18\x04 \x01(\tR\trunSchema\x12#\n" +
 	"\rconfig_schema\x18\x05 \x01(\tR\fconfigSchema\x12#\n" +
 	"\rwants_catalog\x18\x06 \x01(\bR\fwantsCatalog\x12'\n" +
-	"\x0fserves_sessions\x18\a \x01(\bR\x0eservesSessions\"[\n" +
+	"\x0fserves_sessions\x18\a \x01(\bR\x0eservesSessions\x12B\n" +
+	"\foutside_text\x18\b \x01(\x0e2\x1f.toolhost.plugin.v1.OutsideTextR\voutsideText\x12*\n" +
+	"\x11outside_text_when\x18\t \x01(\tR\x0foutsideTextWhen\"[\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
 	"configJson\x12&\n" +
@@ -2867,7 +2952,11 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\x10ReconcileRequest\x12\x12\n" +
 	"\x04keep\x18\x01 \x03(\tR\x04keep\"-\n" +
 	"\x11ReconcileResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x03(\tR\aremoved2\xf4\x03\n" +
+	"\aremoved\x18\x01 \x03(\tR\aremoved*[\n" +
+	"\vOutsideText\x12\x1c\n" +
+	"\x18OUTSIDE_TEXT_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11OUTSIDE_TEXT_NONE\x10\x01\x12\x17\n" +
+	"\x13OUTSIDE_TEXT_ALWAYS\x10\x022\xf4\x03\n" +
 	"\x04Kind\x12U\n" +
 	"\bDescribe\x12#.toolhost.plugin.v1.DescribeRequest\x1a$.toolhost.plugin.v1.DescribeResponse\x12X\n" +
 	"\tConfigure\x12$.toolhost.plugin.v1.ConfigureRequest\x1a%.toolhost.plugin.v1.ConfigureResponse\x12L\n" +
@@ -2903,117 +2992,120 @@ func file_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_v1_plugin_proto_rawDescData
 }
 
+var file_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_v1_plugin_proto_goTypes = []any{
-	(*DescribeRequest)(nil),           // 0: toolhost.plugin.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 1: toolhost.plugin.v1.DescribeResponse
-	(*ConfigureRequest)(nil),          // 2: toolhost.plugin.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 3: toolhost.plugin.v1.ConfigureResponse
-	(*DoctorRequest)(nil),             // 4: toolhost.plugin.v1.DoctorRequest
-	(*DoctorResponse)(nil),            // 5: toolhost.plugin.v1.DoctorResponse
-	(*DoctorCheck)(nil),               // 6: toolhost.plugin.v1.DoctorCheck
-	(*MetricsRequest)(nil),            // 7: toolhost.plugin.v1.MetricsRequest
-	(*MetricsResponse)(nil),           // 8: toolhost.plugin.v1.MetricsResponse
-	(*Metric)(nil),                    // 9: toolhost.plugin.v1.Metric
-	(*Param)(nil),                     // 10: toolhost.plugin.v1.Param
-	(*Tool)(nil),                      // 11: toolhost.plugin.v1.Tool
-	(*CheckRequest)(nil),              // 12: toolhost.plugin.v1.CheckRequest
-	(*FieldError)(nil),                // 13: toolhost.plugin.v1.FieldError
-	(*CheckResponse)(nil),             // 14: toolhost.plugin.v1.CheckResponse
-	(*Call)(nil),                      // 15: toolhost.plugin.v1.Call
-	(*InvokeRequest)(nil),             // 16: toolhost.plugin.v1.InvokeRequest
-	(*Event)(nil),                     // 17: toolhost.plugin.v1.Event
-	(*Output)(nil),                    // 18: toolhost.plugin.v1.Output
-	(*Progress)(nil),                  // 19: toolhost.plugin.v1.Progress
-	(*Log)(nil),                       // 20: toolhost.plugin.v1.Log
-	(*Result)(nil),                    // 21: toolhost.plugin.v1.Result
-	(*Content)(nil),                   // 22: toolhost.plugin.v1.Content
-	(*Error)(nil),                     // 23: toolhost.plugin.v1.Error
-	(*CallToolRequest)(nil),           // 24: toolhost.plugin.v1.CallToolRequest
-	(*CallToolResponse)(nil),          // 25: toolhost.plugin.v1.CallToolResponse
-	(*AskModelRequest)(nil),           // 26: toolhost.plugin.v1.AskModelRequest
-	(*AskModelResponse)(nil),          // 27: toolhost.plugin.v1.AskModelResponse
-	(*ModelEvent)(nil),                // 28: toolhost.plugin.v1.ModelEvent
-	(*SessionsConfig)(nil),            // 29: toolhost.plugin.v1.SessionsConfig
-	(*SessionsConfigureResponse)(nil), // 30: toolhost.plugin.v1.SessionsConfigureResponse
-	(*SessionRef)(nil),                // 31: toolhost.plugin.v1.SessionRef
-	(*FileInfo)(nil),                  // 32: toolhost.plugin.v1.FileInfo
-	(*FileList)(nil),                  // 33: toolhost.plugin.v1.FileList
-	(*FileRequest)(nil),               // 34: toolhost.plugin.v1.FileRequest
-	(*Chunk)(nil),                     // 35: toolhost.plugin.v1.Chunk
-	(*WriteChunk)(nil),                // 36: toolhost.plugin.v1.WriteChunk
-	(*RemoveFileResponse)(nil),        // 37: toolhost.plugin.v1.RemoveFileResponse
-	(*StopSessionResponse)(nil),       // 38: toolhost.plugin.v1.StopSessionResponse
-	(*DeleteSessionResponse)(nil),     // 39: toolhost.plugin.v1.DeleteSessionResponse
-	(*ReconcileRequest)(nil),          // 40: toolhost.plugin.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),         // 41: toolhost.plugin.v1.ReconcileResponse
-	nil,                               // 42: toolhost.plugin.v1.Metric.LabelsEntry
+	(OutsideText)(0),                  // 0: toolhost.plugin.v1.OutsideText
+	(*DescribeRequest)(nil),           // 1: toolhost.plugin.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 2: toolhost.plugin.v1.DescribeResponse
+	(*ConfigureRequest)(nil),          // 3: toolhost.plugin.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 4: toolhost.plugin.v1.ConfigureResponse
+	(*DoctorRequest)(nil),             // 5: toolhost.plugin.v1.DoctorRequest
+	(*DoctorResponse)(nil),            // 6: toolhost.plugin.v1.DoctorResponse
+	(*DoctorCheck)(nil),               // 7: toolhost.plugin.v1.DoctorCheck
+	(*MetricsRequest)(nil),            // 8: toolhost.plugin.v1.MetricsRequest
+	(*MetricsResponse)(nil),           // 9: toolhost.plugin.v1.MetricsResponse
+	(*Metric)(nil),                    // 10: toolhost.plugin.v1.Metric
+	(*Param)(nil),                     // 11: toolhost.plugin.v1.Param
+	(*Tool)(nil),                      // 12: toolhost.plugin.v1.Tool
+	(*CheckRequest)(nil),              // 13: toolhost.plugin.v1.CheckRequest
+	(*FieldError)(nil),                // 14: toolhost.plugin.v1.FieldError
+	(*CheckResponse)(nil),             // 15: toolhost.plugin.v1.CheckResponse
+	(*Call)(nil),                      // 16: toolhost.plugin.v1.Call
+	(*InvokeRequest)(nil),             // 17: toolhost.plugin.v1.InvokeRequest
+	(*Event)(nil),                     // 18: toolhost.plugin.v1.Event
+	(*Output)(nil),                    // 19: toolhost.plugin.v1.Output
+	(*Progress)(nil),                  // 20: toolhost.plugin.v1.Progress
+	(*Log)(nil),                       // 21: toolhost.plugin.v1.Log
+	(*Result)(nil),                    // 22: toolhost.plugin.v1.Result
+	(*Content)(nil),                   // 23: toolhost.plugin.v1.Content
+	(*Error)(nil),                     // 24: toolhost.plugin.v1.Error
+	(*CallToolRequest)(nil),           // 25: toolhost.plugin.v1.CallToolRequest
+	(*CallToolResponse)(nil),          // 26: toolhost.plugin.v1.CallToolResponse
+	(*AskModelRequest)(nil),           // 27: toolhost.plugin.v1.AskModelRequest
+	(*AskModelResponse)(nil),          // 28: toolhost.plugin.v1.AskModelResponse
+	(*ModelEvent)(nil),                // 29: toolhost.plugin.v1.ModelEvent
+	(*SessionsConfig)(nil),            // 30: toolhost.plugin.v1.SessionsConfig
+	(*SessionsConfigureResponse)(nil), // 31: toolhost.plugin.v1.SessionsConfigureResponse
+	(*SessionRef)(nil),                // 32: toolhost.plugin.v1.SessionRef
+	(*FileInfo)(nil),                  // 33: toolhost.plugin.v1.FileInfo
+	(*FileList)(nil),                  // 34: toolhost.plugin.v1.FileList
+	(*FileRequest)(nil),               // 35: toolhost.plugin.v1.FileRequest
+	(*Chunk)(nil),                     // 36: toolhost.plugin.v1.Chunk
+	(*WriteChunk)(nil),                // 37: toolhost.plugin.v1.WriteChunk
+	(*RemoveFileResponse)(nil),        // 38: toolhost.plugin.v1.RemoveFileResponse
+	(*StopSessionResponse)(nil),       // 39: toolhost.plugin.v1.StopSessionResponse
+	(*DeleteSessionResponse)(nil),     // 40: toolhost.plugin.v1.DeleteSessionResponse
+	(*ReconcileRequest)(nil),          // 41: toolhost.plugin.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),         // 42: toolhost.plugin.v1.ReconcileResponse
+	nil,                               // 43: toolhost.plugin.v1.Metric.LabelsEntry
 }
 var file_v1_plugin_proto_depIdxs = []int32{
-	13, // 0: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
-	6,  // 1: toolhost.plugin.v1.DoctorResponse.checks:type_name -> toolhost.plugin.v1.DoctorCheck
-	9,  // 2: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
-	42, // 3: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
-	10, // 4: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
-	11, // 5: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	11, // 6: toolhost.plugin.v1.CheckRequest.catalog:type_name -> toolhost.plugin.v1.Tool
-	13, // 7: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
-	11, // 8: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	15, // 9: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
-	18, // 10: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
-	18, // 11: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
-	19, // 12: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
-	20, // 13: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
-	21, // 14: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
-	23, // 15: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
-	22, // 16: toolhost.plugin.v1.Result.content:type_name -> toolhost.plugin.v1.Content
-	23, // 17: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
-	22, // 18: toolhost.plugin.v1.CallToolResponse.content:type_name -> toolhost.plugin.v1.Content
-	23, // 19: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
-	27, // 20: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
-	23, // 21: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
-	32, // 22: toolhost.plugin.v1.FileList.files:type_name -> toolhost.plugin.v1.FileInfo
-	0,  // 23: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
-	2,  // 24: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
-	12, // 25: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
-	16, // 26: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
-	7,  // 27: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
-	4,  // 28: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
-	24, // 29: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
-	26, // 30: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
-	24, // 31: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
-	26, // 32: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
-	29, // 33: toolhost.plugin.v1.Sessions.Configure:input_type -> toolhost.plugin.v1.SessionsConfig
-	31, // 34: toolhost.plugin.v1.Sessions.ListFiles:input_type -> toolhost.plugin.v1.SessionRef
-	34, // 35: toolhost.plugin.v1.Sessions.ReadFile:input_type -> toolhost.plugin.v1.FileRequest
-	36, // 36: toolhost.plugin.v1.Sessions.WriteFile:input_type -> toolhost.plugin.v1.WriteChunk
-	34, // 37: toolhost.plugin.v1.Sessions.RemoveFile:input_type -> toolhost.plugin.v1.FileRequest
-	31, // 38: toolhost.plugin.v1.Sessions.StopSession:input_type -> toolhost.plugin.v1.SessionRef
-	31, // 39: toolhost.plugin.v1.Sessions.DeleteSession:input_type -> toolhost.plugin.v1.SessionRef
-	40, // 40: toolhost.plugin.v1.Sessions.Reconcile:input_type -> toolhost.plugin.v1.ReconcileRequest
-	1,  // 41: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
-	3,  // 42: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
-	14, // 43: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
-	17, // 44: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
-	8,  // 45: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
-	5,  // 46: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
-	25, // 47: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
-	27, // 48: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
-	17, // 49: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
-	28, // 50: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
-	30, // 51: toolhost.plugin.v1.Sessions.Configure:output_type -> toolhost.plugin.v1.SessionsConfigureResponse
-	33, // 52: toolhost.plugin.v1.Sessions.ListFiles:output_type -> toolhost.plugin.v1.FileList
-	35, // 53: toolhost.plugin.v1.Sessions.ReadFile:output_type -> toolhost.plugin.v1.Chunk
-	32, // 54: toolhost.plugin.v1.Sessions.WriteFile:output_type -> toolhost.plugin.v1.FileInfo
-	37, // 55: toolhost.plugin.v1.Sessions.RemoveFile:output_type -> toolhost.plugin.v1.RemoveFileResponse
-	38, // 56: toolhost.plugin.v1.Sessions.StopSession:output_type -> toolhost.plugin.v1.StopSessionResponse
-	39, // 57: toolhost.plugin.v1.Sessions.DeleteSession:output_type -> toolhost.plugin.v1.DeleteSessionResponse
-	41, // 58: toolhost.plugin.v1.Sessions.Reconcile:output_type -> toolhost.plugin.v1.ReconcileResponse
-	41, // [41:59] is the sub-list for method output_type
-	23, // [23:41] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	0,  // 0: toolhost.plugin.v1.DescribeResponse.outside_text:type_name -> toolhost.plugin.v1.OutsideText
+	14, // 1: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
+	7,  // 2: toolhost.plugin.v1.DoctorResponse.checks:type_name -> toolhost.plugin.v1.DoctorCheck
+	10, // 3: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
+	43, // 4: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
+	11, // 5: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
+	12, // 6: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
+	12, // 7: toolhost.plugin.v1.CheckRequest.catalog:type_name -> toolhost.plugin.v1.Tool
+	14, // 8: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
+	12, // 9: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
+	16, // 10: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
+	19, // 11: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
+	19, // 12: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
+	20, // 13: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
+	21, // 14: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
+	22, // 15: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
+	24, // 16: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
+	23, // 17: toolhost.plugin.v1.Result.content:type_name -> toolhost.plugin.v1.Content
+	24, // 18: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
+	23, // 19: toolhost.plugin.v1.CallToolResponse.content:type_name -> toolhost.plugin.v1.Content
+	24, // 20: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
+	28, // 21: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
+	24, // 22: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
+	33, // 23: toolhost.plugin.v1.FileList.files:type_name -> toolhost.plugin.v1.FileInfo
+	1,  // 24: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
+	3,  // 25: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
+	13, // 26: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
+	17, // 27: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
+	8,  // 28: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
+	5,  // 29: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
+	25, // 30: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
+	27, // 31: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
+	25, // 32: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
+	27, // 33: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
+	30, // 34: toolhost.plugin.v1.Sessions.Configure:input_type -> toolhost.plugin.v1.SessionsConfig
+	32, // 35: toolhost.plugin.v1.Sessions.ListFiles:input_type -> toolhost.plugin.v1.SessionRef
+	35, // 36: toolhost.plugin.v1.Sessions.ReadFile:input_type -> toolhost.plugin.v1.FileRequest
+	37, // 37: toolhost.plugin.v1.Sessions.WriteFile:input_type -> toolhost.plugin.v1.WriteChunk
+	35, // 38: toolhost.plugin.v1.Sessions.RemoveFile:input_type -> toolhost.plugin.v1.FileRequest
+	32, // 39: toolhost.plugin.v1.Sessions.StopSession:input_type -> toolhost.plugin.v1.SessionRef
+	32, // 40: toolhost.plugin.v1.Sessions.DeleteSession:input_type -> toolhost.plugin.v1.SessionRef
+	41, // 41: toolhost.plugin.v1.Sessions.Reconcile:input_type -> toolhost.plugin.v1.ReconcileRequest
+	2,  // 42: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
+	4,  // 43: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
+	15, // 44: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
+	18, // 45: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
+	9,  // 46: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
+	6,  // 47: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
+	26, // 48: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
+	28, // 49: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
+	18, // 50: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
+	29, // 51: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
+	31, // 52: toolhost.plugin.v1.Sessions.Configure:output_type -> toolhost.plugin.v1.SessionsConfigureResponse
+	34, // 53: toolhost.plugin.v1.Sessions.ListFiles:output_type -> toolhost.plugin.v1.FileList
+	36, // 54: toolhost.plugin.v1.Sessions.ReadFile:output_type -> toolhost.plugin.v1.Chunk
+	33, // 55: toolhost.plugin.v1.Sessions.WriteFile:output_type -> toolhost.plugin.v1.FileInfo
+	38, // 56: toolhost.plugin.v1.Sessions.RemoveFile:output_type -> toolhost.plugin.v1.RemoveFileResponse
+	39, // 57: toolhost.plugin.v1.Sessions.StopSession:output_type -> toolhost.plugin.v1.StopSessionResponse
+	40, // 58: toolhost.plugin.v1.Sessions.DeleteSession:output_type -> toolhost.plugin.v1.DeleteSessionResponse
+	42, // 59: toolhost.plugin.v1.Sessions.Reconcile:output_type -> toolhost.plugin.v1.ReconcileResponse
+	42, // [42:60] is the sub-list for method output_type
+	24, // [24:42] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_v1_plugin_proto_init() }
@@ -3039,13 +3131,14 @@ func file_v1_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_plugin_proto_rawDesc), len(file_v1_plugin_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
 		GoTypes:           file_v1_plugin_proto_goTypes,
 		DependencyIndexes: file_v1_plugin_proto_depIdxs,
+		EnumInfos:         file_v1_plugin_proto_enumTypes,
 		MessageInfos:      file_v1_plugin_proto_msgTypes,
 	}.Build()
 	File_v1_plugin_proto = out.File
