@@ -92,7 +92,8 @@ func (k *kind) Describe(context.Context) (sdk.Info, error) {
 	if maxMem == 0 {
 		maxMem = defaultConfig().MaxMemoryMB
 	}
-	return sdk.Info{Kind: "python", Version: version, RunSchema: runSchema(maxMem), ConfigSchema: json.RawMessage(configSchema)}, nil
+	// A python tool with network = true reads the web: its runs bring outside text.
+	return sdk.Info{Kind: "python", Version: version, RunSchema: runSchema(maxMem), ConfigSchema: json.RawMessage(configSchema), OutsideTextWhen: "network"}, nil
 }
 
 // Doctor checks, line by line, that this machine can run the kind's sandboxes with the [python]
