@@ -27,6 +27,7 @@ func (s *Server) sessionRoutes() {
 	s.mux.HandleFunc("GET /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.getSession))))
 	s.mux.HandleFunc("PATCH /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.patchSession))))
 	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.deleteSession))))
+	s.mux.HandleFunc("POST /api/v1/sessions/{id}/stop", s.authed(s.sessionsFor(s.ofSession(s.stopSession))))
 	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files", s.authed(s.sessionsFor(s.ofSession(s.listFiles))))
 	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.readFile))))
 	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.writeFile))))
@@ -199,6 +200,14 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, svc *sess
 	w.WriteHeader(http.StatusNoContent)
 }
 
+func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string) {
+	if err := svc.Stop(r.Context(), principal, session); err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string) {
 	files, err := svc.Files(r.Context(), principal, session)
 	if err != nil {
@@ -213,6 +222,12 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, svc *sessions
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
+	done, err := svc.Transfer(principal)
+	if err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	defer done() // once the file is written out: its bytes are held until then
 	data, err := svc.ReadFile(r.Context(), principal, session, p, MaxFileBytes)
 	if err != nil {
 		s.writeSessionError(w, err)
@@ -233,6 +248,14 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, svc *sessions
 		writeError(w, http.StatusRequestEntityTooLarge, errcode.TooLarge, tooLarge)
 		return
 	}
+	// The place is taken before the session is found or made: a refused
+	// upload makes nothing and reads none of its body.
+	done, err := svc.Transfer(principal)
+	if err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	defer done()
 	f, err := svc.WriteFile(r.Context(), principal, session, p, http.MaxBytesReader(w, r.Body, MaxFileBytes))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
@@ -304,6 +327,8 @@ func sessionStatus(code string) int {
 		return http.StatusBadRequest
 	case errcode.Forbidden:
 		return http.StatusForbidden
+	case errcode.TooManySessions, errcode.TooManyTransfers:
+		return http.StatusTooManyRequests
 	case errcode.TooLarge:
 		return http.StatusRequestEntityTooLarge
 	case errcode.DiskFull:
@@ -324,6 +349,9 @@ func (s *Server) writeSessionError(w http.ResponseWriter, err error) {
 		status := sessionStatus(ce.Code)
 		if status == http.StatusInternalServerError {
 			s.opts.Logger.Error("a sessions request failed", "code", ce.Code, "error", ce.Message)
+		}
+		if ce.Code == errcode.TooManyTransfers {
+			w.Header().Set("Retry-After", strconv.Itoa(sessions.TransferRetrySeconds))
 		}
 		writeError(w, status, ce.Code, ce.Message)
 		return
