@@ -115,4 +115,3 @@ func (s *Service) Transfers(principal string) (mine, all int) {
 	defer s.mu.Unlock()
 	return s.transfers[principal], s.transferring
 }
-

@@ -37,7 +37,7 @@ type Backend struct {
 	// before they read or write anything: a test holds a transfer going
 	// by blocking in it.
 	BeforeTransfer func(id, path string)
-	writes int // calls of WriteFile
+	writes         int // calls of WriteFile
 }
 
 // New returns an empty Backend.
