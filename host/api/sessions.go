@@ -29,8 +29,8 @@ func (s *Server) sessionRoutes() {
 	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.deleteSession))))
 	s.mux.HandleFunc("POST /api/v1/sessions/{id}/stop", s.authed(s.sessionsFor(s.ofSession(s.stopSession))))
 	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files", s.authed(s.sessionsFor(s.ofSession(s.listFiles))))
-	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.readFile))))
-	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.writeFile))))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofTransfer(s.readFile))))
+	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofTransfer(s.writeFile))))
 	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.removeFile))))
 	// With no path, PUT and DELETE name no file. Without these the router
 	// would redirect them to …/files/ (never: see address.go).
@@ -118,6 +118,26 @@ func (s *Server) ofFile(h fileRequest) sessionHandler {
 		}
 		h(w, r, svc, principal, session, p)
 	})
+}
+
+// ofTransfer is ofFile for an upload or download: once the id and path are
+// checked, it takes one of the caller's places of a transfer (counted
+// against the caller, whoever owns the session; see sessions.Transfer) and
+// holds it until h has written its answer, so the file's bytes are held
+// within the caps. Refused, it answers 429 too_many_transfers with
+// Retry-After at once; nothing of the session is found, made or read.
+func (s *Server) ofTransfer(h fileRequest) sessionHandler {
+	return func(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+		s.ofFile(func(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
+			done, err := svc.Transfer(id.Name)
+			if err != nil {
+				s.writeSessionError(w, err)
+				return
+			}
+			defer done()
+			h(w, r, svc, principal, session, p)
+		})(w, r, id, svc)
+	}
 }
 
 type sessionJSON struct {
@@ -222,12 +242,6 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, svc *sessions
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
-	done, err := svc.Transfer(principal)
-	if err != nil {
-		s.writeSessionError(w, err)
-		return
-	}
-	defer done() // once the file is written out: its bytes are held until then
 	data, err := svc.ReadFile(r.Context(), principal, session, p, MaxFileBytes)
 	if err != nil {
 		s.writeSessionError(w, err)
@@ -248,14 +262,6 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, svc *sessions
 		writeError(w, http.StatusRequestEntityTooLarge, errcode.TooLarge, tooLarge)
 		return
 	}
-	// The place is taken before the session is found or made: a refused
-	// upload makes nothing and reads none of its body.
-	done, err := svc.Transfer(principal)
-	if err != nil {
-		s.writeSessionError(w, err)
-		return
-	}
-	defer done()
 	f, err := svc.WriteFile(r.Context(), principal, session, p, http.MaxBytesReader(w, r.Body, MaxFileBytes))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

@@ -85,6 +85,7 @@ func sessionEndpoints(id string) []struct{ method, path, body string } {
 		{"GET", "/api/v1/sessions/" + id + "/files/notes/a.txt", ""},
 		{"PUT", "/api/v1/sessions/" + id + "/files/notes/a.txt", "new"},
 		{"DELETE", "/api/v1/sessions/" + id + "/files/notes/a.txt", ""},
+		{"POST", "/api/v1/sessions/" + id + "/stop", ""},
 		{"DELETE", "/api/v1/sessions/" + id, ""},
 	}
 }

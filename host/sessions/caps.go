@@ -70,7 +70,7 @@ func (s *Service) checkNewSession(ctx context.Context, st *Store, principal, ses
 }
 
 // Transfer takes one of the places of a file upload or download for
-// principal, within [sessions] max_transfers_per_principal and
+// principal (the caller, whoever owns the session), within [sessions] max_transfers_per_principal and
 // max_transfers, or refuses at once with too_many_transfers: nothing
 // waits. The place is given back by the func it returns (once, however
 // often it is called). The sessions API holds one from the start of a
