@@ -88,8 +88,18 @@ func TestTransferCapsThroughTheAPI(t *testing.T) {
 		status, _, _ := raw(t, h.testHost, "PUT", "/api/v1/sessions/"+session+"/files/slow.bin", token, strings.NewReader("slow"))
 		slow <- status
 	}
+	// started waits for an upload to hold its place in the backend, or
+	// fails the test when it ended before.
+	started := func() {
+		t.Helper()
+		select {
+		case <-entered:
+		case status := <-slow:
+			t.Fatalf("a slow upload ended before it wrote: %d", status)
+		}
+	}
 	go upload("ed-token", "conv")
-	<-entered
+	started()
 
 	wantEd := `the token "ed" already has 1 file transfers going, the most one token may have at once ` +
 		`([sessions] max_transfers_per_principal in the config); try again once one has finished`
@@ -116,7 +126,7 @@ func TestTransferCapsThroughTheAPI(t *testing.T) {
 
 	// eve takes the host's second place; then the host is full for ada.
 	go upload("eve-token", "other")
-	<-entered
+	started()
 	status, body, hdr := raw(t, h.testHost, "GET", "/api/v1/sessions/conv/files/a.txt?principal=ed", "ada-token", nil)
 	code, msg := apiError(t, body)
 	wantHost := `this host already has 2 file transfers going, the most it allows at once ([sessions] max_transfers in the config); try again in a moment`

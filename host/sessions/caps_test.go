@@ -242,3 +242,66 @@ func TestStop(t *testing.T) {
 		t.Errorf("stopped %v", f.back.Stopped())
 	}
 }
+
+// failing is a body that breaks off.
+type failing struct{}
+
+func (failing) Read([]byte) (int, error) { return 0, errors.New("the caller went away") }
+
+// TestAFailedUploadTakesBackTheSessionItMade: a session made by an upload
+// that fails is deleted, so it holds no place under the caps; a session
+// that was there before, or that anything else used meanwhile, stays.
+func TestAFailedUploadTakesBackTheSessionItMade(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.setCaps(2, 200, 4, 16)
+	if _, err := f.svc.WriteFile(ctx, "ann", "new", "x.txt", failing{}); err == nil {
+		t.Fatal("the failed upload succeeded")
+	}
+	f.refusedLeavesNothing(t, "ann", "new")
+
+	// Made by a good upload, then a failed one: it stays.
+	if _, err := f.svc.WriteFile(ctx, "ann", "a", "x.txt", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.WriteFile(ctx, "ann", "a", "y.txt", failing{}); err == nil {
+		t.Fatal("the failed upload succeeded")
+	}
+	if _, err := f.svc.Get(ctx, "ann", "a"); err != nil {
+		t.Errorf("a session there before a failed upload: %v", err)
+	}
+
+	// Made by an upload that fails after a run used the session: it stays.
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	f.back.BeforeTransfer = func(_, path string) {
+		if path == "slow.txt" {
+			entered <- struct{}{}
+			<-proceed
+		}
+	}
+	failed := make(chan error, 1)
+	go func() {
+		_, err := f.svc.WriteFile(ctx, "ann", "b", "slow.txt", failing{})
+		failed <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-failed:
+		t.Fatalf("the upload ended before it wrote: %v", err)
+	}
+	inv := f.svc.Invoker(&sessionstest.Kind{Backend: f.back})
+	if _, err := inv.Invoke(ctx, invocation("r1", "ann", "b", "run_python", `{"code":"1"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	close(proceed)
+	if err := <-failed; err == nil {
+		t.Fatal("the failed upload succeeded")
+	}
+	if _, err := f.svc.Get(ctx, "ann", "b"); err != nil {
+		t.Errorf("a session a run used while the upload that made it went on: %v", err)
+	}
+	// ann is at her cap with a and b: the session taken back held no place.
+	if _, err := f.svc.WriteFile(ctx, "ann", "c", "x.txt", untouchable{t}); code(err) != errcode.TooManySessions {
+		t.Errorf("a third session: %v", err)
+	}
+}

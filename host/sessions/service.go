@@ -50,6 +50,10 @@ type Service struct {
 	// deleting holds the backend ids of sessions being deleted: nothing
 	// new starts in them.
 	deleting map[string]bool
+	// fresh holds the backend ids of sessions that acquire made and that
+	// nothing else has acquired since: an upload that made one and failed
+	// takes it back (see takeBack).
+	fresh map[string]bool
 	// transfers counts, by principal, the file uploads and downloads going
 	// on; transferring is their sum (see takeTransfer).
 	transfers    map[string]int
@@ -82,7 +86,7 @@ func New(opts Options) *Service {
 	}
 	return &Service{
 		log: opts.Log, now: opts.Now, secret: secret, cfg: opts.Config, cfgFile: opts.File,
-		busy: map[string]int{}, deleting: map[string]bool{}, transfers: map[string]int{}, refused: map[string]uint64{},
+		busy: map[string]int{}, deleting: map[string]bool{}, fresh: map[string]bool{}, transfers: map[string]int{}, refused: map[string]uint64{},
 	}
 }
 
@@ -248,10 +252,16 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 		if err := s.checkNewSession(ctx, st, principal, session); err != nil {
 			return Session{}, nil, err
 		}
-		fallthrough
-	case touch:
 		if se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.now()); err != nil {
 			return Session{}, nil, err
+		}
+		s.fresh[id] = true
+	default:
+		delete(s.fresh, id)
+		if touch {
+			if se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.now()); err != nil {
+				return Session{}, nil, err
+			}
 		}
 	}
 	s.busy[id]++
@@ -260,6 +270,7 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 		defer s.mu.Unlock()
 		if s.busy[id]--; s.busy[id] <= 0 {
 			delete(s.busy, id)
+			delete(s.fresh, id)
 		}
 	})
 	return se, release, nil
@@ -521,8 +532,8 @@ func (s *Service) ReadFile(ctx context.Context, principal, session, path string,
 
 // WriteFile writes r to a file of the principal's session, making the
 // session if it is not there yet (within the caps on sessions: refused,
-// nothing is made and r is not read). Its caller holds a Transfer around
-// it.
+// nothing is made and r is not read). A session it made is taken back
+// when the write fails. Its caller holds a Transfer around it.
 func (s *Service) WriteFile(ctx context.Context, principal, session, path string, r io.Reader) (File, error) {
 	if err := CheckPath(path); err != nil {
 		return File{}, err
@@ -531,12 +542,42 @@ func (s *Service) WriteFile(ctx context.Context, principal, session, path string
 	if err != nil {
 		return File{}, err
 	}
+	st, _, err := s.parts()
+	if err != nil {
+		return File{}, err
+	}
 	se, release, err := s.acquire(ctx, principal, session, true, true)
 	if err != nil {
 		return File{}, err
 	}
 	defer release()
-	return b.WriteFile(ctx, se.Backend, path, r)
+	f, err := b.WriteFile(ctx, se.Backend, path, r)
+	if err != nil {
+		s.takeBack(ctx, st, b, se)
+	}
+	return f, err
+}
+
+// takeBack deletes a session that acquire made for an upload that then
+// failed (too large, no room, the caller went away), so that it holds no
+// place under the caps: unless anything else acquired it meanwhile, and
+// while the upload still holds it. The ledger is not touched.
+func (s *Service) takeBack(ctx context.Context, st *Store, b Backend, se Session) {
+	s.mu.Lock()
+	if !s.fresh[se.Backend] || s.busy[se.Backend] != 1 || s.deleting[se.Backend] {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.fresh, se.Backend)
+	s.deleting[se.Backend] = true
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.remove(ctx, st, b, se); err != nil {
+		s.log.Error("a session made by a failed upload could not be taken back; it expires as any other", "session", describe(se), "error", err)
+		return
+	}
+	s.log.Info("a session made by a failed upload was taken back", "session", describe(se))
 }
 
 // RemoveFile removes a file of the principal's session.
