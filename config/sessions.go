@@ -50,13 +50,15 @@ type SessionsConfig struct {
 	// 1..10000: a person or a chat backend has a few conversations in use
 	// within keep_hours, and 20 leaves room for that while one token
 	// can't claim the host's disk (each session has a disk_mb image).
+	// Lowered by a reload, it refuses new sessions only.
 	MaxSessionsPerPrincipal int
 	// MaxSessions is the most sessions the host keeps, every principal's
 	// together; making one more is refused (too_many_sessions). Default
 	// 200, 1..100000: ten principals at their own cap, and 200 images of
 	// the default disk_mb are what a host's sessions_dir may be expected
 	// to hold. Lowered by a reload, it refuses new sessions only: those
-	// already there keep working.
+	// already there keep working. With max_sessions_per_principal, the
+	// lower of the two refuses first.
 	MaxSessions int
 	// MaxTransfersPerPrincipal is the most file uploads and downloads
 	// (the sessions API's PUT and GET of a file) one principal may have
