@@ -57,8 +57,7 @@ type SessionsConfig struct {
 	// 200, 1..100000: ten principals at their own cap, and 200 images of
 	// the default disk_mb are what a host's sessions_dir may be expected
 	// to hold. Lowered by a reload, it refuses new sessions only: those
-	// already there keep working. With max_sessions_per_principal, the
-	// lower of the two refuses first.
+	// already there keep working. A new session must fit both caps.
 	MaxSessions int
 	// MaxTransfersPerPrincipal is the most file uploads and downloads
 	// (the sessions API's PUT and GET of a file) one principal may have
