@@ -55,7 +55,7 @@ type Service struct {
 	// takes it back (see takeBack).
 	fresh map[string]bool
 	// transfers counts, by principal, the file uploads and downloads going
-	// on; transferring is their sum (see takeTransfer).
+	// on; transferring is their sum (see Transfer).
 	transfers    map[string]int
 	transferring int
 	// refused counts the refusals of each cap, by its name (Caps).
@@ -538,11 +538,7 @@ func (s *Service) WriteFile(ctx context.Context, principal, session, path string
 	if err := CheckPath(path); err != nil {
 		return File{}, err
 	}
-	_, b, err := s.prepared(ctx)
-	if err != nil {
-		return File{}, err
-	}
-	st, _, err := s.parts()
+	st, b, err := s.prepared(ctx)
 	if err != nil {
 		return File{}, err
 	}
