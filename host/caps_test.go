@@ -35,7 +35,8 @@ func metricLine(t *testing.T, th *testHost, series string) string {
 }
 
 // TestSessionCapsInTheHost: the caps of [sessions] from the config file
-// refuse a new session by a run (its error) and by an upload (429), and
+// refuse a new session by a call (before it runs) and by an upload (429
+// both), and
 // each refusal is counted in /metrics by its cap. A reload that lowers
 // the caps refuses new sessions only: the sessions already there keep
 // their runs and uploads.
@@ -61,9 +62,10 @@ func TestSessionCapsInTheHost(t *testing.T) {
 			t.Fatalf("ed's %s: %d %v", s, status, body)
 		}
 	}
+	// Refused before it runs: 429, no run.
 	status, body := run("ed-token", "s3")
 	e, _ := body["error"].(map[string]any)
-	if status != 422 || e["code"] != "too_many_sessions" || !strings.Contains(fmt.Sprint(e["message"]), `the token "ed" already has 2 sessions`) ||
+	if status != 429 || body["run"] != nil || e["code"] != "too_many_sessions" || !strings.Contains(fmt.Sprint(e["message"]), `the token "ed" already has 2 sessions`) ||
 		!strings.Contains(fmt.Sprint(e["message"]), "max_sessions_per_principal in "+th.file) {
 		t.Errorf("ed's third session by a run: %d %v", status, body)
 	}

@@ -69,6 +69,26 @@ func (s *Service) checkNewSession(ctx context.Context, st *Store, principal, ses
 	return nil
 }
 
+// CheckNew says, before a call of a session tool starts, whether its run
+// would make a session past the caps: nil when the principal's session is
+// there or one more fits, else too_many_sessions (counted as a refusal),
+// so the call is refused before it is charged to any budget. The run's
+// acquire checks again, under the same lock as it makes the session, and
+// is what holds.
+func (s *Service) CheckNew(ctx context.Context, principal, session string) error {
+	st, _, err := s.parts()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok, err := st.Get(ctx, principal, session)
+	if err != nil || ok {
+		return err
+	}
+	return s.checkNewSession(ctx, st, principal, session)
+}
+
 // Transfer takes one of the places of a file upload or download for
 // principal (the caller, whoever owns the session), within [sessions] max_transfers_per_principal and
 // max_transfers, or refuses at once with too_many_transfers: nothing

@@ -111,6 +111,32 @@ func TestSessionCaps(t *testing.T) {
 	}
 }
 
+// TestCheckNew: the check before a call of a session tool passes a
+// session that is there or one that fits, making nothing, and refuses one
+// past a cap, counted.
+func TestCheckNew(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.setCaps(1, 200, 4, 16)
+	if err := f.svc.CheckNew(ctx, "ann", "a"); err != nil {
+		t.Errorf("ann's first session: %v", err)
+	}
+	f.refusedLeavesNothing(t, "ann", "a")
+	if _, err := f.svc.WriteFile(ctx, "ann", "a", "x.txt", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.CheckNew(ctx, "ann", "a"); err != nil {
+		t.Errorf("ann's session that is there: %v", err)
+	}
+	err := f.svc.CheckNew(ctx, "ann", "b")
+	if code(err) != errcode.TooManySessions || !strings.HasPrefix(err.Error(), `the session "b" can't be started: the token "ann" already has 1 sessions`) {
+		t.Errorf("ann's second session: %v", err)
+	}
+	if got := f.svc.Refusals()[sessions.CapSessionsPerPrincipal]; got != 1 {
+		t.Errorf("refusals %d", got)
+	}
+}
+
 // TestLoweredSessionCapsSpareSessionsThere: caps lowered by a reload
 // refuse new sessions only; those already there keep every operation.
 func TestLoweredSessionCapsSpareSessionsThere(t *testing.T) {
