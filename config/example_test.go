@@ -108,7 +108,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		"log":            {"level", "format"},
 		"model":          {"base_url", "model", "api_key_env", "api_key_file", "timeout_seconds", "max_tokens"},
 		"approvals":      {"by", "change", "expire_minutes", "taint_uploads"},
-		"sessions":       {"enabled", "who", "seconds", "disk_mb", "memory_mb", "idle_minutes", "keep_hours", "network", "package_hosts", "proxy_listen"},
+		"sessions":       {"enabled", "who", "seconds", "disk_mb", "memory_mb", "idle_minutes", "keep_hours", "network", "package_hosts", "proxy_listen", "max_sessions_per_principal", "max_sessions", "max_transfers_per_principal", "max_transfers"},
 	}
 	// The built-in kinds' settings, as their schemas list them.
 	schemas := kindSchemas(t)

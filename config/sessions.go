@@ -45,6 +45,31 @@ type SessionsConfig struct {
 	// port; "" (the default) lets the host pick an address the sandboxes
 	// reach.
 	ProxyListen string
+	// MaxSessionsPerPrincipal is the most sessions one principal may have;
+	// making one more is refused (too_many_sessions). Default 20,
+	// 1..10000: a person or a chat backend has a few conversations in use
+	// within keep_hours, and 20 leaves room for that while one token
+	// can't claim the host's disk (each session has a disk_mb image).
+	// Lowered by a reload, it refuses new sessions only.
+	MaxSessionsPerPrincipal int
+	// MaxSessions is the most sessions the host keeps, every principal's
+	// together; making one more is refused (too_many_sessions). Default
+	// 200, 1..100000: ten principals at their own cap, and 200 images of
+	// the default disk_mb are what a host's sessions_dir may be expected
+	// to hold. Lowered by a reload, it refuses new sessions only: those
+	// already there keep working. A new session must fit both caps.
+	MaxSessions int
+	// MaxTransfersPerPrincipal is the most file uploads and downloads
+	// (the sessions API's PUT and GET of a file) one principal may have
+	// going at once; one more is refused at once (too_many_transfers,
+	// HTTP 429 with Retry-After). Default 4, 1..1024: a browser's parallel
+	// uploads fit.
+	MaxTransfersPerPrincipal int
+	// MaxTransfers is the most file uploads and downloads going at once on
+	// the host, every principal's together. Default 16, 1..4096: a
+	// transfer may hold up to 64 MiB in memory in the host (and again in
+	// the python plugin), so 16 bounds that at 1 GiB each.
+	MaxTransfers int
 }
 
 // The networks a session may have.
@@ -62,6 +87,7 @@ func defaultSessions() SessionsConfig {
 	return SessionsConfig{
 		Who: "editors", Seconds: 60, DiskMB: 1024, MemoryMB: 512, IdleMinutes: 15, KeepHours: 24,
 		Network: SessionNetworkOff, PackageHosts: []string{},
+		MaxSessionsPerPrincipal: 20, MaxSessions: 200, MaxTransfersPerPrincipal: 4, MaxTransfers: 16,
 	}
 }
 
@@ -111,6 +137,10 @@ func (d *decoder) decodeSessions(v any, s *SessionsConfig) {
 			d.addf(t.at("proxy_listen"), "must be an IP address and port the sandboxes can reach, like \"10.200.0.1:3128\" (or \"\" to let the host pick one), not %q", s.ProxyListen)
 		}
 	}
+	t.int("max_sessions_per_principal", &s.MaxSessionsPerPrincipal, 1, 10000)
+	t.int("max_sessions", &s.MaxSessions, 1, 100000)
+	t.int("max_transfers_per_principal", &s.MaxTransfersPerPrincipal, 1, 1024)
+	t.int("max_transfers", &s.MaxTransfers, 1, 4096)
 	t.done()
 }
 

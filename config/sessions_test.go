@@ -12,7 +12,8 @@ func TestSessionsDefaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := SessionsConfig{Who: "editors", Seconds: 60, DiskMB: 1024, MemoryMB: 512, IdleMinutes: 15, KeepHours: 24,
-			Network: "off", PackageHosts: []string{}}
+			Network: "off", PackageHosts: []string{},
+			MaxSessionsPerPrincipal: 20, MaxSessions: 200, MaxTransfersPerPrincipal: 4, MaxTransfers: 16}
 		if !reflect.DeepEqual(c.Sessions, want) {
 			t.Errorf("%q: [sessions] = %+v, want %+v", src, c.Sessions, want)
 		}
@@ -31,6 +32,10 @@ keep_hours = 8760
 network = "packages"
 package_hosts = ["pypi.org", "*.pythonhosted.org", "registry.npmjs.org", "pkgs.test"]
 proxy_listen = "10.200.0.1:3128"
+max_sessions_per_principal = 3
+max_sessions = 100000
+max_transfers_per_principal = 1
+max_transfers = 4096
 `
 	c, err := Parse("/etc/toolhost/toolhost.toml", []byte(src))
 	if err != nil {
@@ -38,7 +43,7 @@ proxy_listen = "10.200.0.1:3128"
 	}
 	want := SessionsConfig{Enabled: true, Who: "admins", Seconds: 600, DiskMB: 16, MemoryMB: 2048, IdleMinutes: 1, KeepHours: 8760,
 		Network: "packages", PackageHosts: []string{"pypi.org", "*.pythonhosted.org", "registry.npmjs.org", "pkgs.test"},
-		ProxyListen: "10.200.0.1:3128"}
+		ProxyListen: "10.200.0.1:3128", MaxSessionsPerPrincipal: 3, MaxSessions: 100000, MaxTransfersPerPrincipal: 1, MaxTransfers: 4096}
 	if !reflect.DeepEqual(c.Sessions, want) {
 		t.Errorf("[sessions] = %+v, want %+v", c.Sessions, want)
 	}
@@ -66,6 +71,11 @@ func TestSessionsErrors(t *testing.T) {
 		{"idle", "[sessions]\nidle_minutes = 0\n", `toolhost.toml:2: sessions.idle_minutes: must be from 1 to 1440, not 0`},
 		{"keep", "[sessions]\nkeep_hours = 0\n", `toolhost.toml:2: sessions.keep_hours: must be from 1 to 8760, not 0`},
 		{"keep decimal", "[sessions]\nkeep_hours = 2.0\n", `toolhost.toml:2: sessions.keep_hours: must be a whole number, not a decimal number (write 2, without the ".0")`},
+		{"sessions per principal", "[sessions]\nmax_sessions_per_principal = 0\n", `toolhost.toml:2: sessions.max_sessions_per_principal: must be from 1 to 10000, not 0`},
+		{"sessions", "[sessions]\nwho = \"editors\"\nmax_sessions = 100001\n", `toolhost.toml:3: sessions.max_sessions: must be from 1 to 100000, not 100001`},
+		{"sessions type", "[sessions]\nmax_sessions = \"200\"\n", `toolhost.toml:2: sessions.max_sessions: must be a whole number, not a string`},
+		{"transfers per principal", "[sessions]\nmax_transfers_per_principal = 1025\n", `toolhost.toml:2: sessions.max_transfers_per_principal: must be from 1 to 1024, not 1025`},
+		{"transfers", "[sessions]\nmax_transfers = -1\n", `toolhost.toml:2: sessions.max_transfers: must be from 1 to 4096, not -1`},
 		{"network", "[sessions]\nnetwork = \"on\"\n", `toolhost.toml:2: sessions.network: must be one of "off", "web", "packages", not "on"`},
 		{"packages without hosts", "[sessions]\nnetwork = \"packages\"\n",
 			`toolhost.toml:2: sessions.network: new sessions would reach only the hosts of package_hosts, and it lists none: list your package index's hosts there (e.g. ["pypi.org", "files.pythonhosted.org"]), or make new sessions "off"`},

@@ -83,7 +83,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 		CheckOnly:    checkOnly,
 	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(pluginCollector{h}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(pluginCollector{h}, capCollector{h}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h.api = api.New(api.Options{
 		Registry:       h.registry,
 		Dispatcher:     h.runs,

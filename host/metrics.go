@@ -67,6 +67,22 @@ func (c pluginCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// capCollector reports how many times each cap refused something,
+// labelled by the setting that is the cap (sessions.Caps): every cap is
+// there from the start, at 0 until it refuses.
+type capCollector struct{ h *Host }
+
+var capRefusalsDesc = prometheus.NewDesc("toolhost_cap_refusals_total",
+	"Requests refused because they would pass a cap of the config, by the cap's setting (e.g. sessions.max_sessions_per_principal).", []string{"cap"}, nil)
+
+func (c capCollector) Describe(ch chan<- *prometheus.Desc) { ch <- capRefusalsDesc }
+
+func (c capCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, n := range c.h.sessions.svc.Refusals() {
+		ch <- prometheus.MustNewConstMetric(capRefusalsDesc, prometheus.CounterValue, float64(n), name)
+	}
+}
+
 // sanitize keeps a plugin's metric name within Prometheus's alphabet.
 func sanitize(name string) string {
 	return strings.Map(func(r rune) rune {

@@ -62,9 +62,19 @@ func newHostSessions(h *Host, cfg *config.Config) *hostSessions {
 	return hs
 }
 
-// gate is the dispatcher's check of every call: see sessions.Admit.
+// gate is the dispatcher's check of every call: see sessions.Admit; and a
+// call of a session tool whose run would make a session past the caps is
+// refused before it starts (sessions.CheckNew).
 func (hs *hostSessions) gate(req runs.Request, tool *tools.Tool) error {
-	return hs.svc.Admit(req.Principal, roleOf(hs.h.config(), req.Principal), req.Session, tool.Name, tool.Run)
+	if err := hs.svc.Admit(req.Principal, roleOf(hs.h.config(), req.Principal), req.Session, tool.Name, tool.Run); err != nil {
+		return err
+	}
+	if _, ok := sessions.Language(tool.Run); !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return hs.svc.CheckNew(ctx, req.Principal, req.Session)
 }
 
 // roleOf is the role of a principal under cfg: its token's, or admin for

@@ -423,7 +423,7 @@ func callErrorStatus(code string) int {
 		return http.StatusNotFound
 	case "plugin_unavailable":
 		return http.StatusServiceUnavailable
-	case "too_many_runs", errcode.Budget:
+	case "too_many_runs", errcode.Budget, errcode.TooManySessions:
 		return http.StatusTooManyRequests
 	case errcode.IdempotencyConflict, errcode.Interrupted:
 		return http.StatusConflict

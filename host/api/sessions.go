@@ -27,9 +27,10 @@ func (s *Server) sessionRoutes() {
 	s.mux.HandleFunc("GET /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.getSession))))
 	s.mux.HandleFunc("PATCH /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.patchSession))))
 	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.deleteSession))))
+	s.mux.HandleFunc("POST /api/v1/sessions/{id}/stop", s.authed(s.sessionsFor(s.ofSession(s.stopSession))))
 	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files", s.authed(s.sessionsFor(s.ofSession(s.listFiles))))
-	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.readFile))))
-	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.writeFile))))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofTransfer(s.readFile))))
+	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofTransfer(s.writeFile))))
 	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.removeFile))))
 	// With no path, PUT and DELETE name no file. Without these the router
 	// would redirect them to …/files/ (never: see address.go).
@@ -119,6 +120,26 @@ func (s *Server) ofFile(h fileRequest) sessionHandler {
 	})
 }
 
+// ofTransfer is ofFile for an upload or download: once the id and path are
+// checked, it takes one of the caller's places of a transfer (counted
+// against the caller, whoever owns the session; see sessions.Transfer) and
+// holds it until h has written its answer, so the file's bytes are held
+// within the caps. Refused, it answers 429 too_many_transfers with
+// Retry-After at once; nothing of the session is found, made or read.
+func (s *Server) ofTransfer(h fileRequest) sessionHandler {
+	return func(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+		s.ofFile(func(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
+			done, err := svc.Transfer(id.Name)
+			if err != nil {
+				s.writeSessionError(w, err)
+				return
+			}
+			defer done()
+			h(w, r, svc, principal, session, p)
+		})(w, r, id, svc)
+	}
+}
+
 type sessionJSON struct {
 	Session   string    `json:"session"`
 	Principal string    `json:"principal"`
@@ -193,6 +214,14 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, svc *sessi
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string) {
 	if err := svc.Delete(r.Context(), principal, session); err != nil {
+		s.writeSessionError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session string) {
+	if err := svc.Stop(r.Context(), principal, session); err != nil {
 		s.writeSessionError(w, err)
 		return
 	}
@@ -305,6 +334,8 @@ func sessionStatus(code string) int {
 		return http.StatusBadRequest
 	case errcode.Forbidden:
 		return http.StatusForbidden
+	case errcode.TooManySessions, errcode.TooManyTransfers:
+		return http.StatusTooManyRequests
 	case errcode.TooLarge:
 		return http.StatusRequestEntityTooLarge
 	case errcode.DiskFull:
@@ -325,6 +356,9 @@ func (s *Server) writeSessionError(w http.ResponseWriter, err error) {
 		status := sessionStatus(ce.Code)
 		if status == http.StatusInternalServerError {
 			s.opts.Logger.Error("a sessions request failed", "code", ce.Code, "error", ce.Message)
+		}
+		if ce.Code == errcode.TooManyTransfers {
+			w.Header().Set("Retry-After", strconv.Itoa(sessions.TransferRetrySeconds))
 		}
 		writeError(w, status, ce.Code, ce.Message)
 		return

@@ -85,6 +85,7 @@ func sessionEndpoints(id string) []struct{ method, path, body string } {
 		{"GET", "/api/v1/sessions/" + id + "/files/notes/a.txt", ""},
 		{"PUT", "/api/v1/sessions/" + id + "/files/notes/a.txt", "new"},
 		{"DELETE", "/api/v1/sessions/" + id + "/files/notes/a.txt", ""},
+		{"POST", "/api/v1/sessions/" + id + "/stop", ""},
 		{"DELETE", "/api/v1/sessions/" + id, ""},
 	}
 }
@@ -279,7 +280,7 @@ func TestSessionBadIDsAndPaths(t *testing.T) {
 }
 
 // TestSessionUploadTooLarge: an upload past 64 MiB is refused with 413,
-// and nothing is written.
+// and nothing is written, nor the session it would have made kept.
 func TestSessionUploadTooLarge(t *testing.T) {
 	h := newSessionsHost(t)
 	body := io.LimitReader(zeros{}, MaxFileBytes+1)
@@ -297,6 +298,11 @@ func TestSessionUploadTooLarge(t *testing.T) {
 	}
 	if _, err := h.back.ReadFile(context.Background(), sessions.BackendID("ed", "conv"), "big.bin", 0); err == nil {
 		t.Error("the file was written")
+	}
+	// The session the upload made is taken back: it holds no place
+	// under the caps.
+	if status, _, _ := raw(t, h.testHost, "GET", "/api/v1/sessions/conv", "ed-token", nil); status != 404 {
+		t.Errorf("the session of the refused upload: %d", status)
 	}
 }
 

@@ -50,6 +50,16 @@ type Service struct {
 	// deleting holds the backend ids of sessions being deleted: nothing
 	// new starts in them.
 	deleting map[string]bool
+	// fresh holds the backend ids of sessions that acquire made and that
+	// nothing else has acquired since: an upload that made one and failed
+	// takes it back (see takeBack).
+	fresh map[string]bool
+	// transfers counts, by principal, the file uploads and downloads going
+	// on; transferring is their sum (see Transfer).
+	transfers    map[string]int
+	transferring int
+	// refused counts the refusals of each cap, by its name (Caps).
+	refused map[string]uint64
 }
 
 // Options make a Service.
@@ -76,7 +86,7 @@ func New(opts Options) *Service {
 	}
 	return &Service{
 		log: opts.Log, now: opts.Now, secret: secret, cfg: opts.Config, cfgFile: opts.File,
-		busy: map[string]int{}, deleting: map[string]bool{},
+		busy: map[string]int{}, deleting: map[string]bool{}, fresh: map[string]bool{}, transfers: map[string]int{}, refused: map[string]uint64{},
 	}
 }
 
@@ -203,9 +213,11 @@ func article(role string) string {
 	return "a " + role
 }
 
-// acquire finds the principal's session, making it when create, marks it
-// used when touch, and holds it against expiry and deletion until release
-// is called.
+// acquire finds the principal's session, making it when create (within
+// [sessions] max_sessions_per_principal and max_sessions, else
+// too_many_sessions and nothing made), marks it used when touch (a session
+// made is), and holds it against expiry and deletion until release is
+// called.
 func (s *Service) acquire(ctx context.Context, principal, session string, create, touch bool) (Session, func(), error) {
 	if err := CheckID(session); err != nil {
 		return Session{}, nil, err
@@ -225,22 +237,32 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 		}
 		return Session{}, nil, errcode.Errorf(errcode.Failed, "the session %q is being deleted; call again in a moment to start it afresh", session)
 	}
-	var se Session
-	var ok bool
-	if create {
-		se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.now())
-		ok = err == nil
-	} else {
-		se, ok, err = st.Get(ctx, principal, session)
-		if ok && err == nil && touch {
-			se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.now())
-		}
-	}
+	se, ok, err := st.Get(ctx, principal, session)
 	if err != nil {
 		return Session{}, nil, err
 	}
-	if !ok {
+	switch {
+	case !ok && !create:
 		return Session{}, nil, NotFound(session)
+	case !ok:
+		// The caps hold for new sessions only: a session already there
+		// keeps working when a reload lowers them. Checked before
+		// anything of the session is made, under mu, which every
+		// create holds.
+		if err := s.checkNewSession(ctx, st, principal, session); err != nil {
+			return Session{}, nil, err
+		}
+		if se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.now()); err != nil {
+			return Session{}, nil, err
+		}
+		s.fresh[id] = true
+	default:
+		delete(s.fresh, id)
+		if touch {
+			if se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.now()); err != nil {
+				return Session{}, nil, err
+			}
+		}
 	}
 	s.busy[id]++
 	release := sync.OnceFunc(func() {
@@ -248,6 +270,7 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 		defer s.mu.Unlock()
 		if s.busy[id]--; s.busy[id] <= 0 {
 			delete(s.busy, id)
+			delete(s.fresh, id)
 		}
 	})
 	return se, release, nil
@@ -328,6 +351,26 @@ func (s *Service) SetNetwork(ctx context.Context, principal, session, network st
 	}
 	se.Network = network
 	return se, nil
+}
+
+// Stop stops the sandbox of the principal's session, if one runs: a run
+// going on in it ends, its files stay, and the next run starts a new
+// sandbox. The session is not marked used.
+func (s *Service) Stop(ctx context.Context, principal, session string) error {
+	_, b, err := s.prepared(ctx)
+	if err != nil {
+		return err
+	}
+	se, release, err := s.acquire(ctx, principal, session, false, false)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := b.Stop(ctx, se.Backend); err != nil && !errcode.Has(err, errcode.NotFound) {
+		return fmt.Errorf("the sandbox of the session %q could not be stopped: %w; its files are kept", session, err)
+	}
+	s.log.Info("session sandbox stopped", "session", describe(se))
+	return nil
 }
 
 // Delete removes the principal's session: its sandbox and files at once,
@@ -470,7 +513,7 @@ func (s *Service) Files(ctx context.Context, principal, session string) ([]File,
 }
 
 // ReadFile reads a file of the principal's session; larger than max bytes
-// is too_large.
+// is too_large. Its caller holds a Transfer around it.
 func (s *Service) ReadFile(ctx context.Context, principal, session, path string, max int64) ([]byte, error) {
 	if err := CheckPath(path); err != nil {
 		return nil, err
@@ -488,12 +531,14 @@ func (s *Service) ReadFile(ctx context.Context, principal, session, path string,
 }
 
 // WriteFile writes r to a file of the principal's session, making the
-// session if it is not there yet.
+// session if it is not there yet (within the caps on sessions: refused,
+// nothing is made and r is not read). A session it made is taken back
+// when the write fails. Its caller holds a Transfer around it.
 func (s *Service) WriteFile(ctx context.Context, principal, session, path string, r io.Reader) (File, error) {
 	if err := CheckPath(path); err != nil {
 		return File{}, err
 	}
-	_, b, err := s.prepared(ctx)
+	st, b, err := s.prepared(ctx)
 	if err != nil {
 		return File{}, err
 	}
@@ -502,7 +547,33 @@ func (s *Service) WriteFile(ctx context.Context, principal, session, path string
 		return File{}, err
 	}
 	defer release()
-	return b.WriteFile(ctx, se.Backend, path, r)
+	f, err := b.WriteFile(ctx, se.Backend, path, r)
+	if err != nil {
+		s.takeBack(ctx, st, b, se)
+	}
+	return f, err
+}
+
+// takeBack deletes a session that acquire made for an upload that then
+// failed (too large, no room, the caller went away), so that it holds no
+// place under the caps: unless anything else acquired it meanwhile, and
+// while the upload still holds it. The ledger is not touched.
+func (s *Service) takeBack(ctx context.Context, st *Store, b Backend, se Session) {
+	s.mu.Lock()
+	if !s.fresh[se.Backend] || s.busy[se.Backend] != 1 || s.deleting[se.Backend] {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.fresh, se.Backend)
+	s.deleting[se.Backend] = true
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.remove(ctx, st, b, se); err != nil {
+		s.log.Error("a session made by a failed upload could not be taken back; it expires as any other", "session", describe(se), "error", err)
+		return
+	}
+	s.log.Info("a session made by a failed upload was taken back", "session", describe(se))
 }
 
 // RemoveFile removes a file of the principal's session.

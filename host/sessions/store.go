@@ -403,6 +403,16 @@ func (s *Store) List(ctx context.Context, principal string) ([]Session, error) {
 	return s.sessions(ctx, q+` ORDER BY last_used DESC, principal, session`, args...)
 }
 
+// Count returns how many sessions principal has, and how many there are
+// in all.
+func (s *Store) Count(ctx context.Context, principal string) (mine, all int, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM sessions WHERE principal = ?), (SELECT COUNT(*) FROM sessions)`, principal).Scan(&mine, &all)
+	if err != nil {
+		return 0, 0, s.dbError("counting the sessions", err)
+	}
+	return mine, all, nil
+}
+
 // Unused returns the sessions last used before t, least recently used
 // first.
 func (s *Store) Unused(ctx context.Context, t time.Time) ([]Session, error) {

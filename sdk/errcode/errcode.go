@@ -59,6 +59,15 @@ const (
 	Forbidden = "forbidden"
 	// TooManyRuns: the caller already has its max_running runs going.
 	TooManyRuns = "too_many_runs"
+	// TooManySessions: making one more conversation session would pass
+	// [sessions] max_sessions_per_principal (the caller's) or max_sessions
+	// (the host's); the message says which. Sessions already there keep
+	// working.
+	TooManySessions = "too_many_sessions"
+	// TooManyTransfers: the caller (max_transfers_per_principal) or the
+	// host (max_transfers) already has its most file uploads and
+	// downloads of sessions going; refused at once, try again shortly.
+	TooManyTransfers = "too_many_transfers"
 	// UnknownRun: no such run, or it was forgotten.
 	UnknownRun = "unknown_run"
 	// Unsupported: the host does not offer what was asked (e.g. a model).

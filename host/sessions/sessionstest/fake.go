@@ -33,6 +33,11 @@ type Backend struct {
 	// BeforeReconcile, when set, is called as Reconcile starts, before it
 	// looks at the workspaces: after the host has read the ids it keeps.
 	BeforeReconcile func()
+	// BeforeTransfer, when set, is called as WriteFile and ReadFile start,
+	// before they read or write anything: a test holds a transfer going
+	// by blocking in it.
+	BeforeTransfer func(id, path string)
+	writes         int // calls of WriteFile
 }
 
 // New returns an empty Backend.
@@ -79,6 +84,9 @@ func (b *Backend) ListFiles(_ context.Context, id string) ([]sdk.SessionFile, er
 
 // ReadFile reads a file.
 func (b *Backend) ReadFile(_ context.Context, id, path string, max int64) ([]byte, error) {
+	if b.BeforeTransfer != nil {
+		b.BeforeTransfer(id, path)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	data, ok := b.workspaces[id][path]
@@ -93,6 +101,12 @@ func (b *Backend) ReadFile(_ context.Context, id, path string, max int64) ([]byt
 
 // WriteFile writes a file, making the workspace.
 func (b *Backend) WriteFile(_ context.Context, id, path string, r io.Reader) (sdk.SessionFile, error) {
+	b.mu.Lock()
+	b.writes++
+	b.mu.Unlock()
+	if b.BeforeTransfer != nil {
+		b.BeforeTransfer(id, path)
+	}
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return sdk.SessionFile{}, err
@@ -130,6 +144,13 @@ func (b *Backend) Stopped() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.stopped)
+}
+
+// Writes is how many times WriteFile was called.
+func (b *Backend) Writes() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.writes
 }
 
 // Delete removes a workspace; not_found when there is none.
