@@ -101,7 +101,7 @@ allow_private = true
 }
 
 // mountsUnder are the mount points under dir.
-func mountsUnder(t *testing.T, dir string) []string {
+func mountsUnder(t testing.TB, dir string) []string {
 	t.Helper()
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
