@@ -351,12 +351,19 @@ func (at *attack) run(ctx context.Context, forever bool) {
 			})
 		}
 	}
-	// A thousand sessions, eight at a time.
+	// A thousand sessions, eight at a time; one refused too_many_transfers
+	// is tried again (sooner than Retry-After says), up to 20 times.
 	var next atomic.Int64
 	spawn(8, func() {
 		for i := next.Add(1) - 1; i < 1000 && ctx.Err() == nil; i = next.Add(1) - 1 {
-			a := h.do(ctx, h.attacker, http.MethodPut, fmt.Sprintf("/api/v1/sessions/s%d/files/x", i), []byte("x"))
-			at.sessions.add(a, "200", "429 too_many_sessions", "429 too_many_transfers")
+			for try := 0; try < 20 && ctx.Err() == nil; try++ {
+				a := h.do(ctx, h.attacker, http.MethodPut, fmt.Sprintf("/api/v1/sessions/s%d/files/x", i), []byte("x"))
+				at.sessions.add(a, "200", "429 too_many_sessions", "429 too_many_transfers")
+				if a.code != "too_many_transfers" {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 		if forever {
 			next.Store(0)
@@ -430,7 +437,7 @@ func (a *abuseHost) victimState(t testing.TB, session string) (files, runs []str
 	for _, f := range fl.Files {
 		files = append(files, f.Path)
 	}
-	ans = a.do(ctx, a.victim, http.MethodGet, "/api/v1/runs?session="+session, nil)
+	ans = a.do(ctx, a.victim, http.MethodGet, "/api/v1/runs?limit=1000&session="+session, nil)
 	var rl struct{ Runs []map[string]any }
 	if err := json.Unmarshal(ans.body, &rl); err != nil || ans.status != http.StatusOK {
 		t.Fatalf("listing the victim's runs: %v %s", ans, ans.body)
@@ -535,6 +542,7 @@ func TestAnEditorCannotExhaustTheHost(t *testing.T) {
 	}
 	loop(5, &victimCalls, func() string { return h.victimCall(ctx) })
 	loop(3, &victimRuns, func() string {
+		time.Sleep(100 * time.Millisecond)
 		a := h.runPython(ctx, h.victim, "notes", "print(open('keep.txt').read())")
 		if strings.TrimSpace(a.stdout()) != "the victim's notes" {
 			return fmt.Sprintf("run_python in the victim's session: %v %.300s", a, a.body)
