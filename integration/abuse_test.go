@@ -303,13 +303,15 @@ print('burning')
 `
 
 // burnerCount is code that prints how many burners (burnerCode's) run in
-// the session's sandbox.
+// the session's sandbox. Its needle is put together so that its own
+// command line doesn't hold it.
 const burnerCount = `import os
+needle = b'while True' + b': pass'
 n = 0
 for p in os.listdir('/proc'):
-    if p.isdigit() and int(p) != os.getpid():
+    if p.isdigit():
         try:
-            if b'while True' in open('/proc/%s/cmdline' % p, 'rb').read():
+            if needle in open('/proc/%s/cmdline' % p, 'rb').read():
                 n += 1
         except OSError:
             pass
