@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// abuseBenchCalls is how many calls the victim makes in each phase of
+// BenchmarkVictimUnderAbuse, whatever b.N is: a call under abuse takes
+// seconds, so 300 of them (make bench's -benchtime 300x) would take many
+// minutes.
+const abuseBenchCalls = 40
+
+// BenchmarkVictimUnderAbuse is the latency of another editor's trivial
+// python tool call (POST /api/v1/tools/trivial/call, with the victim's
+// token) on the abuse host of TestAnEditorCannotExhaustTheHost, first idle,
+// then while an editor's token attacks on every path at once, over and over
+// (a thousand sessions, filling its disk, CPU burners left behind by runs,
+// a storm of checks, concurrent 8 MiB downloads). It reports p50 and p99 of
+// each phase side by side, in ms, and their ratios (abuse / idle); the
+// issue's goal is within 2×. Each phase makes abuseBenchCalls calls, one
+// after another, whatever b.N is (the work is done once, in the first
+// iteration of b.Loop: ns/op means nothing here).
+//
+// What protects the victim is both caps and CPU limits. The caps bound what
+// the attacker holds at once: its runs and checks together
+// ([runs] max_running_per_token, 2 here), its sessions (5) and file
+// transfers (2), and every sandbox shares [python.pool] max (4 here), where
+// a call that finds the places full stops an idle conversation sandbox
+// (the burners' included) rather than wait. The CPU limits bound what the
+// attacker's sandboxes take of the machine while they run: a conversation
+// sandbox has one CPU whatever it starts inside (the burners share it), a
+// tool run's sandbox has cpu.shares 1024 against 256 for the pool's
+// sandboxes starting and waiting. What is left costs the victim its warm
+// pool: under abuse the places are mostly held, so its calls more often
+// start a sandbox cold.
+func BenchmarkVictimUnderAbuse(b *testing.B) {
+	h := startAbuseHost(b)
+	ctx := context.Background()
+	if msg := h.victimCall(ctx); msg != "" {
+		b.Fatalf("the victim's warm-up call: %s", msg)
+	}
+	at := &attack{h: h, bigSize: 8 << 20}
+	at.prepare(b, ctx)
+	idleBeforeMeasuring(b)
+
+	var idle, abuse []time.Duration
+	for b.Loop() {
+		if idle != nil {
+			continue
+		}
+		idle = victimLatencies(b, h, "idle")
+		actx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			at.run(actx, true)
+		}()
+		// The attack takes what it can before measuring: its sessions,
+		// burners and checks under way.
+		time.Sleep(5 * time.Second)
+		abuse = victimLatencies(b, h, "under abuse")
+		stop()
+		<-done
+	}
+	b.Logf("the attack's answers: sessions %v, disk %v, burners %v, checks %v, downloads %v", &at.sessions, &at.fill, &at.burners, &at.checks, &at.gets)
+	i50, _, i99 := quantiles(idle)
+	a50, _, a99 := quantiles(abuse)
+	b.ReportMetric(i50/1000, "idle-p50-ms")
+	b.ReportMetric(i99/1000, "idle-p99-ms")
+	b.ReportMetric(a50/1000, "abuse-p50-ms")
+	b.ReportMetric(a99/1000, "abuse-p99-ms")
+	b.ReportMetric(a50/i50, "p50-ratio")
+	b.ReportMetric(a99/i99, "p99-ratio")
+}
+
+// victimLatencies times abuseBenchCalls of the victim's trivial tool, one
+// after another; each must succeed.
+func victimLatencies(b *testing.B, h *abuseHost, phase string) []time.Duration {
+	b.Helper()
+	d := make([]time.Duration, 0, abuseBenchCalls)
+	for range abuseBenchCalls {
+		t0 := time.Now()
+		msg := h.victimCall(context.Background())
+		d = append(d, time.Since(t0))
+		if msg != "" {
+			b.Fatalf("the victim's call %s: %s", phase, msg)
+		}
+	}
+	return d
+}
