@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -218,6 +220,39 @@ func (a *abuseHost) do(ctx context.Context, token, method, path string, body []b
 	if err != nil {
 		return answer{err: err}
 	}
+	return readAnswer(resp)
+}
+
+// putAndRead is do for a PUT whose body is large: the host may answer a
+// refusal (too_many_transfers, disk_full) before it has read the body, and
+// close the connection, so the body is written beside reading the answer
+// on a connection of its own, and a write cut short by that answer is no
+// failure: the answer is.
+func (a *abuseHost) putAndRead(ctx context.Context, token, path string, body []byte) answer {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, a.URL(path), bytes.NewReader(body))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Close = true
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", a.Addr)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	go func() { _ = req.Write(conn) }()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return answer{err: err}
+	}
+	return readAnswer(resp)
+}
+
+// readAnswer reads a response whole, and closes its body.
+func readAnswer(resp *http.Response) answer {
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	out := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), body: raw, err: err}
@@ -375,7 +410,7 @@ func (at *attack) run(ctx context.Context, forever bool) {
 	spawn(2, func() {
 		chunk := bytes.Repeat([]byte{'f'}, 4<<20)
 		for i := 0; ctx.Err() == nil && i < 64; i++ {
-			a := h.do(ctx, h.attacker, http.MethodPut, fmt.Sprintf("/api/v1/sessions/fill/files/f%d-%d", time.Now().UnixNano(), i), chunk)
+			a := h.putAndRead(ctx, h.attacker, fmt.Sprintf("/api/v1/sessions/fill/files/f%d-%d", time.Now().UnixNano(), i), chunk)
 			at.fill.add(a, "200", "507 disk_full", "429 too_many_transfers")
 			if a.code == "disk_full" {
 				at.filled.Store(true)
