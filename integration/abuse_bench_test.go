@@ -23,18 +23,22 @@ const abuseBenchCalls = 40
 // after another, whatever b.N is (the work is done once, in the first
 // iteration of b.Loop: ns/op means nothing here).
 //
-// What protects the victim is both caps and CPU limits. The caps bound what
-// the attacker holds at once: its runs and checks together
-// ([runs] max_running_per_token, 2 here), its sessions (5) and file
-// transfers (2), and every sandbox shares [python.pool] max (4 here), where
-// a call that finds the places full stops an idle conversation sandbox
-// (the burners' included) rather than wait. The CPU limits bound what the
-// attacker's sandboxes take of the machine while they run: a conversation
-// sandbox has one CPU whatever it starts inside (the burners share it), a
-// tool run's sandbox has cpu.shares 1024 against 256 for the pool's
-// sandboxes starting and waiting. What is left costs the victim its warm
-// pool: under abuse the places are mostly held, so its calls more often
-// start a sandbox cold.
+// What protects the victim is both caps and CPU limits, no CPU weight of
+// its own. The caps bound what the attacker holds at once: its runs and
+// checks together ([runs] max_running_per_token, 2 here), its sessions (5)
+// and file transfers (2); every sandbox shares [python.pool] max (4 here),
+// and a call that finds the places full stops an idle conversation sandbox
+// (the burners' among them) rather than wait. The CPU limits bound what the
+// attacker's sandboxes take of the machine: a conversation sandbox has one
+// CPU whatever it starts inside (the burners share it), and a tool run's
+// sandbox has cpu.shares 1024 against 256 for the pool's sandboxes starting
+// and waiting, the same for every token. What is left still slows the
+// victim: the places the attacker holds leave the pool no ready sandbox,
+// so its calls start cold, and on a 2-core machine one burning CPU, 8 MiB
+// downloads and the flood of refused requests are half of it. Measured on
+// 2 shared cores (load average about 20 from other work), the victim's p50
+// went from 0.67 s to 2.6 s (3.8×) and p99 from 1.0 s to 11 s: the issue's
+// goal of 2× is not met there.
 func BenchmarkVictimUnderAbuse(b *testing.B) {
 	h := startAbuseHost(b)
 	ctx := context.Background()
