@@ -35,7 +35,7 @@ const abuseBenchCalls = 40
 // and waiting, the same for every token. What is left still slows the
 // victim: the places the attacker holds leave the pool no ready sandbox,
 // so its calls start cold, and on a 2-core machine one burning CPU, 8 MiB
-// downloads and the flood of refused requests are half of it. Measured on
+// downloads and a flood of refused requests compete with it. Measured on
 // 2 shared cores (load average about 20 from other work), the victim's p50
 // went from 0.67 s to 2.6 s (3.8×) and p99 from 1.0 s to 11 s: the issue's
 // goal of 2× is not met there.
