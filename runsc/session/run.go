@@ -366,7 +366,6 @@ type exited struct {
 	err  error
 }
 
-
 // workspaceFull reports whether the session's workspace has (next to) no room left.
 func (m *Manager) workspaceFull(id string) bool {
 	free, files, size, err := diskFree(m.mountPath(id))
