@@ -441,8 +441,11 @@ func (c *checker) Write(b []byte) (int, error) {
 
 // TestSessionsReadFileStreamsInBoundedMemory: a file of 48 MiB reaches the
 // host byte for byte, its size said before the first byte, while the heap
-// (plugin and host: both ends are this process) grows by a few chunks, not
-// by the file. A generous bound: buffering the file would take 48 MiB.
+// (plugin and host: both ends are this process) grows by some chunks, not
+// by the file. A generous bound: buffering the file would take 48 MiB at
+// each end, and this test's connection has gRPC's default windows, which
+// grow with the bandwidth (the host's are fixed: host/plugins, and
+// TestSessionFileDownloadStreams of package host holds it to 8 MiB).
 func TestSessionsReadFileStreamsInBoundedMemory(t *testing.T) {
 	_, _, s := startKeeper(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -464,8 +467,8 @@ func TestSessionsReadFileStreamsInBoundedMemory(t *testing.T) {
 	}
 	growth := int64(c.heapMax) - int64(before.HeapAlloc)
 	t.Logf("heap before %.1f MiB, at most %.1f MiB while reading 48 MiB", float64(before.HeapAlloc)/(1<<20), float64(c.heapMax)/(1<<20))
-	if growth > 8<<20 {
-		t.Errorf("the heap grew by %.1f MiB while reading a file of 48 MiB; want less than 8 MiB", float64(growth)/(1<<20))
+	if growth > 16<<20 {
+		t.Errorf("the heap grew by %.1f MiB while reading a file of 48 MiB; want less than 16 MiB", float64(growth)/(1<<20))
 	}
 	// A bound below the file's size refuses it before a byte is sent.
 	if _, _, err := s.OpenFile(ctx, sessA, "huge.bin", 1<<20); errcode.Code(err) != errcode.TooLarge {
