@@ -39,6 +39,7 @@ CTL = 3
 MAXFRAME = 64 << 10
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
+SPARE = -1  # the run id of the shepherd made ahead
 DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
 
 
@@ -80,6 +81,7 @@ def main():
     streams = {}  # fd -> (run id, kind)
     notes = {}  # fd -> run id: what a shepherd tells the agent
     feeds = {}  # fd -> what is left to write of a run's stdin
+    spare = []  # the shepherd made ahead, waiting for a run: none or one
     buf = b""
 
     class Run:
@@ -149,53 +151,89 @@ def main():
         else:
             close_fd(fd)
 
-    def start(req):
-        rid = int(req["id"])
+    def fork_shepherd():
+        # A shepherd waiting for its run: it reads the run's args and environment (JSON) from
+        # its request pipe until EOF, then starts it. Forking costs tens of milliseconds in
+        # gVisor, so the agent keeps one ready (spare), made while no run goes on.
         fds = []
         try:
             in_r, in_w = os.pipe()
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
             note_r, note_w = os.pipe()
-            fds = [in_r, in_w, out_r, out_w, err_r, err_w, note_r, note_w]
-            env = dict(e.split("=", 1) for e in req["env"] if "=" in e)
-            args = req["args"]
+            req_r, req_w = os.pipe()
+            fds = [in_r, in_w, out_r, out_w, err_r, err_w, note_r, note_w, req_r, req_w]
             pid = os.fork()
-        except Exception as e:
+        except Exception:
             for fd in fds:
                 os.close(fd)
-            send(b"f", rid, str(e).encode())
-            return
+            raise
         if pid == 0:
             try:
                 signal.set_wakeup_fd(-1)
-                keep = (in_r, out_w, err_w, note_w)
-                fd = 3
-                for k in sorted(keep):
-                    os.closerange(fd, k)
-                    fd = k + 1
-                os.closerange(fd, 1 << 16)
-                shepherd(args, env, (in_r, out_w, err_w), note_w)
+                # The agent's other files (its socket, other runs' pipes) stay out of reach.
+                keep = (in_r, out_w, err_w, note_w, req_r)
+                for fd in [int(f) for f in os.listdir("/proc/self/fd")]:
+                    if fd > 2 and fd not in keep:
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass
+                data = b""
+                while True:
+                    chunk = os.read(req_r, 1 << 16)
+                    if not chunk:
+                        break
+                    data += chunk
+                os.close(req_r)
+                if not data:
+                    os._exit(0)  # the agent is gone
+                req = json.loads(data)
+                env = dict(e.split("=", 1) for e in req["env"] if "=" in e)
+                shepherd(req["args"], env, (in_r, out_w, err_w), note_w)
             finally:
                 os._exit(127)
-        for fd in (in_r, out_w, err_w, note_w):
+        for fd in (in_r, out_w, err_w, note_w, req_r):
             os.close(fd)
-        pids[pid] = rid
-        runs[rid] = Run(pid, {out_r, err_r}, note_r)
-        for fd, kind in ((out_r, b"o"), (err_r, b"e")):
+        pids[pid] = SPARE
+        return Spare(pid, in_w, out_r, err_r, note_r, req_w)
+
+    def drop_spare():
+        sp = spare.pop()
+        for fd in (sp.in_w, sp.out_r, sp.err_r, sp.note_r, sp.req_w):
+            os.close(fd)
+
+    def start(req):
+        rid = int(req["id"])
+        try:
+            sp = spare.pop() if spare else fork_shepherd()
+            order = json.dumps({"args": req["args"], "env": req["env"]}).encode()
+        except Exception as e:
+            send(b"f", rid, str(e).encode())
+            return
+        try:
+            view = memoryview(order)
+            while view:
+                view = view[os.write(sp.req_w, view):]
+        except OSError:
+            pass  # the shepherd is gone: its end says so
+        os.close(sp.req_w)
+        pids[sp.pid] = rid
+        runs[rid] = Run(sp.pid, {sp.out_r, sp.err_r}, sp.note_r)
+        for fd, kind in ((sp.out_r, b"o"), (sp.err_r, b"e")):
             os.set_blocking(fd, False)
             streams[fd] = (rid, kind)
             poll.register(fd, select.POLLIN)
-        os.set_blocking(note_r, False)
-        notes[note_r] = rid
-        poll.register(note_r, select.POLLIN)
+        os.set_blocking(sp.note_r, False)
+        notes[sp.note_r] = rid
+        poll.register(sp.note_r, select.POLLIN)
         stdin = req.get("stdin", "").encode()
         if stdin:
-            os.set_blocking(in_w, False)
-            feeds[in_w] = memoryview(stdin)
-            poll.register(in_w, select.POLLOUT)
+            os.set_blocking(sp.in_w, False)
+            feeds[sp.in_w] = memoryview(stdin)
+            poll.register(sp.in_w, select.POLLOUT)
         else:
-            os.close(in_w)
+            os.close(sp.in_w)
 
     def strays(parents):
         # The processes that came to the agent from a killed shepherd, and theirs.
@@ -260,6 +298,10 @@ def main():
             rid = pids.pop(pid, None)
             if rid is None:
                 continue  # an orphan, reaped as init must
+            if rid == SPARE:
+                if spare and spare[0].pid == pid:
+                    drop_spare()  # the code killed it: another is made
+                continue
             run = runs.get(rid)
             if run is None:
                 continue
@@ -275,7 +317,14 @@ def main():
             finish(rid, status)
 
     while True:
-        for fd, _ in poll.poll():
+        events = poll.poll(0 if not spare and not runs else None)
+        if not events and not spare and not runs:
+            try:
+                spare.append(fork_shepherd())
+            except Exception as e:
+                print("agent: making a shepherd:", repr(e), file=sys.stderr)
+                events = poll.poll()
+        for fd, _ in events:
             if fd == CTL:
                 data = os.read(CTL, 1 << 16)
                 if not data:
@@ -307,6 +356,12 @@ def main():
         # A child may have ended between the reap and the poll: the wake-up pipe catches it,
         # and so does this.
         reap()
+
+
+class Spare:
+    def __init__(self, pid, in_w, out_r, err_r, note_r, req_w):
+        self.pid, self.in_w, self.out_r, self.err_r, self.note_r, self.req_w = \
+            pid, in_w, out_r, err_r, note_r, req_w
 
 
 def shepherd(args, env, fds, note):
