@@ -74,9 +74,9 @@ func testTimeout(t *testing.T, viaExec bool) {
 		t.Fatalf("a run of 300 s with 3 s: %+v, stdout %q", res, o.stdout())
 	}
 	res, out, _ := runOK(t, m, id, "bash", `cat /proc/[0-9]*/comm | grep -cx 'sleep\|python3'`)
-	// One python3 is the sandbox's first process.
-	if res.Cold || strings.TrimSpace(out) != "1" {
-		t.Errorf("after the timeout: %+v, %s sleep and python3 processes; want a warm run and only the first process", res, strings.TrimSpace(out))
+	// Two python3: the sandbox's first process, and the shepherd of this run.
+	if res.Cold || strings.TrimSpace(out) != "2" {
+		t.Errorf("after the timeout: %+v, %s sleep and python3 processes; want a warm run and only the first process and the run's shepherd", res, strings.TrimSpace(out))
 	}
 }
 
@@ -149,9 +149,10 @@ func TestCancelStopsTheRun(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled run: %v; want context.Canceled", err)
 	}
+	// Two python3: the sandbox's first process, and the shepherd of this run.
 	res, out, _ := runOK(t, m, id, "bash", `cat /proc/[0-9]*/comm | grep -c python3`)
-	if res.Cold || strings.TrimSpace(out) != "1" {
-		t.Errorf("after the cancel: %+v, %s python3 processes; want a warm run and only the first process", res, out)
+	if res.Cold || strings.TrimSpace(out) != "2" {
+		t.Errorf("after the cancel: %+v, %s python3 processes; want a warm run and only the first process and the run's shepherd", res, out)
 	}
 }
 
