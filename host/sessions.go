@@ -345,12 +345,12 @@ func (b *pluginBackend) ListFiles(ctx context.Context, id string) ([]sessions.Fi
 	return c.ListFiles(ctx, id)
 }
 
-func (b *pluginBackend) ReadFile(ctx context.Context, id, path string, max int64) ([]byte, error) {
+func (b *pluginBackend) OpenFile(ctx context.Context, id, path string, max int64) (io.ReadCloser, int64, error) {
 	c, err := b.client(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return c.ReadFile(ctx, id, path, max)
+	return c.OpenFile(ctx, id, path, max)
 }
 
 func (b *pluginBackend) WriteFile(ctx context.Context, id, path string, r io.Reader) (sessions.File, error) {

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -72,29 +74,38 @@ func (s *sessionHost) waitFile(t *testing.T, session, path string, d time.Durati
 	}
 }
 
-// TestSessionNetworkSwitchStopsItsSandbox: a watcher left behind by a run in
-// a web session (a process that copies what is uploaded, as one sending it
-// out would read it) never sees a file uploaded after the network is
-// switched off: the switch stops the networked sandbox, files kept, before
-// it answers.
+// TestSessionNetworkSwitchStopsItsSandbox: a watcher running in a web
+// session (a run that copies what is uploaded, as one sending it out would
+// read it) never sees a file uploaded after the network is switched off:
+// the switch stops the networked sandbox, files kept, before it answers.
+// (A watcher left behind by an ended run is no more: a run's processes end
+// with it.)
 func TestSessionNetworkSwitchStopsItsSandbox(t *testing.T) {
 	s := startSessionHost(t)
 	const conv = "watched"
 	s.patchNetwork(t, conv, "web")
-	watcher := `nohup sh -c 'while :; do
+	watcher := `echo watching; while :; do
   [ -e /work/before.txt ] && [ ! -e /work/seen-before.txt ] && cp /work/before.txt /work/seen-before.txt
   [ -e /work/after.txt ] && cp /work/after.txt /work/seen-after.txt
   sleep 0.05
-done' >/dev/null 2>&1 &
-echo watching`
-	if res := s.run(t, conv, "run_bash", "command", watcher); !strings.Contains(res["stdout"].(string), "watching") {
-		t.Fatalf("leaving the watcher: %v", res)
-	}
-	// The watcher outlives its run and sees what is uploaded while the
-	// network is web: the test's watcher works.
+done`
+	body, _ := json.Marshal(map[string]string{"command": watcher})
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		// The run lasts until the switch stops its sandbox (or its 30 seconds).
+		resp, err := http.Post(s.URL("/api/v1/tools/run_bash/call?session="+conv), "application/json", bytes.NewReader(body))
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	defer func() { <-watching }()
+	// The watcher sees what is uploaded while the network is web: the
+	// test's watcher works.
 	s.putFile(t, conv, "before.txt", "uploaded with the network on")
 	if !s.waitFile(t, conv, "seen-before.txt", 10*time.Second) {
-		t.Fatal("the watcher left in the web session never saw a file uploaded while the network was on")
+		t.Fatal("the watcher running in the web session never saw a file uploaded while the network was on")
 	}
 	if running := s.runningSandboxes(t); len(running) == 0 {
 		t.Fatal("the web session's sandbox is not running before the switch")

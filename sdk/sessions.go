@@ -36,9 +36,12 @@ type SessionKeeper interface {
 	ConfigureSessions(ctx context.Context, cfg SessionsConfig) error
 	// ListFiles lists the files and folders of a session's workspace.
 	ListFiles(ctx context.Context, session string) ([]SessionFile, error)
-	// ReadFile reads one regular file of a workspace; a file larger than
-	// max bytes is errcode.TooLarge (max 0: the kind's own bound).
-	ReadFile(ctx context.Context, session, path string, max int64) ([]byte, error)
+	// OpenFile opens one regular file of a workspace to read, and says its
+	// size; a file larger than max bytes is errcode.TooLarge (max 0: the
+	// kind's own bound). The SDK reads it a chunk at a time as the host
+	// takes them, sends no more than size bytes, and closes it: a file of
+	// any size costs a chunk of memory.
+	OpenFile(ctx context.Context, session, path string, max int64) (r io.ReadCloser, size int64, err error)
 	// WriteFile writes r to a file of a workspace, making its folders.
 	WriteFile(ctx context.Context, session, path string, r io.Reader) (SessionFile, error)
 	// RemoveFile removes one file or empty folder of a workspace.
@@ -166,24 +169,47 @@ func (s *sessionsServer) ReadFile(req *pluginv1.FileRequest, stream pluginv1.Ses
 	if err := needSession(req.GetSession()); err != nil {
 		return err
 	}
-	data, err := s.impl.ReadFile(ctx, req.GetSession(), req.GetPath(), req.GetMaxBytes())
+	r, size, err := s.impl.OpenFile(ctx, req.GetSession(), req.GetPath(), req.GetMaxBytes())
 	if err != nil {
 		return sessionStatus(ctx, "reading the file", err)
 	}
-	if max := req.GetMaxBytes(); max > 0 && int64(len(data)) > max {
-		return pluginv1.StatusOf(errcode.Errorf(errcode.TooLarge, "%s is larger than %d bytes", req.GetPath(), max))
+	defer r.Close()
+	limit := req.GetMaxBytes()
+	tooLarge := func() error {
+		return pluginv1.StatusOf(errcode.Errorf(errcode.TooLarge, "%s is larger than %d bytes", req.GetPath(), limit))
 	}
-	if len(data) == 0 {
-		return stream.Send(&pluginv1.Chunk{})
+	if limit > 0 && size > limit {
+		return tooLarge()
 	}
-	for len(data) > 0 {
-		n := min(len(data), FileChunkSize)
-		if err := stream.Send(&pluginv1.Chunk{Data: data[:n]}); err != nil {
-			return err
+	// One buffer for the whole file: Send has encoded the chunk when it
+	// returns, and waits while the host's window is full.
+	buf := make([]byte, min(FileChunkSize, max(size, 1)))
+	var sent int64
+	for first := true; ; first = false {
+		n, rerr := io.ReadFull(r, buf[:min(int64(len(buf)), max(size-sent, 0))])
+		if rerr == io.ErrUnexpectedEOF {
+			rerr = io.EOF // the file shrank since it was opened
 		}
-		data = data[n:]
+		if rerr != nil && rerr != io.EOF {
+			return sessionStatus(ctx, "reading the file", rerr)
+		}
+		if limit > 0 && sent+int64(n) > limit {
+			return tooLarge()
+		}
+		if n > 0 || first {
+			c := &pluginv1.Chunk{Data: buf[:n]}
+			if first {
+				c.Size = size
+			}
+			if err := stream.Send(c); err != nil {
+				return err
+			}
+			sent += int64(n)
+		}
+		if rerr == io.EOF || sent >= size {
+			return nil
+		}
 	}
-	return nil
 }
 
 func (s *sessionsServer) WriteFile(stream pluginv1.Sessions_WriteFileServer) error {

@@ -10,6 +10,8 @@ import (
 	"io"
 	"maps"
 	"net/netip"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -83,20 +85,24 @@ func (k *keeperKind) ListFiles(_ context.Context, session string) ([]sdk.Session
 	return out, nil
 }
 
-func (k *keeperKind) ReadFile(_ context.Context, session, path string, max int64) ([]byte, error) {
+func (k *keeperKind) OpenFile(_ context.Context, session, path string, max int64) (io.ReadCloser, int64, error) {
 	if err := checkPath(path); err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if path == "huge.bin" {
+		// A file of hugeSize made as it is read: no memory of its own.
+		return io.NopCloser(io.LimitReader(&pattern{}, hugeSize)), hugeSize, nil
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	data, ok := k.files[session][path]
 	if !ok {
-		return nil, sdk.Errorf(errcode.NotFound, "there is no file %s in the session", path)
+		return nil, 0, sdk.Errorf(errcode.NotFound, "there is no file %s in the session", path)
 	}
 	if max > 0 && int64(len(data)) > max {
-		return nil, sdk.Errorf(errcode.TooLarge, "%s is %d bytes, more than the %d asked for", path, len(data), max)
+		return nil, 0, sdk.Errorf(errcode.TooLarge, "%s is %d bytes, more than the %d asked for", path, len(data), max)
 	}
-	return data, nil
+	return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
 }
 
 func (k *keeperKind) WriteFile(_ context.Context, session, path string, r io.Reader) (sdk.SessionFile, error) {
@@ -389,4 +395,83 @@ func (o *oneByte) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	return o.r.Read(p[:1])
+}
+
+// hugeSize is the size of the keeper's "huge.bin": more than the host's
+// bound of 64 MiB on a download would be no use to a test of the stream,
+// so 48 MiB, far more than the memory it may take.
+const hugeSize = 48 << 20
+
+// pattern gives the bytes of huge.bin: byte i is patternByte(i).
+type pattern struct{ off int64 }
+
+func patternByte(i int64) byte { return byte(i*7 + i>>12) }
+
+func (p *pattern) Read(b []byte) (int, error) {
+	for i := range b {
+		b[i] = patternByte(p.off + int64(i))
+	}
+	p.off += int64(len(b))
+	return len(b), nil
+}
+
+// checker checks that what is written is pattern's, and samples the heap
+// every MiB.
+type checker struct {
+	off, nextSample int64
+	bad             int64 // the first wrong byte's offset +1, 0: none
+	heapMax         uint64
+}
+
+func (c *checker) Write(b []byte) (int, error) {
+	for i, x := range b {
+		if c.bad == 0 && x != patternByte(c.off+int64(i)) {
+			c.bad = c.off + int64(i) + 1
+		}
+	}
+	c.off += int64(len(b))
+	if c.off >= c.nextSample {
+		c.nextSample += 1 << 20
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		c.heapMax = max(c.heapMax, ms.HeapAlloc)
+	}
+	return len(b), nil
+}
+
+// TestSessionsReadFileStreamsInBoundedMemory: a file of 48 MiB reaches the
+// host byte for byte, its size said before the first byte, while the heap
+// (plugin and host: both ends are this process) grows by some chunks, not
+// by the file. A generous bound: buffering the file would take 48 MiB at
+// each end, and this test's connection has gRPC's default windows, which
+// grow with the bandwidth (the host's are fixed: host/plugins, and
+// TestSessionFileDownloadStreams of package host holds it to 8 MiB).
+func TestSessionsReadFileStreamsInBoundedMemory(t *testing.T) {
+	_, _, s := startKeeper(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Garbage is collected often, so that the heap's peak is what is held.
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r, size, err := s.OpenFile(ctx, sessA, "huge.bin", 64<<20)
+	if err != nil || size != hugeSize {
+		t.Fatalf("OpenFile of huge.bin = %d, %v; want its size, %d", size, err, hugeSize)
+	}
+	defer r.Close()
+	c := &checker{}
+	n, err := io.CopyBuffer(c, r, make([]byte, 32<<10))
+	if err != nil || n != hugeSize || c.bad != 0 {
+		t.Fatalf("reading huge.bin gave %d bytes (first wrong at %d), %v; want its %d bytes", n, c.bad-1, err, hugeSize)
+	}
+	growth := int64(c.heapMax) - int64(before.HeapAlloc)
+	t.Logf("heap before %.1f MiB, at most %.1f MiB while reading 48 MiB", float64(before.HeapAlloc)/(1<<20), float64(c.heapMax)/(1<<20))
+	if growth > 16<<20 {
+		t.Errorf("the heap grew by %.1f MiB while reading a file of 48 MiB; want less than 16 MiB", float64(growth)/(1<<20))
+	}
+	// A bound below the file's size refuses it before a byte is sent.
+	if _, _, err := s.OpenFile(ctx, sessA, "huge.bin", 1<<20); errcode.Code(err) != errcode.TooLarge {
+		t.Errorf("OpenFile of huge.bin with a bound of 1 MiB = %v; want too_large", err)
+	}
 }

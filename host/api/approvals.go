@@ -89,14 +89,16 @@ func waitOrAsked(ctx context.Context, run *runs.Run) (last client.Event, asked *
 	}
 }
 
-// askedJSON is the 202 answer of a call that waits for an approval.
+// askedJSON is the 202 answer of a call that waits for an approval. It
+// says who decides, not how: the answer may reach a model, and the way to
+// approve is the person's (the web UI's approvals panel, or their client).
 func askedJSON(run *runs.Run, e *client.Event) map[string]any {
 	return map[string]any{
 		"run": run.ID,
 		"approval": map[string]any{
 			"id": e.Approval, "tool": e.Tool, "args": e.Args, "why": e.Why,
-			"decide": "POST /api/v1/approvals/" + e.Approval + ` with {"decision": "approve"} or {"decision": "decline"}`,
-			"result": "GET /api/v1/runs/" + run.ID,
+			"waits_for": "a person with the right to approve ([approvals] by) approves or declines it",
+			"result":    "GET /api/v1/runs/" + run.ID,
 		},
 	}
 }

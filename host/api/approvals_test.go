@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,10 @@ func callAsked(t *testing.T, h *testHost, token string) (run, approval string) {
 	}
 	if args, _ := json.Marshal(a["args"]); string(args) != `{"n":2}` {
 		t.Errorf("args: %s", args)
+	}
+	// The answer may reach a model: it says who decides, never how.
+	if raw, _ := json.Marshal(body); strings.Contains(string(raw), "/api/v1/approvals") {
+		t.Errorf("the 202 answer names the approvals endpoint, for a model to approve itself with: %s", raw)
 	}
 	return run, approval
 }

@@ -241,20 +241,50 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, svc *sessions
 	writeJSON(w, http.StatusOK, map[string]any{"session": session, "files": out})
 }
 
+// readFile sends a file of a session as the plugin streams it: whatever
+// its size, the host holds a chunk of it at a time.
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
-	data, err := svc.ReadFile(r.Context(), principal, session, p, MaxFileBytes)
+	f, size, err := svc.OpenFile(r.Context(), principal, session, p, MaxFileBytes)
 	if err != nil {
 		s.writeSessionError(w, err)
 		return
 	}
+	defer f.Close()
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(len(data)))
+	if size >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(size, 10))
+	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(data)
+	src := &readErr{r: f}
+	if _, err := io.CopyBuffer(writerOnly{w}, src, make([]byte, 32<<10)); err != nil && src.err != nil {
+		// The file broke off after its header went: cut the response,
+		// so that the caller doesn't take a part for the whole.
+		panic(http.ErrAbortHandler)
+	}
 }
+
+// readErr remembers the error of its reader other than io.EOF.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
+}
+
+// writerOnly hides the ResponseWriter's ReadFrom, so that io.CopyBuffer
+// uses the buffer it is given.
+type writerOnly struct{ w io.Writer }
+
+func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
 	tooLarge := fmt.Sprintf("a file sent to a session is at most %d MiB", MaxFileBytes>>20)

@@ -37,6 +37,13 @@ import (
 // BinaryPrefix starts the file name of every plugin binary.
 const BinaryPrefix = "toolhost-plugin-"
 
+// The flow-control windows of the connection to a plugin: a stream may
+// have streamWindow bytes sent and not yet read, all of them connWindow.
+const (
+	streamWindow = 1 << 20
+	connWindow   = 4 << 20
+)
+
 // pluginEnv is the whole environment a plugin gets: nothing of the host's.
 var pluginEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/nonexistent"}
 
@@ -356,7 +363,13 @@ func (p *Plugin) start(ctx context.Context) error {
 		// (30 minutes) would close it and re-dial go-plugin's socket in
 		// a temporary folder, which a /tmp cleaner may have removed by
 		// then. A host sits idle for hours.
-		GRPCDialOptions: []grpc.DialOption{grpc.WithIdleTimeout(0)},
+		//
+		// The windows are fixed (gRPC otherwise grows them with the
+		// bandwidth it measures, up to 16 MiB a stream): what a plugin
+		// sends ahead of the host's reading, such as a session's file
+		// downloaded by a slow caller, is at most streamWindow a stream.
+		GRPCDialOptions: []grpc.DialOption{grpc.WithIdleTimeout(0),
+			grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow)},
 	})
 	// kill ends the process and everything it started, at once: a plugin
 	// that failed its start gets no grace period.

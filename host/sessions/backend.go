@@ -44,8 +44,10 @@ type Backend interface {
 	// reload.
 	Configure(ctx context.Context, cfg Config) error
 	ListFiles(ctx context.Context, id string) ([]File, error)
-	// ReadFile reads a file; larger than max bytes is too_large.
-	ReadFile(ctx context.Context, id, path string, max int64) ([]byte, error)
+	// OpenFile opens a file to read, and says its size (-1: not known);
+	// larger than max bytes is too_large. The reader holds a chunk at most,
+	// fails past max bytes, and must be closed.
+	OpenFile(ctx context.Context, id, path string, max int64) (io.ReadCloser, int64, error)
 	// WriteFile writes r to a file, making its folders.
 	WriteFile(ctx context.Context, id, path string, r io.Reader) (File, error)
 	RemoveFile(ctx context.Context, id, path string) error

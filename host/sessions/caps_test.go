@@ -3,6 +3,7 @@ package sessions_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -154,7 +155,7 @@ func TestLoweredSessionCapsSpareSessionsThere(t *testing.T) {
 		if _, err := f.svc.WriteFile(ctx, "ann", s, "y.txt", strings.NewReader("y")); err != nil {
 			t.Errorf("upload to %s after the reload: %v", s, err)
 		}
-		if data, err := f.svc.ReadFile(ctx, "ann", s, "x.txt", 10); err != nil || string(data) != "x" {
+		if data, err := readAll(f.svc.OpenFile(ctx, "ann", s, "x.txt", 10)); err != nil || string(data) != "x" {
 			t.Errorf("download from %s after the reload: %q, %v", s, data, err)
 		}
 		if _, err := f.svc.SetNetwork(ctx, "ann", s, "web"); err != nil {
@@ -330,4 +331,13 @@ func TestAFailedUploadTakesBackTheSessionItMade(t *testing.T) {
 	if _, err := f.svc.WriteFile(ctx, "ann", "c", "x.txt", untouchable{t}); code(err) != errcode.TooManySessions {
 		t.Errorf("a third session: %v", err)
 	}
+}
+
+// readAll reads and closes what OpenFile opened.
+func readAll(r io.ReadCloser, _ int64, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }

@@ -512,22 +512,42 @@ func (s *Service) Files(ctx context.Context, principal, session string) ([]File,
 	return files, err
 }
 
-// ReadFile reads a file of the principal's session; larger than max bytes
-// is too_large. Its caller holds a Transfer around it.
-func (s *Service) ReadFile(ctx context.Context, principal, session, path string, max int64) ([]byte, error) {
+// OpenFile opens a file of the principal's session to read, and says its
+// size (-1: not known); larger than max bytes is too_large. The reader holds
+// a chunk at most, whatever the file's size, and the session counts as in
+// use until it is closed. Its caller holds a Transfer until the reader is
+// closed.
+func (s *Service) OpenFile(ctx context.Context, principal, session, path string, max int64) (io.ReadCloser, int64, error) {
 	if err := CheckPath(path); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	_, b, err := s.prepared(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	se, release, err := s.acquire(ctx, principal, session, false, false)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	defer release()
-	return b.ReadFile(ctx, se.Backend, path, max)
+	r, size, err := b.OpenFile(ctx, se.Backend, path, max)
+	if err != nil {
+		release()
+		return nil, 0, err
+	}
+	return &releasing{ReadCloser: r, release: release}, size, nil
+}
+
+// releasing is a file being read that releases its session once closed.
+type releasing struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (r *releasing) Close() error {
+	err := r.ReadCloser.Close()
+	r.once.Do(r.release)
+	return err
 }
 
 // WriteFile writes r to a file of the principal's session, making the

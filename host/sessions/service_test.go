@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/netip"
 	"path/filepath"
 	"regexp"
@@ -132,7 +133,7 @@ func TestOwnership(t *testing.T) {
 	for name, op := range map[string]func(principal, session string) error{
 		"get":    func(p, s string) error { _, err := f.svc.Get(ctx, p, s); return err },
 		"files":  func(p, s string) error { _, err := f.svc.Files(ctx, p, s); return err },
-		"read":   func(p, s string) error { _, err := f.svc.ReadFile(ctx, p, s, "secret.txt", 1<<20); return err },
+		"read":   func(p, s string) error { _, err := readFile(ctx, f.svc, p, s, "secret.txt", 1<<20); return err },
 		"remove": func(p, s string) error { return f.svc.RemoveFile(ctx, p, s, "secret.txt") },
 		"delete": func(p, s string) error { return f.svc.Delete(ctx, p, s) },
 	} {
@@ -142,14 +143,14 @@ func TestOwnership(t *testing.T) {
 			t.Errorf("%s: another's session gives %q, a missing one %q", name, other, none)
 		}
 	}
-	if data, err := f.svc.ReadFile(ctx, "ann", "conv", "secret.txt", 100); err != nil || string(data) != "ann's" {
+	if data, err := readFile(ctx, f.svc, "ann", "conv", "secret.txt", 100); err != nil || string(data) != "ann's" {
 		t.Errorf("ann's file after bob's tries: %q, %v", data, err)
 	}
 	// bob writing to "conv" makes his own session, never ann's.
 	if _, err := f.svc.WriteFile(ctx, "bob", "conv", "secret.txt", strings.NewReader("bob's")); err != nil {
 		t.Fatal(err)
 	}
-	if data, _ := f.svc.ReadFile(ctx, "ann", "conv", "secret.txt", 100); string(data) != "ann's" {
+	if data, _ := readFile(ctx, f.svc, "ann", "conv", "secret.txt", 100); string(data) != "ann's" {
 		t.Errorf("ann's file after bob's write: %q", data)
 	}
 	if !f.back.Has(annID) || !f.back.Has(sessions.BackendID("bob", "conv")) {
@@ -446,7 +447,7 @@ func TestReconcileSparesASessionMadeMeanwhile(t *testing.T) {
 	if !f.back.Has(sessions.BackendID("ann", "new")) {
 		t.Fatal("the session made during the reconcile lost its workspace, though its upload succeeded")
 	}
-	if _, err := f.svc.ReadFile(ctx, "ann", "new", "x.txt", 1<<10); err != nil {
+	if _, err := readFile(ctx, f.svc, "ann", "new", "x.txt", 1<<10); err != nil {
 		t.Fatalf("reading the uploaded file back: %v", err)
 	}
 }
@@ -475,4 +476,14 @@ func TestSetNetwork(t *testing.T) {
 	if stopped := f.back.Stopped(); len(stopped) != before+1 || stopped[len(stopped)-1] != sessions.BackendID("ann", "c") {
 		t.Errorf("switching the network off stopped %v, want the session's sandbox", stopped[before:])
 	}
+}
+
+// readFile reads a file of a session whole through Service.OpenFile.
+func readFile(ctx context.Context, svc *sessions.Service, principal, session, path string, max int64) ([]byte, error) {
+	r, _, err := svc.OpenFile(ctx, principal, session, path, max)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }

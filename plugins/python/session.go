@@ -267,14 +267,31 @@ func (k *kind) ListFiles(ctx context.Context, id string) ([]sdk.SessionFile, err
 	return out, nil
 }
 
-// ReadFile reads one file of a session's workspace.
-func (k *kind) ReadFile(ctx context.Context, id, path string, max int64) ([]byte, error) {
+// OpenFile opens one file of a session's workspace to read.
+func (k *kind) OpenFile(ctx context.Context, id, path string, max int64) (io.ReadCloser, int64, error) {
 	m, done, err := k.sessionManager(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	defer done()
-	return m.ReadFile(ctx, id, path, max)
+	r, size, err := m.OpenFile(ctx, id, path, max)
+	if err != nil {
+		done()
+		return nil, 0, err
+	}
+	return &doneCloser{ReadCloser: r, done: done}, size, nil
+}
+
+// doneCloser calls done once it is closed.
+type doneCloser struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (d *doneCloser) Close() error {
+	err := d.ReadCloser.Close()
+	d.once.Do(d.done)
+	return err
 }
 
 // WriteFile writes one file of a session's workspace.

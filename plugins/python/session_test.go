@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -542,5 +544,35 @@ func TestSessionSandboxesCountInPoolMax(t *testing.T) {
 	}
 	if res := ranResult(t, callIn(t, c, b, sh, map[string]any{"command": "echo b"}, nil)); res.Stdout != "b\n" {
 		t.Errorf("b's run once a's ended: %+v", res)
+	}
+}
+
+// TestSessionFileStreamsOut: a file of 40 MiB the code wrote comes out through the Sessions
+// service as the plugin reads it from the workspace, its size said first, byte for byte (its
+// SHA-256 as the code computed it).
+func TestSessionFileStreamsOut(t *testing.T) {
+	_, c, s := sessionKind(t)
+	id := newSessionID()
+	sh := sessionTool(t, "run_bash", "bash")
+	res := ranResult(t, callIn(t, c, id, sh, map[string]any{"command": "head -c 41943040 /dev/urandom > big.bin && sha256sum big.bin | cut -c1-64"}, nil))
+	if res.ExitCode != 0 || len(res.Stdout) != 65 {
+		t.Fatalf("writing big.bin: %+v", res)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, size, err := s.OpenFile(ctx, id, "big.bin", 64<<20)
+	if err != nil || size != 40<<20 {
+		t.Fatalf("OpenFile of big.bin = %d, %v; want its 40 MiB", size, err)
+	}
+	defer r.Close()
+	h := sha256.New()
+	if n, err := io.Copy(h, r); err != nil || n != size {
+		t.Fatalf("reading big.bin: %d bytes, %v", n, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)) + "\n"; got != res.Stdout {
+		t.Errorf("big.bin came out with SHA-256 %s; the code wrote %s", got, res.Stdout)
+	}
+	if _, _, err := s.OpenFile(ctx, id, "big.bin", 1<<20); errcode.Code(err) != errcode.TooLarge {
+		t.Errorf("OpenFile of 40 MiB with a bound of 1 MiB = %v; want too_large", err)
 	}
 }

@@ -89,8 +89,10 @@ type poolShape struct {
 
 	ready    []*Sandbox
 	starting int
-	// waiting counts the Gets waiting for a start under way rather than starting one cold;
+	// running counts the starts under way (past the Starts bound; the others queue for it);
+	// waiting counts the Gets waiting for one of those rather than starting one cold;
 	// readied is closed (and replaced) whenever a start ends, well or not.
+	running  int
 	waiting  int
 	readied  chan struct{}
 	inUse    int
@@ -201,8 +203,10 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		sb = p.takeReadyLocked(sh)
 		// None ready, but one is starting that no other Get waits for: it began before this
 		// call and will be ready sooner than a cold start begun now (calls back to back
-		// outrun the refill otherwise, and each cold start slows the starts under way).
-		waitable := sh.starting > sh.waiting
+		// outrun the refill otherwise, and each cold start slows the starts under way). Only
+		// a start under way counts, not one queued for the Starts bound: a burst of calls
+		// starts cold side by side, as before, rather than one after another.
+		waitable := sh.running > sh.waiting
 		p.fillLocked(sh, now, p.freePlaces()) // the replacement starts now, not when the pool's loop gets to it
 		if sb != nil || !waitable {
 			break
@@ -485,10 +489,14 @@ func (p *Pool) start(sh *poolShape) {
 		p.mu.Unlock()
 		return
 	}
+	p.mu.Lock()
+	sh.running++
+	p.mu.Unlock()
 	sb, err := p.opts.Manager.Start(p.ctx, sh.opts)
 	<-p.starts
 	p.mu.Lock()
 	sh.starting--
+	sh.running--
 	close(sh.readied)
 	sh.readied = make(chan struct{})
 	if err != nil {

@@ -79,21 +79,30 @@ func shapeStats(p *Pool) PoolStats {
 // use runs one request on a sandbox from the pool and returns its answer.
 func use(t *testing.T, p *Pool, opts Options) (id, answer string) {
 	t.Helper()
+	id, answer, err := tryUse(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, answer
+}
+
+// tryUse is use for another goroutine than the test's: it returns what failed.
+func tryUse(p *Pool, opts Options) (id, answer string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sb, err := p.Get(ctx, opts)
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	defer p.Destroy(sb)
 	if _, err := sb.Control.Write([]byte("go\n")); err != nil {
-		t.Fatal(err)
+		return sb.ID, "", err
 	}
 	line, err := bufio.NewReader(sb.Control).ReadString('\n')
 	if err != nil {
-		t.Fatalf("reading the answer of %s: %v", sb.ID, err)
+		return sb.ID, "", fmt.Errorf("reading the answer of %s: %w", sb.ID, err)
 	}
-	return sb.ID, strings.TrimSpace(line)
+	return sb.ID, strings.TrimSpace(line), nil
 }
 
 // TestPoolEveryRunGetsAFreshSandbox: runs one after another each get a sandbox of their own, all
@@ -138,6 +147,40 @@ func TestPoolCallsBackToBackWaitForTheRefill(t *testing.T) {
 	}
 	if st := shapeStats(p); st.HandedOut != 4 || st.Cold != 0 {
 		t.Errorf("stats %+v; want all 4 runs back to back handed out from the pool, none cold", st)
+	}
+}
+
+// TestPoolBurstsStartColdSideBySide: a burst of calls that finds too few ready sandboxes starts
+// the rest cold side by side; a call waits only for a start already under way that no other call
+// waits for, never for one queued behind the pool's bound on starts (Starts: 1 here), which
+// would run a burst's starts one after another.
+func TestPoolBurstsStartColdSideBySide(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 4, Starts: 1})
+	opts := poolSandbox()
+	p.Warm(opts)
+	waitFor(t, "a ready sandbox", func() bool { return shapeStats(p).Ready >= 1 })
+	go4 := make(chan struct{})
+	answers := make(chan string, 4)
+	for range 4 {
+		go func() {
+			<-go4
+			_, answer, err := tryUse(p, opts)
+			if err != nil {
+				answer = err.Error()
+			}
+			answers <- answer
+		}()
+	}
+	close(go4)
+	for range 4 {
+		if a := <-answers; a != "fresh" {
+			t.Errorf("a run of the burst: %q", a)
+		}
+	}
+	if st := shapeStats(p); st.HandedOut+st.Cold != 4 || st.Cold < 2 {
+		t.Errorf("stats %+v; want at least 2 of the burst of 4 started cold (one took the ready sandbox, at most one waited for the one start under way)", st)
 	}
 }
 

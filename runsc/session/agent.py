@@ -4,14 +4,29 @@
 #
 #   host -> agent: one JSON object a line:
 #     {"op": "run", "id": N, "args": [...], "env": [...], "stdin": "..."}  start a run's process
-#     {"op": "kill", "id": N, "mark": "NAME=VALUE"}  kill run N's process group and every
+#     {"op": "kill", "id": N, "mark": "NAME=VALUE"}  kill every process of run N, and every
 #                                                     process whose environment holds mark
 #   agent -> host: "ready\n" once, then frames: kind (1 byte), id (4 bytes), length (4 bytes,
 #   big-endian), payload. Kinds: "o" stdout, "e" stderr, "x" exit status (ASCII; 128+signal
 #   for a signal), "f" the process could not start (a message).
 #
-# A run's process starts in /work in a session of its own; all it printed is sent before its
-# exit status. The agent also reaps orphans (as init must), so no process stays a zombie.
+# A run's processes end with the run. Each run has a shepherd: a fork of the agent that is a
+# child subreaper (PR_SET_CHILD_SUBREAPER), so every process the run starts stays below it
+# however it leaves its parent (&, nohup, setsid, a double fork). The shepherd starts the run's
+# process in /work in a session of its own and waits for it; when it exits, the shepherd kills
+# every process left below it (stopping them first, so none can fork away), reaps them, and
+# exits with the run's status; all the run printed is sent before that status. A kill stops
+# and kills the processes below the shepherd, which then does the same. The shepherd runs as
+# the code's user, so the code can kill it: its processes then come to the agent, which carries
+# on with the run's process (the shepherd said which it is) and, when the run ends, kills every
+# process that came to it that way. A fork costs tens of milliseconds in gVisor: the agent keeps
+# one shepherd forked ahead (made while no run goes on) that waits for its run's args on a pipe.
+# The agent also reaps orphans (as init must), so no process stays a zombie.
+#
+# Run as "python3 -c AGENT shepherd ARGS..." (a run started by runsc exec), the program is that
+# run's shepherd on its own stdin, stdout and stderr; as "python3 -c AGENT kill NAME=VALUE", it
+# kills the runs marked so: every process below their shepherds, and every process whose
+# environment holds the mark but the shepherds, which then end as above.
 import ctypes
 import json
 import os
@@ -20,18 +35,31 @@ import signal
 import socket
 import struct
 import sys
-import threading
 
 CTL = 3
 MAXFRAME = 64 << 10
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+SPARE = -1  # the run id of the shepherd made ahead
+DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
+
+
+def prctl(option, arg):
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0)
+    except Exception:
+        return -1
 
 
 def main():
+    if sys.argv[1:2] == ["shepherd"]:
+        shepherd(sys.argv[2:], dict(os.environ), None, None)
+    if sys.argv[1:2] == ["kill"]:
+        kill_marked(sys.argv[2].encode())
+        return
     # Not dumpable: /proc/1's files become root's, out of reach of the code (same user as us).
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except Exception:
-        pass
+    # The shepherds, forks of the agent, are not dumpable either.
+    prctl(PR_SET_DUMPABLE, 0)
     os.set_inheritable(CTL, False)
     ctl = socket.socket(fileno=CTL)
     wake_r, wake_w = os.pipe()
@@ -39,25 +67,37 @@ def main():
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    send_lock = threading.Lock()
 
     def send(kind, rid, data=b""):
-        with send_lock:
-            for i in range(0, max(len(data), 1), MAXFRAME):
-                chunk = data[i:i + MAXFRAME]
-                ctl.sendall(struct.pack(">cII", kind, rid, len(chunk)) + chunk)
+        for i in range(0, max(len(data), 1), MAXFRAME):
+            chunk = data[i:i + MAXFRAME]
+            ctl.sendall(struct.pack(">cII", kind, rid, len(chunk)) + chunk)
 
     ctl.sendall(b"ready\n")
     poll = select.poll()
     poll.register(CTL, select.POLLIN)
     poll.register(wake_r, select.POLLIN)
-    pids = {}  # pid -> run id
+    pids = {}  # pid -> run id: the shepherds, and the runs' processes whose shepherd was killed
+    runs = {}  # run id -> Run
     streams = {}  # fd -> (run id, kind)
-    owned = {}  # run id -> its fds still open
+    notes = {}  # fd -> run id: what a shepherd tells the agent
+    feeds = {}  # fd -> what is left to write of a run's stdin
+    spare = []  # the shepherd made ahead, waiting for a run: none or one
     buf = b""
+
+    class Run:
+        def __init__(self, shepherd, fds, note):
+            self.shepherd = shepherd
+            self.main = 0  # the run's process, once the shepherd said
+            self.adopted = False  # the shepherd was killed: the agent waits for main itself
+            self.fds = fds
+            self.note = note
+            self.failed = b""
 
     def close_fd(fd):
         streams.pop(fd, None)
+        notes.pop(fd, None)
+        feeds.pop(fd, None)
         try:
             poll.unregister(fd)
         except KeyError:
@@ -73,104 +113,219 @@ def main():
                 return
             if not data:
                 close_fd(fd)
-                owned.get(rid, set()).discard(fd)
+                if rid in runs:
+                    runs[rid].fds.discard(fd)
                 return
             send(kind, rid, data)
             if not drain:
                 return
 
-    def start(req):
-        rid = int(req["id"])
+    def read_note(fd):
+        run = runs.get(notes[fd])
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        if not data:
+            close_fd(fd)
+            return
+        if run is None:
+            return
+        if data.startswith(b"p"):
+            try:
+                run.main = int(data[1:].split(b"\n")[0])
+            except ValueError:
+                pass
+        elif data.startswith(b"f"):
+            run.failed = data[1:]
+
+    def feed(fd):
+        view = feeds[fd]
+        try:
+            view = view[os.write(fd, view[:1 << 16]):]
+        except BlockingIOError:
+            return
+        except OSError:
+            view = b""
+        if view:
+            feeds[fd] = view
+        else:
+            close_fd(fd)
+
+    def fork_shepherd():
+        # A shepherd waiting for its run: it reads the run's args and environment (JSON) from
+        # its request pipe until EOF, then starts it. Forking costs tens of milliseconds in
+        # gVisor, so the agent keeps one ready (spare), made while no run goes on.
         fds = []
         try:
             in_r, in_w = os.pipe()
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
-            fds = [in_r, in_w, out_r, out_w, err_r, err_w]
-            env = dict(e.split("=", 1) for e in req["env"] if "=" in e)
-            args = req["args"]
-            pid = os.posix_spawn(args[0], args, env, setsid=True,
-                                 setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD),
-                                 setsigmask=(),
-                                 file_actions=[(os.POSIX_SPAWN_DUP2, in_r, 0),
-                                               (os.POSIX_SPAWN_DUP2, out_w, 1),
-                                               (os.POSIX_SPAWN_DUP2, err_w, 2)])
-        except Exception as e:
+            note_r, note_w = os.pipe()
+            req_r, req_w = os.pipe()
+            fds = [in_r, in_w, out_r, out_w, err_r, err_w, note_r, note_w, req_r, req_w]
+            pid = os.fork()
+        except Exception:
             for fd in fds:
                 os.close(fd)
+            raise
+        if pid == 0:
+            try:
+                signal.set_wakeup_fd(-1)
+                # The agent's other files (its socket, other runs' pipes) stay out of reach.
+                keep = (in_r, out_w, err_w, note_w, req_r)
+                for fd in [int(f) for f in os.listdir("/proc/self/fd")]:
+                    if fd > 2 and fd not in keep:
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass
+                data = b""
+                while True:
+                    chunk = os.read(req_r, 1 << 16)
+                    if not chunk:
+                        break
+                    data += chunk
+                os.close(req_r)
+                if not data:
+                    os._exit(0)  # the agent is gone
+                req = json.loads(data)
+                env = dict(e.split("=", 1) for e in req["env"] if "=" in e)
+                shepherd(req["args"], env, (in_r, out_w, err_w), note_w)
+            finally:
+                os._exit(127)
+        for fd in (in_r, out_w, err_w, note_w, req_r):
+            os.close(fd)
+        pids[pid] = SPARE
+        return Spare(pid, in_w, out_r, err_r, note_r, req_w)
+
+    def drop_spare():
+        sp = spare.pop()
+        for fd in (sp.in_w, sp.out_r, sp.err_r, sp.note_r, sp.req_w):
+            os.close(fd)
+
+    def start(req):
+        rid = int(req["id"])
+        try:
+            sp = spare.pop() if spare else fork_shepherd()
+            order = json.dumps({"args": req["args"], "env": req["env"]}).encode()
+        except Exception as e:
             send(b"f", rid, str(e).encode())
             return
-        for fd in (in_r, out_w, err_w):
-            os.close(fd)
-        pids[pid] = rid
-        owned[rid] = {out_r, err_r}
-        for fd, kind in ((out_r, b"o"), (err_r, b"e")):
+        try:
+            view = memoryview(order)
+            while view:
+                view = view[os.write(sp.req_w, view):]
+        except OSError:
+            pass  # the shepherd is gone: its end says so
+        os.close(sp.req_w)
+        pids[sp.pid] = rid
+        runs[rid] = Run(sp.pid, {sp.out_r, sp.err_r}, sp.note_r)
+        for fd, kind in ((sp.out_r, b"o"), (sp.err_r, b"e")):
             os.set_blocking(fd, False)
             streams[fd] = (rid, kind)
             poll.register(fd, select.POLLIN)
+        os.set_blocking(sp.note_r, False)
+        notes[sp.note_r] = rid
+        poll.register(sp.note_r, select.POLLIN)
         stdin = req.get("stdin", "").encode()
+        if stdin:
+            os.set_blocking(sp.in_w, False)
+            feeds[sp.in_w] = memoryview(stdin)
+            poll.register(sp.in_w, select.POLLOUT)
+        else:
+            os.close(sp.in_w)
 
-        def feed():
-            try:
-                view = memoryview(stdin)
-                while view:
-                    view = view[os.write(in_w, view):]
-            except OSError:
-                pass
-            finally:
-                os.close(in_w)
-
-        threading.Thread(target=feed, daemon=True).start()
+    def strays(parents):
+        # The processes that came to the agent from a killed shepherd, and theirs.
+        me = os.getpid()
+        roots = [p for p, pp in parents.items() if pp == me and p not in pids]
+        return roots + below(roots, parents)
 
     def kill(req):
         rid = int(req["id"])
-        for pid, r in list(pids.items()):
-            if r == rid:
+        run = runs.get(rid)
+        if run is not None:
+            def targets(parents):
+                out = []
+                if run.shepherd in pids:
+                    out += below([run.shepherd], parents)
+                if run.adopted:
+                    out += [run.main] + below([run.main], parents) + strays(parents)
+                return out
+            end(targets)
+            if run.shepherd in pids:
                 try:
-                    os.killpg(pid, signal.SIGKILL)
+                    os.kill(run.shepherd, signal.SIGCONT)
                 except OSError:
                     pass
         mark = req.get("mark", "").encode()
-        if not mark:
+        if mark:
+            end(lambda parents: marked(mark, parents))
+
+    def finish(rid, status):
+        run = runs.pop(rid)
+        for fd in list(run.fds):
+            if fd in streams:
+                forward(fd, True)
+            if fd in streams:
+                close_fd(fd)
+        if run.note in notes:
+            read_note(run.note)
+            if run.note in notes:
+                close_fd(run.note)
+        if run.adopted:
+            end(strays)
+        if run.failed:
+            send(b"f", rid, run.failed)
             return
-        seen = set()
-        for _ in range(100):
-            new = [p for p in marked(mark) if p not in seen]
-            if not new:
-                break
-            for p in new:
-                seen.add(p)
-                try:
-                    os.kill(p, signal.SIGSTOP)
-                except OSError:
-                    pass
-        for p in seen:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        code = os.waitstatus_to_exitcode(status)
+        send(b"x", rid, str(128 - code if code < 0 else code).encode())
 
     def reap():
+        ended = []
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                break
             if pid == 0:
-                return
+                break
+            ended.append((pid, status))
+        # Shepherds first: a killed one's run process may be in the same batch.
+        ended.sort(key=lambda e: not (e[0] in pids and runs.get(pids[e[0]]) is not None
+                                      and runs[pids[e[0]]].shepherd == e[0]))
+        for pid, status in ended:
             rid = pids.pop(pid, None)
             if rid is None:
                 continue  # an orphan, reaped as init must
-            for fd in list(owned.pop(rid, ())):
-                if fd in streams:
-                    forward(fd, True)
-                if fd in streams:
-                    close_fd(fd)
-            code = os.waitstatus_to_exitcode(status)
-            send(b"x", rid, str(128 - code if code < 0 else code).encode())
+            if rid == SPARE:
+                if spare and spare[0].pid == pid:
+                    drop_spare()  # the code killed it: another is made
+                continue
+            run = runs.get(rid)
+            if run is None:
+                continue
+            if pid == run.shepherd and os.WIFSIGNALED(status):
+                # The code killed its shepherd: its processes came here. Wait for the run's
+                # process, unless it ended already.
+                if run.note in notes:
+                    read_note(run.note)
+                run.adopted = True
+                if run.main and (any(p == run.main for p, _ in ended) or alive(run.main)):
+                    pids[run.main] = rid
+                    continue
+            finish(rid, status)
 
     while True:
-        for fd, _ in poll.poll():
+        events = poll.poll(0 if not spare and not runs else None)
+        if not events and not spare and not runs:
+            try:
+                spare.append(fork_shepherd())
+            except Exception as e:
+                print("agent: making a shepherd:", repr(e), file=sys.stderr)
+                events = poll.poll()
+        for fd, _ in events:
             if fd == CTL:
                 data = os.read(CTL, 1 << 16)
                 if not data:
@@ -195,24 +350,170 @@ def main():
                 reap()
             elif fd in streams:
                 forward(fd, False)
+            elif fd in notes:
+                read_note(fd)
+            elif fd in feeds:
+                feed(fd)
         # A child may have ended between the reap and the poll: the wake-up pipe catches it,
         # and so does this.
         reap()
 
 
-def marked(mark):
-    out = []
-    me = os.getpid()
+class Spare:
+    def __init__(self, pid, in_w, out_r, err_r, note_r, req_w):
+        self.pid, self.in_w, self.out_r, self.err_r, self.note_r, self.req_w = \
+            pid, in_w, out_r, err_r, note_r, req_w
+
+
+def shepherd(args, env, fds, note):
+    # The run's shepherd: start args, wait for it, then end every process left below us and
+    # exit with its status. fds are the run's stdin, stdout and stderr (None: ours); note (an fd,
+    # or None) hears "p<pid>" of the run's process, or "f<why>" when it could not start.
+    code = 127
+    try:
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        try:
+            os.setsid()
+        except OSError:
+            pass
+        actions = []
+        if fds is not None:
+            actions = [(os.POSIX_SPAWN_DUP2, fds[0], 0), (os.POSIX_SPAWN_DUP2, fds[1], 1),
+                       (os.POSIX_SPAWN_DUP2, fds[2], 2)]
+        try:
+            main = os.posix_spawn(args[0], args, env, setsid=True, setsigdef=DEFAULT_SIGNALS,
+                                  setsigmask=(), file_actions=actions)
+        except Exception as e:
+            if note is not None:
+                os.write(note, b"f" + str(e).encode())
+            else:
+                os.write(2, ("%s: %s\n" % (args[0] if args else "", e)).encode())
+            os._exit(127)
+        if fds is not None:
+            for fd in fds:
+                os.close(fd)
+        if note is not None:
+            os.write(note, b"p%d\n" % main)
+            os.close(note)
+        status = None
+        while status is None:
+            signal.sigwait({signal.SIGCHLD})
+            while True:
+                try:
+                    pid, st = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                if pid == main:
+                    status = st
+        me = os.getpid()
+        end(lambda parents: below([me], parents))
+        while True:
+            # Reap what is left, killing again any process that slipped through.
+            for p in below([me], processes()):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                break
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            code = 128 - code
+    finally:
+        os._exit(code)
+
+
+def processes():
+    # pid -> parent pid of every process we can see.
+    out = {}
     for p in os.listdir("/proc"):
-        if not p.isdigit() or int(p) in (1, me):
+        if not p.isdigit():
             continue
+        try:
+            with open("/proc/%s/stat" % p, "rb") as f:
+                s = f.read()
+            out[int(p)] = int(s[s.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def below(roots, parents):
+    # The processes below roots (not roots themselves).
+    children = {}
+    for p, pp in parents.items():
+        children.setdefault(pp, []).append(p)
+    out, todo = [], list(roots)
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def end(targets):
+    # Kill the processes targets(parents) names: stop them first, again until no new one
+    # appears (a stopped process can't fork), then kill them all.
+    me = os.getpid()
+    seen = set()
+    for _ in range(100):
+        new = [p for p in targets(processes()) if p not in seen and p not in (1, me)]
+        if not new:
+            break
+        for p in new:
+            seen.add(p)
+            try:
+                os.kill(p, signal.SIGSTOP)
+            except OSError:
+                pass
+    for p in seen:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def kill_marked(mark):
+    # The shepherds started by runsc exec have no parent in the sandbox (0).
+    parents = processes()
+    shepherds = [p for p in marked(mark, parents) if parents[p] == 0]
+    end(lambda ps: [p for p in marked(mark, ps) if p not in shepherds] + below(shepherds, ps))
+    for p in shepherds:
+        try:
+            os.kill(p, signal.SIGCONT)
+        except OSError:
+            pass
+
+
+def marked(mark, parents):
+    out = []
+    for p in parents:
         try:
             with open("/proc/%s/environ" % p, "rb") as f:
                 env = f.read().split(b"\0")
         except OSError:
             continue
         if mark in env:
-            out.append(int(p))
+            out.append(p)
     return out
 
 

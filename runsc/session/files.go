@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -183,53 +184,82 @@ func (m *Manager) Files(ctx context.Context, id string) ([]File, error) {
 // ReadFile reads a regular file of the session's /work, of at most max bytes (no limit when max
 // is 0 or less).
 func (m *Manager) ReadFile(ctx context.Context, id, p string, max int64) ([]byte, error) {
-	rel, err := cleanPath(p)
+	f, _, err := m.OpenFile(ctx, id, p, max)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fileError(p, err)
+	}
+	return b, nil
+}
+
+// OpenFile opens a regular file of the session's /work to read, refusing it (too_large) when it
+// is larger than max bytes (no limit when max is 0 or less). The reader gives the size bytes the
+// file had when opened (fewer if it shrank meanwhile), never more, read from the disk as it is
+// read; until it is closed, the session counts as in use and its workspace stays mounted.
+func (m *Manager) OpenFile(ctx context.Context, id, p string, max int64) (io.ReadCloser, int64, error) {
+	rel, err := cleanPath(p)
+	if err != nil {
+		return nil, 0, err
+	}
 	if rel == "" {
-		return nil, errcode.New(errcode.BadPath, "/work is a folder: give the path of a file in it")
+		return nil, 0, errcode.New(errcode.BadPath, "/work is a folder: give the path of a file in it")
 	}
 	root, done, err := m.openFiles(ctx, id, false)
 	if errors.Is(err, errNoWorkspace) {
-		return nil, fileError(p, unix.ENOENT)
+		return nil, 0, fileError(p, unix.ENOENT)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	defer done()
 	// O_NONBLOCK: a FIFO opens at once (and is then refused) instead of waiting for a writer.
 	fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
-		return nil, fileError(p, err)
+		done()
+		return nil, 0, fileError(p, err)
 	}
 	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
+	fail := func(err error) (io.ReadCloser, int64, error) {
+		f.Close()
+		done()
+		return nil, 0, err
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fileError(p, err)
+		return fail(fileError(p, err))
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			return nil, fileError(p, unix.EISDIR)
+			return fail(fileError(p, unix.EISDIR))
 		}
-		return nil, errcode.Errorf(errcode.BadPath, "%q is not a regular file", p)
+		return fail(errcode.Errorf(errcode.BadPath, "%q is not a regular file", p))
 	}
 	if max > 0 && st.Size > max {
-		return nil, errcode.Errorf(errcode.TooLarge, "%q is %s, more than the %s that may be read at once", p, sizeText(st.Size), sizeText(max))
+		return fail(errcode.Errorf(errcode.TooLarge, "%q is %s, more than the %s that may be read at once", p, sizeText(st.Size), sizeText(max)))
 	}
-	limit := st.Size + 1
-	if max > 0 {
-		limit = max + 1
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit))
-	if err != nil {
-		return nil, fileError(p, err)
-	}
-	if max > 0 && int64(len(b)) > max {
-		return nil, errcode.Errorf(errcode.TooLarge, "%q is more than the %s that may be read at once", p, sizeText(max))
-	}
-	return b, nil
+	return &fileReader{r: io.LimitReader(f, st.Size), f: f, done: done}, st.Size, nil
+}
+
+// fileReader is a file of a workspace being read; Close releases the session.
+type fileReader struct {
+	r    io.Reader
+	f    *os.File
+	once sync.Once
+	done func()
+}
+
+func (r *fileReader) Read(p []byte) (int, error) { return r.r.Read(p) }
+
+func (r *fileReader) Close() error {
+	err := os.ErrClosed
+	r.once.Do(func() {
+		err = r.f.Close()
+		r.done()
+	})
+	return err
 }
 
 // WriteFile writes r to a file of the session's /work, making the folders on its way (0755) and

@@ -242,7 +242,9 @@ func (m *Manager) runExec(ctx context.Context, b *box, r Run, args, env []string
 	done := make(chan exited, 1)
 	started := time.Now()
 	go func() {
-		code, err := b.sb.Exec(execCtx, args, &sandbox.ExecOpts{Env: env, Cwd: "/work",
+		// The agent's program as the run's shepherd: the processes the run starts end with it.
+		shepherded := append([]string{"/usr/bin/python3", "-I", "-S", "-c", agentProgram, "shepherd"}, args...)
+		code, err := b.sb.Exec(execCtx, shepherded, &sandbox.ExecOpts{Env: env, Cwd: "/work",
 			Stdin: inR, Stdout: outW, Stderr: errW})
 		done <- exited{code, err}
 	}()
@@ -339,7 +341,7 @@ func (m *Manager) runAgent(ctx context.Context, b *box, r Run, args, env []strin
 func (m *Manager) kill(b *box, token string, done <-chan exited, cancelExec context.CancelFunc) (x exited, sandboxGone bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), killWait)
 	defer cancel()
-	_, kerr := b.sb.Exec(ctx, []string{"/usr/bin/python3", "-I", "-S", "-c", killProgram, runToken + "=" + token}, nil)
+	_, kerr := b.sb.Exec(ctx, []string{"/usr/bin/python3", "-I", "-S", "-c", agentProgram, "kill", runToken + "=" + token}, nil)
 	if kerr == nil {
 		select {
 		case x := <-done:
@@ -363,42 +365,6 @@ type exited struct {
 	code int
 	err  error
 }
-
-// killProgram kills the processes whose environment holds argv[1] (a run's token): it stops them
-// first, again until no new one appears (a stopped process can't fork), then kills them all.
-const killProgram = `import os, signal, sys
-mark = sys.argv[1].encode()
-me = os.getpid()
-def marked():
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit() or int(p) in (1, me):
-            continue
-        try:
-            with open("/proc/%s/environ" % p, "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if mark in env:
-            out.append(int(p))
-    return out
-seen = set()
-for _ in range(100):
-    new = [p for p in marked() if p not in seen]
-    if not new:
-        break
-    for p in new:
-        seen.add(p)
-        try:
-            os.kill(p, signal.SIGSTOP)
-        except OSError:
-            pass
-for p in seen:
-    try:
-        os.kill(p, signal.SIGKILL)
-    except OSError:
-        pass
-`
 
 // workspaceFull reports whether the session's workspace has (next to) no room left.
 func (m *Manager) workspaceFull(id string) bool {

@@ -86,31 +86,116 @@ func (c *SessionsClient) ListFiles(ctx context.Context, id string) ([]sdk.Sessio
 	return out, nil
 }
 
-// ReadFile reads one file of a session's workspace: errcode.TooLarge when it
-// is larger than max bytes (max 0: the plugin's own bound, which the host
-// should not rely on).
+// ReadFile reads one file of a session's workspace whole: errcode.TooLarge
+// when it is larger than max bytes (max 0: the plugin's own bound, which the
+// host should not rely on). For files that may be large, OpenFile.
 func (c *SessionsClient) ReadFile(ctx context.Context, id, path string, max int64) ([]byte, error) {
+	r, _, err := c.OpenFile(ctx, id, path, max)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// OpenFile opens one file of a session's workspace to read as the plugin
+// sends it, a chunk at a time: what the file is (not_found, too_large when
+// it is larger than max bytes, ...) is known when it returns, its size too
+// (-1 when the plugin didn't say). The reader holds one chunk at most; it
+// fails with errcode.TooLarge past max bytes, and with io.ErrUnexpectedEOF
+// when the file ends short of its size (it shrank while read). Close it,
+// at its end or before, to end the stream.
+func (c *SessionsClient) OpenFile(ctx context.Context, id, path string, max int64) (io.ReadCloser, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stream, err := c.client.ReadFile(ctx, &pluginv1.FileRequest{Session: id, Path: path, MaxBytes: max})
 	if err != nil {
-		return nil, c.sessionError(ctx, "reading "+path, err)
+		cancel()
+		return nil, 0, c.sessionError(ctx, "reading "+path, err)
 	}
-	var data []byte
-	for {
-		chunk, err := stream.Recv()
-		if err == io.EOF {
-			return data, nil
-		}
-		if err != nil {
-			return nil, c.sessionError(ctx, "reading "+path, err)
-		}
-		if max > 0 && int64(len(data))+int64(len(chunk.GetData())) > max {
-			// The plugin's own check failed: the host's bound holds anyway.
-			return nil, errcode.Errorf(errcode.TooLarge, "%s is larger than %d bytes", path, max)
-		}
-		data = append(data, chunk.GetData()...)
+	first, err := stream.Recv()
+	if err == io.EOF {
+		first, err = &pluginv1.Chunk{}, nil // a plugin that sent nothing: an empty file
 	}
+	if err != nil {
+		cancel()
+		return nil, 0, c.sessionError(ctx, "reading "+path, err)
+	}
+	size := first.GetSize()
+	if size == 0 && len(first.GetData()) > 0 {
+		size = -1 // not said
+	}
+	if max > 0 && size > max {
+		cancel()
+		return nil, 0, errcode.Errorf(errcode.TooLarge, "%s is larger than %d bytes", path, max)
+	}
+	r := &fileReader{c: c, ctx: ctx, cancel: cancel, stream: stream, path: path, max: max, size: size}
+	if err := r.take(first.GetData()); err != nil {
+		cancel()
+		return nil, 0, err
+	}
+	if size == 0 {
+		r.err = io.EOF
+	}
+	return r, size, nil
+}
+
+// fileReader reads the chunks of a file the plugin sends.
+type fileReader struct {
+	c      *SessionsClient
+	ctx    context.Context
+	cancel context.CancelFunc
+	stream pluginv1.Sessions_ReadFileClient
+	path   string
+	max    int64
+	size   int64 // -1: not said
+	got    int64
+	buf    []byte
+	err    error // once the stream ended: io.EOF or why it failed
+}
+
+// take counts a chunk in and keeps it to be read.
+func (r *fileReader) take(data []byte) error {
+	r.got += int64(len(data))
+	if r.max > 0 && r.got > r.max {
+		// The plugin's own check failed: the host's bound holds anyway.
+		return errcode.Errorf(errcode.TooLarge, "%s is larger than %d bytes", r.path, r.max)
+	}
+	if r.size >= 0 && r.got > r.size {
+		return fmt.Errorf("reading %s: the %s plugin sent more than the %d bytes it said", r.path, r.c.kind, r.size)
+	}
+	r.buf = data
+	return nil
+}
+
+func (r *fileReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		chunk, err := r.stream.Recv()
+		switch {
+		case err == io.EOF && r.size >= 0 && r.got < r.size:
+			r.err = fmt.Errorf("reading %s: the file ended at %d of its %d bytes (it changed while read): %w", r.path, r.got, r.size, io.ErrUnexpectedEOF)
+		case err == io.EOF:
+			r.err = io.EOF
+		case err != nil:
+			r.err = r.c.sessionError(r.ctx, "reading "+r.path, err)
+		default:
+			if terr := r.take(chunk.GetData()); terr != nil {
+				r.err = terr
+				r.cancel()
+			}
+		}
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// Close ends the stream, if it hasn't ended.
+func (r *fileReader) Close() error {
+	r.cancel()
+	return nil
 }
 
 // WriteFile writes what r holds to a file of a session's workspace, making

@@ -5,6 +5,7 @@
 package sessionstest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -97,6 +98,15 @@ func (b *Backend) ReadFile(_ context.Context, id, path string, max int64) ([]byt
 		return nil, errcode.Errorf(errcode.TooLarge, "%s is larger than %d bytes", path, max)
 	}
 	return slices.Clone(data), nil
+}
+
+// OpenFile opens a file to read: a copy of it as it is now.
+func (b *Backend) OpenFile(ctx context.Context, id, path string, max int64) (io.ReadCloser, int64, error) {
+	data, err := b.ReadFile(ctx, id, path, max)
+	if err != nil {
+		return nil, 0, err
+	}
+	return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
 }
 
 // WriteFile writes a file, making the workspace.

@@ -2472,8 +2472,12 @@ func (x *FileRequest) GetMaxBytes() int64 {
 
 // Chunk is a piece of a file, in order.
 type Chunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Set in the first chunk of ReadFile: the file's size in bytes when it
+	// was opened, which is what the stream carries. 0 is not said (a plugin
+	// before it), and then the host learns the size at the stream's end.
+	Size          int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2513,6 +2517,13 @@ func (x *Chunk) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *Chunk) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
 }
 
 // WriteChunk is a piece of a file being written: the first names it.
@@ -2938,9 +2949,10 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\vFileRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"/\n" +
 	"\x05Chunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"N\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"N\n" +
 	"\n" +
 	"WriteChunk\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +

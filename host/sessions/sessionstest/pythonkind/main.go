@@ -76,8 +76,8 @@ func (k *keeper) ConfigureSessions(ctx context.Context, cfg sdk.SessionsConfig) 
 func (k *keeper) ListFiles(ctx context.Context, s string) ([]sdk.SessionFile, error) {
 	return k.back.ListFiles(ctx, s)
 }
-func (k *keeper) ReadFile(ctx context.Context, s, p string, max int64) ([]byte, error) {
-	return k.back.ReadFile(ctx, s, p, max)
+func (k *keeper) OpenFile(ctx context.Context, s, p string, max int64) (io.ReadCloser, int64, error) {
+	return k.back.OpenFile(ctx, s, p, max)
 }
 func (k *keeper) WriteFile(ctx context.Context, s, p string, r io.Reader) (sdk.SessionFile, error) {
 	return k.back.WriteFile(ctx, s, p, r)
