@@ -673,10 +673,10 @@ func TestAnEditorCannotExhaustTheHost(t *testing.T) {
 		t.Errorf("the victim's new session after the attack: %v %s", a, a.body)
 	}
 
-	// The burners end with the run that started them.
-	// NEEDS i-procs (issue 20 item 2, "a run's processes end with the run"):
-	// until that branch is merged this assertion fails, as the burners spin
-	// on in the session's sandbox until its idle stop.
+	// The burners end with the run that started them (issue 20 item 2, a
+	// run's processes end with the run: merged from i-procs; before it they
+	// spun on in the session's sandbox until its idle stop, and this failed
+	// with "burners 12").
 	if a := h.runPython(ctx, h.attacker, "burn", burnerCount); a.status != http.StatusOK || strings.TrimSpace(a.stdout()) != "burners 0" {
 		t.Errorf("the attacker's next run in its session finds its burners still running: %v %q", a, a.stdout())
 	}
