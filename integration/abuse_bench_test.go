@@ -28,17 +28,17 @@ const abuseBenchCalls = 40
 // checks together ([runs] max_running_per_token, 2 here), its sessions (5)
 // and file transfers (2); every sandbox shares [python.pool] max (4 here),
 // and a call that finds the places full stops an idle conversation sandbox
-// (the burners' among them) rather than wait. The CPU limits bound what the
-// attacker's sandboxes take of the machine: a conversation sandbox has one
-// CPU whatever it starts inside (the burners share it), and a tool run's
-// sandbox has cpu.shares 1024 against 256 for the pool's sandboxes starting
-// and waiting, the same for every token. What is left still slows the
-// victim: the places the attacker holds leave the pool no ready sandbox,
-// so its calls start cold, and on a 2-core machine one burning CPU, 8 MiB
-// downloads and a flood of refused requests compete with it. Measured on
-// 2 shared cores (load average about 20 from other work), the victim's p50
-// went from 0.67 s to 2.6 s (3.8×) and p99 from 1.0 s to 11 s: the issue's
-// goal of 2× is not met there.
+// rather than wait. The burners end with the run that started them, and
+// while it runs a conversation sandbox has one CPU whatever it starts
+// inside; a tool run's sandbox has cpu.shares 1024 against 256 for the
+// pool's sandboxes starting and waiting, the same for every token. What is
+// left still slows the victim: the places the attacker holds leave the pool
+// no ready sandbox, so its calls start cold, and on a 2-core machine the
+// attacker's running sandboxes, 8 MiB downloads and a flood of refused
+// requests compete with it. Measured on 2 cores shared with other work
+// (load average 14 to 20), the victim's p50 went from 0.52 s to 1.7 s
+// (3.2×) and its p99 from 0.65 s to 4.8 s (7.3×): the goal of 2×
+// is not met there.
 func BenchmarkVictimUnderAbuse(b *testing.B) {
 	h := startAbuseHost(b)
 	ctx := context.Background()
