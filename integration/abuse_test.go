@@ -527,8 +527,10 @@ func (a *abuseHost) victimCall(ctx context.Context) string {
 // editor works. Each attempt past a cap gets that cap's error code and
 // status; the other editor's python tool calls and its session's runs
 // succeed throughout, /healthz answers, none of its session's files or
-// ledger rows is lost, the session filesystem keeps its free room, and
-// /metrics counts the refusals.
+// ledger rows is lost, the session filesystem keeps its free room, the
+// runs' burners end with their run, and /metrics counts the refusals. Then,
+// with the session filesystem's room taken from outside, a new session is
+// refused disk_full while the victim's session goes on.
 func TestAnEditorCannotExhaustTheHost(t *testing.T) {
 	h := startAbuseHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -681,12 +683,43 @@ func TestAnEditorCannotExhaustTheHost(t *testing.T) {
 		t.Errorf("the attacker's next run in its session finds its burners still running: %v %q", a, a.stdout())
 	}
 
+	// When something else takes the sessions filesystem's room, a new
+	// session's disk is refused with disk_full, an error of that session
+	// only: the victim's session goes on.
+	if a := h.do(ctx, h.attacker, http.MethodDelete, "/api/v1/sessions/big", nil); a.status != http.StatusNoContent {
+		t.Fatalf("the attacker's DELETE of a session: %v %s", a, a.body)
+	}
+	if err := unix.Statfs(h.sessionsFS, &st); err != nil {
+		t.Fatal(err)
+	}
+	filler, err := os.Create(filepath.Join(h.sessionsFS, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(filler.Name())
+	take := int64(st.Bavail)*st.Bsize - (abuseKeepFreeMB+abuseSessionMB/2)<<20
+	err = unix.Fallocate(int(filler.Fd()), 0, 0, take)
+	filler.Close()
+	if err != nil {
+		t.Fatalf("taking %d MiB of the sessions filesystem: %v", take>>20, err)
+	}
+	if a := h.do(ctx, h.attacker, http.MethodPut, "/api/v1/sessions/nospace/files/x", []byte("x")); a.String() != "507 disk_full" {
+		t.Errorf("a new session on a full sessions filesystem: %v %s, want 507 disk_full", a, a.body)
+	}
+	if a := h.runPython(ctx, h.victim, "notes", "print(open('keep.txt').read())"); strings.TrimSpace(a.stdout()) != "the victim's notes" {
+		t.Errorf("the victim's session on a full sessions filesystem: %v %s", a, a.body)
+	}
+	if a := h.do(ctx, "", http.MethodGet, "/healthz", nil); a.status != http.StatusOK {
+		t.Errorf("/healthz on a full sessions filesystem: %v", a)
+	}
+
 	// /metrics counts each refusal of a cap.
 	for _, m := range []struct {
 		line string
 		want int
 	}{
 		{`toolhost_cap_refusals_total{cap="sessions.max_sessions_per_principal"}`, at.sessions.count("429 too_many_sessions")},
+		{`toolhost_kind_refusals_total{cap="disk_full",kind="python"}`, 1},
 		{`toolhost_cap_refusals_total{cap="sessions.max_transfers_per_principal"}`,
 			at.sessions.count("429 too_many_transfers") + at.fill.count("429 too_many_transfers") + at.gets.count("429 too_many_transfers")},
 	} {
