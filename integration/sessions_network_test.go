@@ -101,6 +101,14 @@ done`
 		}
 	}()
 	defer func() { <-watching }()
+	// The upload waits for the watcher's sandbox: an upload taints the
+	// conversation, and a tainted web session's runs ask a person first,
+	// so a watcher started after it would wait for an approval.
+	for end := time.Now().Add(60 * time.Second); len(s.runningSandboxes(t)) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the watcher's sandbox did not start within 60 s")
+		}
+	}
 	// The watcher sees what is uploaded while the network is web: the
 	// test's watcher works.
 	s.putFile(t, conv, "before.txt", "uploaded with the network on")
