@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/internal/closethen"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
@@ -534,20 +535,7 @@ func (s *Service) OpenFile(ctx context.Context, principal, session, path string,
 		release()
 		return nil, 0, err
 	}
-	return &releasing{ReadCloser: r, release: release}, size, nil
-}
-
-// releasing is a file being read that releases its session once closed.
-type releasing struct {
-	io.ReadCloser
-	once    sync.Once
-	release func()
-}
-
-func (r *releasing) Close() error {
-	err := r.ReadCloser.Close()
-	r.once.Do(r.release)
-	return err
+	return closethen.Reader(r, release), size, nil
 }
 
 // WriteFile writes r to a file of the principal's session, making the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/internal/closethen"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/runsc/session"
 	"github.com/toolhost/toolhost/sdk"
@@ -278,20 +279,7 @@ func (k *kind) OpenFile(ctx context.Context, id, path string, max int64) (io.Rea
 		done()
 		return nil, 0, err
 	}
-	return &doneCloser{ReadCloser: r, done: done}, size, nil
-}
-
-// doneCloser calls done once it is closed.
-type doneCloser struct {
-	io.ReadCloser
-	once sync.Once
-	done func()
-}
-
-func (d *doneCloser) Close() error {
-	err := d.ReadCloser.Close()
-	d.once.Do(d.done)
-	return err
+	return closethen.Reader(r, done), size, nil
 }
 
 // WriteFile writes one file of a session's workspace.

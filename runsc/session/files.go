@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toolhost/toolhost/internal/closethen"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
@@ -240,26 +240,10 @@ func (m *Manager) OpenFile(ctx context.Context, id, p string, max int64) (io.Rea
 	if max > 0 && st.Size > max {
 		return fail(errcode.Errorf(errcode.TooLarge, "%q is %s, more than the %s that may be read at once", p, sizeText(st.Size), sizeText(max)))
 	}
-	return &fileReader{r: io.LimitReader(f, st.Size), f: f, done: done}, st.Size, nil
-}
-
-// fileReader is a file of a workspace being read; Close releases the session.
-type fileReader struct {
-	r    io.Reader
-	f    *os.File
-	once sync.Once
-	done func()
-}
-
-func (r *fileReader) Read(p []byte) (int, error) { return r.r.Read(p) }
-
-func (r *fileReader) Close() error {
-	err := os.ErrClosed
-	r.once.Do(func() {
-		err = r.f.Close()
-		r.done()
-	})
-	return err
+	return closethen.Reader(struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(f, st.Size), f}, done), st.Size, nil
 }
 
 // WriteFile writes r to a file of the session's /work, making the folders on its way (0755) and
