@@ -170,9 +170,10 @@ func (p *Pool) Warm(opts Options) {
 var ErrFull = errors.New("every sandbox the pool may have at once is in use")
 
 // Get returns a sandbox of its own for exactly one run of opts, once it has a place (Places.Take:
-// it may stop an idle session sandbox for one, or wait until one is free or ctx ends: ErrFull): a ready one, its memory limit lowered to
-// opts.Limits.MemoryBytes, or, when none is ready, one started now (a cold start). The caller
-// gives it to Destroy once the run is over.
+// it may stop an idle session sandbox for one, or wait until one is free or ctx ends: ErrFull):
+// a ready one, its memory limit lowered to opts.Limits.MemoryBytes; when none is ready, the one
+// the pool is starting if no other Get waits for it; else one started now (a cold start). The
+// caller gives it to Destroy once the run is over.
 func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if opts.Lifetime != OneRun {
 		return nil, errors.New("a sandbox pool hands out one-run sandboxes only")
