@@ -166,7 +166,9 @@ def run(canary):
                 pass
     return {"found": found, "env": dict(os.environ), "proc_environ": environ}
 `
-	r := invoke(t, c, code, nil, map[string]any{"canary": canary})
+	// The walk of the sandbox's whole tree took over 20 s in a Debian VM under
+	// QEMU's TCG; the tool's longest limit keeps the check from racing the clock.
+	r := invoke(t, c, code, map[string]any{"seconds": 60}, map[string]any{"canary": canary})
 	if r.Err != nil {
 		t.Fatalf("%v %s", r.Err, r.Stderr())
 	}
