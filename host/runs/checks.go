@@ -27,11 +27,13 @@ func (d *Dispatcher) StartCheck(principal string, def config.Tool) (end func(), 
 	kind, _ := def.Run["type"].(string)
 	tool := &tools.Tool{Tool: def, Kind: kind}
 	id := newCheckID()
-	if err := d.chargeFor(id, Request{Tool: def.Name, Principal: principal}, tool, "the check of "+def.Name); err != nil {
+	// The place first: a flood of checks past max_running is refused
+	// without a write to the ledger.
+	if err := d.holdPlace(principal); err != nil {
 		return nil, err
 	}
-	if err := d.holdPlace(principal); err != nil {
-		d.refund(id)
+	if err := d.chargeFor(id, Request{Tool: def.Name, Principal: principal}, tool, "the check of "+def.Name); err != nil {
+		d.freePlace(principal)
 		return nil, err
 	}
 	began := d.clock()()

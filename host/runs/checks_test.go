@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,4 +45,48 @@ func TestChecksAreMeteredLikeRuns(t *testing.T) {
 	if g := d.Going("ed"); g != 0 {
 		t.Errorf("a refused check holds %d places", g)
 	}
+}
+
+// writeCountingLedger is a MemoryLedger that counts the writes of usage.
+type writeCountingLedger struct {
+	*MemoryLedger
+	writes atomic.Int64
+}
+
+func (l *writeCountingLedger) StartUsage(ctx context.Context, e UsageEntry) error {
+	l.writes.Add(1)
+	return l.MemoryLedger.StartUsage(ctx, e)
+}
+
+func (l *writeCountingLedger) DropUsage(ctx context.Context, run string) error {
+	l.writes.Add(1)
+	return l.MemoryLedger.DropUsage(ctx, run)
+}
+
+// TestAFloodPastMaxRunningWritesNothing: calls and checks refused
+// too_many_runs are refused before they are charged, so that a flood of
+// them (an abuse test's storm of checks made 170,000) costs the store no
+// write and the budget lock no wait: every other caller's charge shares
+// that lock.
+func TestAFloodPastMaxRunningWritesNothing(t *testing.T) {
+	ledger := &writeCountingLedger{MemoryLedger: NewMemoryLedger()}
+	d, k, _ := acctDispatcher(t, ledger, Budget{RunsPerHour: 1000})
+	d.SetCallers(func(string) Caller { return Caller{MaxRunning: 1, Who: "ed", Setting: "x"} })
+	hold, err := d.Start(Request{Tool: "hold", Principal: "ed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ledger.writes.Load()
+	def := config.Tool{Name: "py", Run: map[string]any{"type": SandboxKind, "code": "print(1)"}}
+	for range 50 {
+		_, err := d.Start(Request{Tool: "count", Principal: "ed"})
+		refusedWith(t, err, errcode.TooManyRuns)
+		_, err = d.StartCheck("ed", def)
+		refusedWith(t, err, errcode.TooManyRuns)
+	}
+	if w := ledger.writes.Load() - before; w != 0 {
+		t.Errorf("100 calls and checks refused too_many_runs made %d writes to the ledger, want none", w)
+	}
+	close(k.gate)
+	wait(t, hold)
 }

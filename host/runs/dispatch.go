@@ -187,8 +187,15 @@ func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, e
 	if !ok {
 		return nil, &sdk.Error{Code: errcode.PluginUnavailable, Message: fmt.Sprintf("the %s kind is not running", tool.Kind)}
 	}
-	runCtx, cancel := context.WithCancelCause(context.Background())
 	req.Tool = tool.Name
+	// A call that would be refused a place is refused before it is charged:
+	// a flood of calls past max_running costs no writes to the ledger.
+	if !wait {
+		if err := d.refusedAtOnce(req); err != nil {
+			return nil, err
+		}
+	}
+	runCtx, cancel := context.WithCancelCause(context.Background())
 	id := newRunID()
 	if err := d.charge(id, req, tool); err != nil {
 		cancel(nil)
@@ -205,30 +212,59 @@ func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, e
 	return run, nil
 }
 
+// placeLocked says where req's place would come from now, under d.mu: the
+// parent run that would lend it its own (nil when none), or whether its
+// principal has one free; err when it may have none at all.
+func (d *Dispatcher) placeLocked(req Request) (lender *Run, free bool, c Caller, err error) {
+	if d.callers != nil {
+		c = d.callers(req.Principal)
+	}
+	if c.Refused != "" {
+		return nil, false, c, &sdk.Error{Code: errcode.Forbidden, Message: c.Refused}
+	}
+	if d.stopping != "" {
+		return nil, false, c, &sdk.Error{Code: errcode.ShuttingDown, Message: d.stopping}
+	}
+	if parent := d.runs[req.Parent]; parent != nil && parent.holds && parent.lentTo == nil && parent.Principal == req.Principal {
+		return parent, false, c, nil
+	}
+	return nil, c.MaxRunning <= 0 || d.places[req.Principal] < c.MaxRunning, c, nil
+}
+
+// tooManyRunsLocked is the refusal of a call whose principal holds all its places.
+func (d *Dispatcher) tooManyRunsLocked(req Request, c Caller) error {
+	return &sdk.Error{Code: errcode.TooManyRuns, Message: fmt.Sprintf("%s already has %d runs going (%s); wait for one to finish or cancel one", c.Who, d.places[req.Principal], c.Setting)}
+}
+
+// refusedAtOnce is the refusal that admit without waiting would give req
+// now, or nil when it would have a place.
+func (d *Dispatcher) refusedAtOnce(req Request) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	lender, free, c, err := d.placeLocked(req)
+	if err == nil && lender == nil && !free {
+		err = d.tooManyRunsLocked(req, c)
+	}
+	return err
+}
+
 // admit gives the run a place among its principal's and records it, or
 // says why it can't.
 func (d *Dispatcher) admit(ctx context.Context, run *Run, req Request, wait bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		c := Caller{}
-		if d.callers != nil {
-			c = d.callers(req.Principal)
+		lender, free, c, err := d.placeLocked(req)
+		if err != nil {
+			return err
 		}
-		if c.Refused != "" {
-			return &sdk.Error{Code: errcode.Forbidden, Message: c.Refused}
-		}
-		if d.stopping != "" {
-			return &sdk.Error{Code: errcode.ShuttingDown, Message: d.stopping}
-		}
-		parent := d.runs[req.Parent]
 		switch {
-		case parent != nil && parent.holds && parent.lentTo == nil && parent.Principal == req.Principal:
-			parent.lentTo, run.lender = run, parent
-		case c.MaxRunning <= 0 || d.places[req.Principal] < c.MaxRunning:
+		case lender != nil:
+			lender.lentTo, run.lender = run, lender
+		case free:
 			d.places[req.Principal]++
 		case !wait:
-			return &sdk.Error{Code: errcode.TooManyRuns, Message: fmt.Sprintf("%s already has %d runs going (%s); wait for one to finish or cancel one", c.Who, d.places[req.Principal], c.Setting)}
+			return d.tooManyRunsLocked(req, c)
 		default:
 			ch := d.placeFreed
 			d.mu.Unlock()
