@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 )
@@ -45,7 +46,7 @@ func BenchmarkVictimUnderAbuse(b *testing.B) {
 	if msg := h.victimCall(ctx); msg != "" {
 		b.Fatalf("the victim's warm-up call: %s", msg)
 	}
-	at := &attack{h: h, bigSize: 8 << 20}
+	at := &attack{h: h, bigSize: 8 << 20, paths: os.Getenv("TOOLHOST_ABUSE_PATHS")}
 	at.prepare(b, ctx)
 	idleBeforeMeasuring(b)
 

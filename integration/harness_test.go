@@ -31,6 +31,12 @@ var bins struct {
 }
 
 func TestMain(m *testing.M) {
+	// Where Go isn't (the VMs run this package's abuse test), the binaries
+	// were built beforehand: TOOLHOST_TEST_BINS holds toolhost and plugins/.
+	if dir := os.Getenv("TOOLHOST_TEST_BINS"); dir != "" {
+		bins.dir, bins.toolhost, bins.plugins = dir, filepath.Join(dir, "toolhost"), filepath.Join(dir, "plugins")
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "toolhost-it-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -165,8 +171,8 @@ func writeConfig(t testing.TB, dir, listen string, spec hostSpec) string {
 		}
 	}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "tools_dir = %q\n\n[server]\nlisten = %q\nstate_dir = %q\n\n[plugins]\ndir = %q\nstart_timeout_seconds = 30\n\n[plugins.sha256]\n",
-		toolsDir, listen, filepath.Join(dir, "state"), pluginDir)
+	fmt.Fprintf(&cfg, "tools_dir = %q\n\n[server]\nlisten = %q\nstate_dir = %q\n\n[plugins]\ndir = %q\nstart_timeout_seconds = %d\n\n[plugins.sha256]\n",
+		toolsDir, listen, filepath.Join(dir, "state"), pluginDir, int(slow(30*time.Second).Seconds()))
 	for k, v := range pins {
 		fmt.Fprintf(&cfg, "%s = %q\n", k, v)
 	}
@@ -210,7 +216,7 @@ func startHostIn(t testing.TB, dir, addr string, spec hostSpec) *Host {
 	}
 	go func() { _ = h.cmd.Wait(); close(h.done) }()
 	t.Cleanup(func() { h.Stop(t) })
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(slow(60 * time.Second))
 	for time.Now().Before(deadline) {
 		select {
 		case <-h.done:

@@ -8,7 +8,21 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
+
+// testSlowdown is how much slower than this machine the tests run where they
+// run: TOOLHOST_TEST_SLOWDOWN, set where the VMs run this package's tests
+// (about 10 under TCG), else 1.
+func testSlowdown() float64 {
+	if f, err := strconv.ParseFloat(os.Getenv("TOOLHOST_TEST_SLOWDOWN"), 64); err == nil && f >= 1 {
+		return f
+	}
+	return 1
+}
+
+// slow is d times testSlowdown.
+func slow(d time.Duration) time.Duration { return time.Duration(float64(d) * testSlowdown()) }
 
 func errorsAs(err error, target any) bool { return err != nil && errors.As(err, target) }
 
@@ -62,6 +76,14 @@ func sandboxBuild(t testing.TB) (repo, runscBin, rootfs string) {
 	}
 	runscBin = filepath.Join(repo, "build/bin/runsc")
 	rootfs = filepath.Join(repo, "build/rootfs")
+	// In a VM (vm_packages_test.go) the build is the share disk's runsc and the
+	// package's rootfs.
+	if v := os.Getenv("TOOLHOST_RUNSC"); v != "" {
+		runscBin = v
+	}
+	if v := os.Getenv("TOOLHOST_ROOTFS"); v != "" {
+		rootfs = v
+	}
 	switch {
 	case os.Geteuid() != 0:
 		t.Skip("python tools need root")

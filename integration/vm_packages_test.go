@@ -50,6 +50,14 @@ var vmPackages = []struct {
 			"TestNoSecretsOrHostFiles|TestSessionLimits)$",
 		env: []string{"TOOLHOST_TEST_POOL=on"},
 	},
+	{
+		// An editor's every path to exhaust the host at once, against a real host with the
+		// python kind, as it runs here (integration/abuse_test.go), on Debian 12's cgroup v2: the
+		// binaries built for this package's run here (abuse-bins on the share disk).
+		name: "abuse", pkg: "integration", suites: []string{"bookworm"},
+		run: "^TestAnEditorCannotExhaustTheHost$",
+		env: []string{"TOOLHOST_TEST_BINS=/mnt/share/abuse-bins", "TOOLHOST_TEST_SLOWDOWN=10"},
+	},
 }
 
 // vmPackageFiles builds the test binaries of suite's packages, and returns them and runsc as
@@ -75,6 +83,11 @@ func vmPackageFiles(t *testing.T, suite string) map[string]string {
 			t.Fatalf("building the tests of %s for the VM: %v\n%s", p.pkg, err, b)
 		}
 		files[p.name+".test"] = out
+		if p.pkg == "integration" {
+			// Its host and the python kind, built by TestMain for this run.
+			files["abuse-bins/toolhost"] = bins.toolhost
+			files["abuse-bins/plugins/toolhost-plugin-python"] = filepath.Join(bins.plugins, "toolhost-plugin-python")
+		}
 	}
 	return files
 }

@@ -302,6 +302,11 @@ func (k *kind) Metrics(context.Context) []sdk.Metric {
 	return out
 }
 
+// checksOwner owns the sandboxes of checks among the places (sandbox.Places): a check comes
+// with no principal, so everyone's checks share one owner, whom places go to last while it
+// holds more than a caller's runs.
+const checksOwner = "(checks)"
+
 // Check checks the run table and compiles the code in a sandbox (never in this process), which
 // also confirms a top-level run exists.
 func (k *kind) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error) {
@@ -319,7 +324,7 @@ func (k *kind) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error
 	}
 	limits := table
 	limits.Seconds, limits.MemoryMB, limits.Network = checkSeconds, min(checkMemoryMB, c.cfg.MaxMemoryMB), false
-	ans, serr := k.runInSandbox(ctx, c, limits, request{Mode: "check", Code: table.Code, CPUSeconds: checkSeconds, Seconds: checkSeconds}, nil)
+	ans, serr := k.runInSandbox(ctx, c, limits, checksOwner, request{Mode: "check", Code: table.Code, CPUSeconds: checkSeconds, Seconds: checkSeconds}, nil)
 	if serr != nil {
 		switch serr.Code {
 		case codeCompile, codeNoRun:
@@ -352,7 +357,7 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	if json.Unmarshal(args, &obj) != nil {
 		return nil, sdk.Errorf("bad_args", "the arguments must be a JSON object")
 	}
-	result, serr := k.runInSandbox(ctx, c, table, request{Mode: "run", Code: table.Code, Args: args, CPUSeconds: table.Seconds, Seconds: table.Seconds}, emit)
+	result, serr := k.runInSandbox(ctx, c, table, call.Principal, request{Mode: "run", Code: table.Code, Args: args, CPUSeconds: table.Seconds, Seconds: table.Seconds}, emit)
 	if serr != nil {
 		return nil, serr
 	}

@@ -126,14 +126,17 @@ type limits struct {
 	connCap int
 }
 
-// runInSandbox prepares a sandbox, hands it the request, streams its output through emit (nil
-// discards it), and turns how it ended into a result or an *sdk.Error.
-func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, req request, emit sdk.Emit) (json.RawMessage, *sdk.Error) {
+// runInSandbox prepares a sandbox for owner (the principal, whose place among the sandboxes it
+// takes), hands it the request, streams its output through emit (nil discards it), and turns how
+// it ended into a result or an *sdk.Error.
+func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, owner string, req request, emit sdk.Emit) (json.RawMessage, *sdk.Error) {
 	c.runs.RLock()
 	defer c.runs.RUnlock()
 	lim := limits{seconds: t.Seconds, memoryMB: t.MemoryMB, workMB: c.cfg.WorkMB, tmpMB: c.cfg.TmpMB,
 		outputBytes: c.cfg.MaxOutputBytes, network: t.Network, connCap: networkOptions(c.cfg).ConnectionCap()}
-	sb, err := c.pool.Get(ctx, sandboxOptions(c.cfg, t))
+	opts := sandboxOptions(c.cfg, t)
+	opts.Owner = owner
+	sb, err := c.pool.Get(ctx, opts)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil && errors.Is(err, sandbox.ErrFull):

@@ -75,6 +75,7 @@ func (k *kind) invokeSession(ctx context.Context, call sdk.Call, table runTable,
 			Timeout:  time.Duration(conf.Seconds) * time.Second,
 			Network:  session.Network(call.SessionNetwork),
 			ProxyURL: call.SessionProxy,
+			Owner:    call.Principal,
 		}, c.cfg.MaxOutputBytes, emit)
 	case "files":
 		return listSessionFiles(ctx, m, call.Session)

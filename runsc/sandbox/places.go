@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -10,19 +11,28 @@ import (
 // runs and a session manager's long-lived sandboxes draw from the same Max, so neither can
 // start sandboxes past it behind the other's back. A user that keeps sandboxes between uses
 // (sessions) registers a reclaimer with OnFull: when every place is taken, Take asks it to stop
-// one that is idle and give its place back before it waits. Its methods are safe for
-// concurrent use.
+// one that is idle and give its place back before it waits.
+//
+// Each place is taken for an owner (the principal a run is for): when places are scarce, the
+// next one free goes to the waiting owner that holds the fewest, first come first served among
+// equals, so that one caller's many sandboxes can't keep another waiting behind all of them.
+// Its methods are safe for concurrent use.
 type Places struct {
 	mu        sync.Mutex
 	max, used int
-	changed   chan struct{} // closed and replaced when a place comes free or max rises
+	held      map[string]int // places taken, by owner
+	waiting   []*placeWaiter // Takes waiting for a place, in the order they came
+	changed   chan struct{}  // closed and replaced when a place comes free, max rises or a waiter leaves
 	reclaim   map[int]func(context.Context) bool
 	next      int
 }
 
+// placeWaiter is one Take waiting for a place.
+type placeWaiter struct{ owner string }
+
 // NewPlaces makes n places (at least 1).
 func NewPlaces(n int) *Places {
-	return &Places{max: max(n, 1), changed: make(chan struct{}), reclaim: map[int]func(context.Context) bool{}}
+	return &Places{max: max(n, 1), held: map[string]int{}, changed: make(chan struct{}), reclaim: map[int]func(context.Context) bool{}}
 }
 
 // SetMax changes the number of places (at least 1). Lowered below what is in use, nothing is
@@ -49,6 +59,13 @@ func (p *Places) InUse() int {
 	return p.used
 }
 
+// Held is the number of places owner holds.
+func (p *Places) Held(owner string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held[owner]
+}
+
 // Free is the number of places not taken (0 when more are taken than there are).
 func (p *Places) Free() int {
 	p.mu.Lock()
@@ -56,59 +73,102 @@ func (p *Places) Free() int {
 	return max(p.max-p.used, 0)
 }
 
-// TryTake takes a place if one is free.
-func (p *Places) TryTake() bool {
+// TryTake takes a place for owner if one is free and no Take waits for it.
+func (p *Places) TryTake(owner string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.used < p.max {
-		p.used++
+	if p.used < p.max && len(p.waiting) == 0 {
+		p.takeLocked(owner)
 		return true
 	}
 	return false
 }
 
-// Take takes a place: a free one, else one a reclaimer frees (an idle sandbox it stops), else
-// the first given back, waiting until ctx ends (ErrFull).
-func (p *Places) Take(ctx context.Context) error {
-	for {
+// Take takes a place for owner: a free one when no waiting owner holds fewer places, else one a
+// reclaimer frees (an idle sandbox it stops), else the first given back that is its turn,
+// waiting until ctx ends (ErrFull).
+func (p *Places) Take(ctx context.Context, owner string) error {
+	p.mu.Lock()
+	if p.used < p.max && len(p.waiting) == 0 {
+		p.takeLocked(owner)
+		p.mu.Unlock()
+		return nil
+	}
+	w := &placeWaiter{owner: owner}
+	p.waiting = append(p.waiting, w)
+	defer func() {
 		p.mu.Lock()
+		p.waiting = slices.DeleteFunc(p.waiting, func(x *placeWaiter) bool { return x == w })
+		// The next in line may be another now, or a place may be left over for it.
+		p.wakeLocked()
+		p.mu.Unlock()
+	}()
+	for {
 		if p.used < p.max {
-			p.used++
-			p.mu.Unlock()
-			return nil
+			if p.turnLocked() == w {
+				p.takeLocked(owner)
+				p.mu.Unlock()
+				return nil
+			}
+		} else if p.reclaimLocked(ctx) {
+			continue // p.mu is held again
 		}
 		ch, n := p.changed, p.max
-		rs := make([]func(context.Context) bool, 0, len(p.reclaim))
-		for i := range p.next {
-			if r := p.reclaim[i]; r != nil {
-				rs = append(rs, r)
-			}
-		}
 		p.mu.Unlock()
-		freed := false
-		for _, r := range rs {
-			if ctx.Err() == nil && r(ctx) {
-				freed = true
-				break
-			}
-		}
-		if freed {
-			continue
-		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return fmt.Errorf("%w (%d): %w", ErrFull, n, ctx.Err())
 		}
+		p.mu.Lock()
 	}
 }
 
-// Give gives back a place that Take or TryTake took.
-func (p *Places) Give() {
+// reclaimLocked asks the reclaimers, with p.mu released, to stop an idle sandbox, and says
+// whether one did. p.mu is held again when it returns.
+func (p *Places) reclaimLocked(ctx context.Context) bool {
+	rs := make([]func(context.Context) bool, 0, len(p.reclaim))
+	for i := range p.next {
+		if r := p.reclaim[i]; r != nil {
+			rs = append(rs, r)
+		}
+	}
+	p.mu.Unlock()
+	defer p.mu.Lock()
+	for _, r := range rs {
+		if ctx.Err() == nil && r(ctx) {
+			return true
+		}
+	}
+	return false
+}
+
+// turnLocked is the waiter whose turn it is: of those whose owners hold the fewest places, the
+// first to come.
+func (p *Places) turnLocked() *placeWaiter {
+	var best *placeWaiter
+	for _, w := range p.waiting {
+		if best == nil || p.held[w.owner] < p.held[best.owner] {
+			best = w
+		}
+	}
+	return best
+}
+
+func (p *Places) takeLocked(owner string) {
+	p.used++
+	p.held[owner]++
+}
+
+// Give gives back a place that Take or TryTake took for owner.
+func (p *Places) Give(owner string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.used > 0 {
 		p.used--
+	}
+	if p.held[owner]--; p.held[owner] <= 0 {
+		delete(p.held, owner)
 	}
 	p.wakeLocked()
 }

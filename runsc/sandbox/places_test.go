@@ -15,15 +15,15 @@ func TestPlacesBoundTakers(t *testing.T) {
 	p := NewPlaces(2)
 	ctx := context.Background()
 	for range 2 {
-		if err := p.Take(ctx); err != nil {
+		if err := p.Take(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if p.TryTake() || p.Free() != 0 || p.InUse() != 2 {
+	if p.TryTake("") || p.Free() != 0 || p.InUse() != 2 {
 		t.Fatalf("with 2 of 2 taken: TryTake succeeded or Free %d, InUse %d", p.Free(), p.InUse())
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	err := p.Take(short)
+	err := p.Take(short, "")
 	cancel()
 	if !errors.Is(err, ErrFull) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Take with every place taken: %v; want ErrFull once its context ended", err)
@@ -38,11 +38,11 @@ func TestPlacesBoundTakers(t *testing.T) {
 			return false
 		}
 		idle--
-		p.Give()
+		p.Give("")
 		return true
 	})
 	p.OnFull(func(context.Context) bool { return false })
-	if err := p.Take(ctx); err != nil {
+	if err := p.Take(ctx, ""); err != nil {
 		t.Fatalf("Take with a reclaimer holding an idle sandbox: %v", err)
 	}
 	if calls != 1 || p.InUse() != 2 {
@@ -52,25 +52,25 @@ func TestPlacesBoundTakers(t *testing.T) {
 
 	// A waiter gets the place a Give frees.
 	got := make(chan error, 1)
-	go func() { got <- p.Take(ctx) }()
+	go func() { got <- p.Take(ctx, "") }()
 	select {
 	case err := <-got:
 		t.Fatalf("Take returned %v with no place free", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	p.Give()
+	p.Give("")
 	if err := <-got; err != nil {
 		t.Errorf("a waiting Take after a Give: %v", err)
 	}
 
 	// Lowered below what is in use: nothing more until enough are given back.
 	p.SetMax(1)
-	p.Give()
-	if p.TryTake() {
+	p.Give("")
+	if p.TryTake("") {
 		t.Error("TryTake succeeded with 1 in use of a Max lowered to 1")
 	}
-	p.Give()
-	if !p.TryTake() {
+	p.Give("")
+	if !p.TryTake("") {
 		t.Error("TryTake failed with none in use of 1")
 	}
 	p.SetMax(3)
@@ -92,15 +92,70 @@ func TestPoolReadySandboxesUseOnlyFreePlaces(t *testing.T) {
 	ready := func() int { return len(p.ReadyIDs()) }
 	state := func() string { return fmt.Sprintf("%d ready, %d places in use", ready(), places.InUse()) }
 	waitFor(t, "2 ready sandboxes", func() bool { return ready() == 2 }, state)
-	if !places.TryTake() {
+	if !places.TryTake("") {
 		t.Fatal("no place free for a sharer")
 	}
 	waitFor(t, "1 ready sandbox with 1 of 2 places shared", func() bool { return ready() == 1 }, state)
-	if !places.TryTake() {
+	if !places.TryTake("") {
 		t.Fatal("no place free for a second sharer")
 	}
 	waitFor(t, "no ready sandbox with both places shared", func() bool { return ready() == 0 }, state)
-	places.Give()
-	places.Give()
+	places.Give("")
+	places.Give("")
 	waitFor(t, "2 ready sandboxes once the places were given back", func() bool { return ready() == 2 }, state)
+}
+
+// TestPlacesGoFirstToTheOwnerHoldingFewest: when places are scarce, a place given back goes to
+// the waiting owner that holds the fewest, though another owner's Take waited longer; among
+// owners holding as many, to the first that came. One caller with many sandboxes can't keep
+// another's waiting behind all of its own.
+func TestPlacesGoFirstToTheOwnerHoldingFewest(t *testing.T) {
+	p := NewPlaces(3)
+	ctx := context.Background()
+	for _, owner := range []string{"greedy", "greedy", "other"} {
+		if err := p.Take(ctx, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiters := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.waiting)
+	}
+	got := make(chan string, 4)
+	take := func(owner string) {
+		n := waiters()
+		go func() {
+			if err := p.Take(ctx, owner); err != nil {
+				t.Error(err)
+			}
+			got <- owner
+		}()
+		for waiters() == n {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// greedy (holding 2) asks first, twice; then quiet (holding 0), then other (holding 1).
+	take("greedy")
+	take("greedy")
+	take("quiet")
+	take("other")
+	var order []string
+	for _, giver := range []string{"greedy", "other", "greedy", "quiet"} {
+		p.Give(giver)
+		select {
+		case o := <-got:
+			order = append(order, o)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("after Give(%s) nobody got the place: so far %v", giver, order)
+		}
+	}
+	// Give(greedy): greedy 1, other 1, quiet 0 → quiet. Give(other): greedy 1, other 0,
+	// quiet 1 → other. Give(greedy): greedy 0 → greedy, then greedy again.
+	if want := "[quiet other greedy greedy]"; fmt.Sprint(order) != want {
+		t.Errorf("places went to %v, want %s", order, want)
+	}
+	if p.InUse() != 3 || p.Held("greedy") != 2 || p.Held("quiet") != 0 || p.Held("other") != 1 {
+		t.Errorf("in use %d; held greedy %d, quiet %d, other %d", p.InUse(), p.Held("greedy"), p.Held("quiet"), p.Held("other"))
+	}
 }

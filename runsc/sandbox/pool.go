@@ -178,12 +178,12 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if opts.Lifetime != OneRun {
 		return nil, errors.New("a sandbox pool hands out one-run sandboxes only")
 	}
-	if err := p.places.Take(ctx); err != nil {
+	if err := p.places.Take(ctx, opts.Owner); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			p.places.Give()
+			p.places.Give(opts.Owner)
 		}
 	}()
 	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes
@@ -234,6 +234,7 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if sb != nil {
 		sh.handedOut++
 		p.inUse[sb] = sh
+		sb.owner = opts.Owner
 	} else {
 		sh.cold++
 	}
@@ -260,6 +261,7 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		return nil, err
 	}
 	p.inUse[sb] = sh
+	sb.owner = opts.Owner
 	return sb, nil
 }
 
@@ -288,7 +290,7 @@ func (p *Pool) Destroy(sb *Sandbox) {
 	p.mu.Unlock()
 	p.destroyInBackground(sb)
 	if ok {
-		p.places.Give()
+		p.places.Give(sb.owner)
 	}
 	p.kick()
 }

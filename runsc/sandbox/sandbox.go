@@ -119,6 +119,10 @@ const (
 type Options struct {
 	// Args is the first process: typically a runner that reads one request from fd 3.
 	Args []string
+	// Owner names whom the sandbox runs for (the principal of a run): a Pool takes its place in
+	// Places for that owner, so that scarce places are shared fairly among owners. Not part of
+	// the sandbox's shape.
+	Owner string `json:"-"`
 	// Lifetime is OneRun (the default) or LongLived.
 	Lifetime Lifetime
 	// Env is the environment; DefaultEnv() when nil.
@@ -200,8 +204,10 @@ type Sandbox struct {
 
 	m    *Manager
 	opts Options
-	dir  string
-	net  *sandboxNet
+	// owner is the Owner of the Get that handed it out: whose place in Places it holds.
+	owner string
+	dir   string
+	net   *sandboxNet
 	// baseline is what the cgroup's counters held at hand-out (cgroup v2 can't reset them).
 	baseline Stats
 	started  time.Time

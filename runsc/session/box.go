@@ -85,8 +85,8 @@ func (m *Manager) ready(ctx context.Context, s *session, create bool) error {
 // errNoWorkspace: the session has no files yet.
 var errNoWorkspace = errcode.New(errcode.NotFound, "the session has no files yet")
 
-// startBox starts a sandbox on s's mounted workspace. s.mu is held.
-func (m *Manager) startBox(ctx context.Context, s *session, net Network) (*box, error) {
+// startBox starts a sandbox on s's mounted workspace, its place held for owner. s.mu is held.
+func (m *Manager) startBox(ctx context.Context, s *session, net Network, owner string) (*box, error) {
 	program := agentProgram
 	if m.viaExec {
 		program = initProgram
@@ -107,7 +107,7 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network) (*box, 
 		}
 		sandboxes, opts.Network = m.packages, true
 	}
-	free, err := m.takePlace(ctx)
+	free, err := m.takePlace(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -156,16 +156,16 @@ func (m *Manager) stopBox(ctx context.Context, b *box, why string) error {
 	return err
 }
 
-// takePlace takes a place for a new sandbox in Options.Places (see there), and returns what
-// gives it back, once however often it is called.
-func (m *Manager) takePlace(ctx context.Context) (free func(), err error) {
+// takePlace takes a place for a new sandbox of owner's in Options.Places (see there), and
+// returns what gives it back, once however often it is called.
+func (m *Manager) takePlace(ctx context.Context, owner string) (free func(), err error) {
 	places := m.opts.Places
 	if places == nil {
 		return func() {}, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, m.opts.PlaceWait)
 	defer cancel()
-	if err := places.Take(wctx); err != nil {
+	if err := places.Take(wctx, owner); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -178,7 +178,7 @@ func (m *Manager) takePlace(ctx context.Context) (free func(), err error) {
 			"%s (%s: tool runs and conversation sandboxes together), and all are running code, none idle to stop: try again when a run has ended, or an admin raises %s",
 			limit, m.opts.PlacesSetting, m.opts.PlacesSetting)
 	}
-	return sync.OnceFunc(places.Give), nil
+	return sync.OnceFunc(func() { places.Give(owner) }), nil
 }
 
 // errNoProxy: packages mode without the egress proxy.

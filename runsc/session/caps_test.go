@@ -57,7 +57,7 @@ func TestSessionSandboxesShareThePlaces(t *testing.T) {
 	if n := places.InUse(); n != 0 {
 		t.Fatalf("with every session sandbox stopped, %d places in use; want 0", n)
 	}
-	if !places.TryTake() {
+	if !places.TryTake("") {
 		t.Fatal("no place free")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -93,7 +93,7 @@ func TestSessionSandboxesShareThePlaces(t *testing.T) {
 	if res, _, _ := runOK(t, m, d, "bash", "true"); !res.Cold {
 		t.Errorf("d once b was idle: %+v; want a cold start", res)
 	}
-	places.Give()
+	places.Give("")
 	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
 	if r.Timeout <= 0 {
 		r.Timeout = DefaultTimeout
 	}
-	s, b, cold, err := m.acquire(ctx, id, net)
+	s, b, cold, err := m.acquire(ctx, id, net, r.Owner)
 	if err != nil {
 		return Result{Cold: cold}, err
 	}
@@ -76,8 +76,9 @@ func command(r Run) (args []string, stdin string, err error) {
 	return nil, "", errcode.Errorf(errcode.BadArgs, "%q is not a language of conversation sandboxes: give python or bash", r.Language)
 }
 
-// acquire readies the session's sandbox for a run of network net and counts the run in.
-func (m *Manager) acquire(ctx context.Context, id string, net Network) (*session, *box, bool, error) {
+// acquire readies the session's sandbox for a run of network net and counts the run in; a
+// sandbox it starts holds its place for owner.
+func (m *Manager) acquire(ctx context.Context, id string, net Network, owner string) (*session, *box, bool, error) {
 	s, err := m.lockSession(id)
 	if err != nil {
 		return nil, nil, false, err
@@ -98,7 +99,7 @@ func (m *Manager) acquire(ctx context.Context, id string, net Network) (*session
 	}
 	cold := false
 	if s.box == nil {
-		b, err := m.startBox(ctx, s, net)
+		b, err := m.startBox(ctx, s, net, owner)
 		if err != nil {
 			if errcode.Code(err) != "" {
 				return nil, nil, false, err

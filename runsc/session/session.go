@@ -114,6 +114,9 @@ type Run struct {
 	// ProxyURL (NetworkPackages) is http://USER:PASS@ADDR, set as HTTP(S)_PROXY and
 	// http(s)_proxy, which pip and npm read.
 	ProxyURL string
+	// Owner names whom the run is for (its principal): a sandbox the run starts takes its place in
+	// Options.Places for that owner (see sandbox.Places).
+	Owner string
 	// Stdout and Stderr receive what the code prints, as it prints it (nil: discarded). They are
 	// called from other goroutines, one call at a time per stream; the slice is theirs to keep.
 	Stdout, Stderr func([]byte)
