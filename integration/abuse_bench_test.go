@@ -1,8 +1,12 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,7 +69,11 @@ func BenchmarkVictimUnderAbuse(b *testing.B) {
 		// The attack takes what it can before measuring: its sessions,
 		// burners and checks under way.
 		time.Sleep(5 * time.Second)
+		began, t0 := readCPUSplit(h.cmd.Process.Pid), time.Now()
 		abuse = victimLatencies(b, h, "under abuse")
+		used, took := readCPUSplit(h.cmd.Process.Pid).since(began), time.Since(t0).Seconds()
+		b.Logf("CPU in the %.0f s of abuse measured, in cores: host %.2f, plugins %.2f, the test's clients %.2f, the rest (sandboxes) %.2f",
+			took, used.host/took, used.plugins/took, used.test/took, (used.total-used.host-used.plugins-used.test)/took)
 		stop()
 		<-done
 	}
@@ -94,4 +102,46 @@ func victimLatencies(b *testing.B, h *abuseHost, phase string) []time.Duration {
 		}
 	}
 	return d
+}
+
+// cpuSplit is the CPU time this machine spent, split by who spent it:
+// the host process, its plugins, this test process (the clients, the
+// attacker's included) and everything else (the sandboxes, mostly).
+type cpuSplit struct{ host, plugins, test, total float64 }
+
+// readCPUSplit reads the split now, in CPU-seconds since each began.
+func readCPUSplit(hostPID int) cpuSplit {
+	ticks := func(stat string) float64 {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return 0
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		// utime and stime are fields 14 and 15 of stat, 12 and 13 after the comm.
+		u, _ := strconv.ParseFloat(f[11], 64)
+		s, _ := strconv.ParseFloat(f[12], 64)
+		return (u + s) / 100
+	}
+	var c cpuSplit
+	c.host = ticks(fmt.Sprintf("/proc/%d/stat", hostPID))
+	for pid := range pluginChildren(hostPID) {
+		c.plugins += ticks(fmt.Sprintf("/proc/%d/stat", pid))
+	}
+	c.test = ticks("/proc/self/stat")
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+		for i, v := range f[1:] {
+			if i == 3 || i == 4 { // idle, iowait
+				continue
+			}
+			n, _ := strconv.ParseFloat(v, 64)
+			c.total += n / 100
+		}
+	}
+	return c
+}
+
+// since is the CPU spent from start to c.
+func (c cpuSplit) since(start cpuSplit) cpuSplit {
+	return cpuSplit{c.host - start.host, c.plugins - start.plugins, c.test - start.test, c.total - start.total}
 }

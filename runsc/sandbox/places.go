@@ -16,7 +16,9 @@ import (
 // Each place is taken for an owner (the principal a run is for): when places are scarce, the
 // next one free goes to the waiting owner that holds the fewest, first come first served among
 // equals, so that one caller's many sandboxes can't keep another waiting behind all of them.
-// Its methods are safe for concurrent use.
+// And the CPU weight of one running sandbox (cpu.shares 1024) is divided among each owner's
+// running sandboxes (Weigh): under contention a caller with five weighs as much as a caller
+// with one. Its methods are safe for concurrent use.
 type Places struct {
 	mu        sync.Mutex
 	max, used int
@@ -25,6 +27,9 @@ type Places struct {
 	changed   chan struct{}  // closed and replaced when a place comes free, max rises or a waiter leaves
 	reclaim   map[int]func(context.Context) bool
 	next      int
+
+	wmu     sync.Mutex             // held while weights are written, so they are written in order
+	running map[string][]*Sandbox // Weigh's sandboxes, by owner
 }
 
 // placeWaiter is one Take waiting for a place.
@@ -32,7 +37,8 @@ type placeWaiter struct{ owner string }
 
 // NewPlaces makes n places (at least 1).
 func NewPlaces(n int) *Places {
-	return &Places{max: max(n, 1), held: map[string]int{}, changed: make(chan struct{}), reclaim: map[int]func(context.Context) bool{}}
+	return &Places{max: max(n, 1), held: map[string]int{}, changed: make(chan struct{}), reclaim: map[int]func(context.Context) bool{},
+		running: map[string][]*Sandbox{}}
 }
 
 // SetMax changes the number of places (at least 1). Lowered below what is in use, nothing is
@@ -193,4 +199,52 @@ func (p *Places) OnFull(reclaim func(context.Context) bool) (remove func()) {
 func (p *Places) wakeLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
+}
+
+// fullShares is the CPU weight of one running sandbox (cgroup v1 cpu.shares; on v2 the
+// cpu.weight runsc converts it to).
+const fullShares = 1024
+
+// Weigh counts sb, running code, as one of owner's running sandboxes until done is called
+// (once, however often): owner's running sandboxes share fullShares of CPU weight between them,
+// each getting an equal part (at least 2 shares), rewritten as their number changes. A sandbox
+// of no owner ("") weighs fullShares on its own. A weight that can't be written (the sandbox
+// just ended) is skipped: the sandbox goes on with the weight it had.
+func (p *Places) Weigh(owner string, sb *Sandbox) (done func()) {
+	if owner == "" {
+		_ = sb.setCPUShares(fullShares)
+		return func() {}
+	}
+	p.wmu.Lock()
+	p.running[owner] = append(p.running[owner], sb)
+	p.reweighLocked(owner)
+	p.wmu.Unlock()
+	return sync.OnceFunc(func() {
+		p.wmu.Lock()
+		defer p.wmu.Unlock()
+		p.running[owner] = slices.DeleteFunc(p.running[owner], func(x *Sandbox) bool { return x == sb })
+		if len(p.running[owner]) == 0 {
+			delete(p.running, owner)
+			return
+		}
+		p.reweighLocked(owner)
+	})
+}
+
+// Weight is the cpu.shares Weigh gives each of owner's running sandboxes now (fullShares when
+// it has none).
+func (p *Places) Weight(owner string) uint64 {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	return ownerShares(len(p.running[owner]))
+}
+
+func ownerShares(n int) uint64 { return max(fullShares/uint64(max(n, 1)), 2) }
+
+// reweighLocked writes the weight of each of owner's running sandboxes. p.wmu is held.
+func (p *Places) reweighLocked(owner string) {
+	shares := ownerShares(len(p.running[owner]))
+	for _, sb := range p.running[owner] {
+		_ = sb.setCPUShares(shares)
+	}
 }

@@ -43,7 +43,8 @@ type PoolOptions struct {
 	// Starts bounds how many sandboxes the pool starts at once (default: the number of CPUs).
 	Starts int
 	// StartShares is cpu.shares of a sandbox while it starts and waits (default 256; a handed-out
-	// one gets 1024), so filling the pool yields the CPU to running calls.
+	// one gets 1024), so filling the pool yields the CPU to running calls. A start begun while
+	// the shape has none ready and some in use gets 1024: the next call waits for it.
 	StartShares uint64
 	// CheckEvery is how often ready sandboxes are checked for life (default one second). A Get
 	// checks the one it hands out too.
@@ -242,6 +243,7 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	p.kick()
 	if sb != nil {
 		if err := sb.handOut(opts.Limits.MemoryBytes); err == nil {
+			sb.unweigh = p.places.Weigh(opts.Owner, sb)
 			return sb, nil
 		} else if p.opts.Log != nil {
 			p.opts.Log("handing out a ready sandbox", err)
@@ -262,6 +264,7 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	}
 	p.inUse[sb] = sh
 	sb.owner = opts.Owner
+	sb.unweigh = p.places.Weigh(opts.Owner, sb)
 	return sb, nil
 }
 
@@ -288,6 +291,9 @@ func (p *Pool) Destroy(sb *Sandbox) {
 		delete(p.inUse, sb)
 	}
 	p.mu.Unlock()
+	if ok && sb.unweigh != nil {
+		sb.unweigh()
+	}
 	p.destroyInBackground(sb)
 	if ok {
 		p.places.Give(sb.owner)
@@ -494,8 +500,14 @@ func (p *Pool) start(sh *poolShape) {
 	}
 	p.mu.Lock()
 	sh.running++
+	opts := sh.opts
+	if len(sh.ready) == 0 && sh.inUse > 0 {
+		// Drained while runs go on: the next call waits for this start (or starts one cold,
+		// with full shares), so it doesn't yield to running calls.
+		opts.Limits.CPUShares = fullShares
+	}
 	p.mu.Unlock()
-	sb, err := p.opts.Manager.Start(p.ctx, sh.opts)
+	sb, err := p.opts.Manager.Start(p.ctx, opts)
 	<-p.starts
 	p.mu.Lock()
 	sh.starting--
@@ -627,11 +639,15 @@ func (s *Sandbox) handOut(memoryBytes int64) error {
 		return err
 	}
 	s.baseline = base
-	if s.opts.Limits.CPUShares != 0 && s.opts.Limits.CPUShares != 1024 {
-		if err := s.m.cg.SetCPUShares(s.ID, 1024); err != nil {
+	if s.opts.Limits.CPUShares != 0 && s.opts.Limits.CPUShares != fullShares {
+		if err := s.setCPUShares(fullShares); err != nil {
 			return err
 		}
-		s.opts.Limits.CPUShares = 1024
+		s.opts.Limits.CPUShares = fullShares
 	}
 	return nil
 }
+
+// setCPUShares gives the sandbox shares of CPU time under contention (a limit changed through
+// a verb of the cgroup; Options keep the shares it started with).
+func (s *Sandbox) setCPUShares(shares uint64) error { return s.m.cg.SetCPUShares(s.ID, shares) }

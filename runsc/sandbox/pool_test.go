@@ -286,6 +286,43 @@ func TestPoolHandOutSetsTheRunsLimits(t *testing.T) {
 	}
 }
 
+// TestAnOwnersSandboxesShareOneWeight: the CPU weight of one sandbox is divided among an
+// owner's running sandboxes (Places.Weigh), rewritten as they come and go: two of one owner's
+// have half each, another owner's one has it whole, and once one of the two is gone the other
+// has it whole again.
+func TestAnOwnersSandboxesShareOneWeight(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 3})
+	cg := m.Cgroups()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	get := func(owner string) *Sandbox {
+		opts := poolSandbox()
+		opts.Owner = owner
+		sb, err := p.Get(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}
+	a1, a2, b := get("a"), get("a"), get("b")
+	defer p.Destroy(a2)
+	defer p.Destroy(b)
+	for _, c := range []struct {
+		sb     *Sandbox
+		shares uint64
+	}{{a1, 512}, {a2, 512}, {b, 1024}} {
+		if got, want := cpuShares(cg, c.sb.ID), sharesAs(cg, c.shares); got != want {
+			t.Errorf("%s's sandbox has CPU shares %d; want %d (%d shares)", c.sb.owner, got, want, c.shares)
+		}
+	}
+	p.Destroy(a1)
+	if got, want := cpuShares(cg, a2.ID), sharesAs(cg, 1024); got != want {
+		t.Errorf("with one of a's two sandboxes gone, the other has CPU shares %d; want %d (1024 shares)", got, want)
+	}
+}
+
 // TestPoolGrowsAndShrinks: demand above Size grows the ready sandboxes up to Max; once it is gone
 // for MaxIdle they go back to Size. Off (Size 0), every Get starts cold and nothing waits.
 func TestPoolGrowsAndShrinks(t *testing.T) {

@@ -204,10 +204,12 @@ type Sandbox struct {
 
 	m    *Manager
 	opts Options
-	// owner is the Owner of the Get that handed it out: whose place in Places it holds.
-	owner string
-	dir   string
-	net   *sandboxNet
+	// owner is the Owner of the Get that handed it out: whose place in Places it holds;
+	// unweigh ends its count among the owner's running sandboxes (Places.Weigh).
+	owner   string
+	unweigh func()
+	dir     string
+	net     *sandboxNet
 	// baseline is what the cgroup's counters held at hand-out (cgroup v2 can't reset them).
 	baseline Stats
 	started  time.Time

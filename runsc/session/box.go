@@ -116,6 +116,11 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network, owner s
 		free()
 		return nil, err
 	}
+	if places := m.opts.Places; places != nil {
+		// Its weight is its owner's, divided among the owner's sandboxes.
+		unweigh, giveBack := places.Weigh(owner, sb), free
+		free = sync.OnceFunc(func() { unweigh(); giveBack() })
+	}
 	b := &box{sb: sb, net: net, ended: make(chan struct{}), free: free}
 	if !m.viaExec {
 		b.agent = newAgent(sb.Control)
