@@ -16,6 +16,9 @@ import (
 // Each place is taken for an owner (the principal a run is for): when places are scarce, the
 // next one free goes to the waiting owner that holds the fewest, first come first served among
 // equals, so that one caller's many sandboxes can't keep another waiting behind all of them.
+// An owner holding half the places or more doesn't take the last free one while another owner
+// holds or waits for places: that one is kept for the others' next run (a pool keeps a ready
+// sandbox there). Alone, an owner may take them all.
 // And the CPU weight of one running sandbox (cpu.shares 1024) is divided among each owner's
 // running sandboxes (Weigh): under contention a caller with five weighs as much as a caller
 // with one. Its methods are safe for concurrent use.
@@ -79,11 +82,11 @@ func (p *Places) Free() int {
 	return max(p.max-p.used, 0)
 }
 
-// TryTake takes a place for owner if one is free and no Take waits for it.
+// TryTake takes a place for owner if one is free for it and no Take waits for one.
 func (p *Places) TryTake(owner string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.used < p.max && len(p.waiting) == 0 {
+	if len(p.waiting) == 0 && p.mayTakeLocked(owner) {
 		p.takeLocked(owner)
 		return true
 	}
@@ -95,7 +98,7 @@ func (p *Places) TryTake(owner string) bool {
 // waiting until ctx ends (ErrFull).
 func (p *Places) Take(ctx context.Context, owner string) error {
 	p.mu.Lock()
-	if p.used < p.max && len(p.waiting) == 0 {
+	if len(p.waiting) == 0 && p.mayTakeLocked(owner) {
 		p.takeLocked(owner)
 		p.mu.Unlock()
 		return nil
@@ -149,16 +152,38 @@ func (p *Places) reclaimLocked(ctx context.Context) bool {
 	return false
 }
 
-// turnLocked is the waiter whose turn it is: of those whose owners hold the fewest places, the
-// first to come.
+// turnLocked is the waiter whose turn it is: of those a free place may go to, those whose
+// owners hold the fewest places, the first to come.
 func (p *Places) turnLocked() *placeWaiter {
 	var best *placeWaiter
 	for _, w := range p.waiting {
-		if best == nil || p.held[w.owner] < p.held[best.owner] {
+		if (best == nil || p.held[w.owner] < p.held[best.owner]) && p.mayTakeLocked(w.owner) {
 			best = w
 		}
 	}
 	return best
+}
+
+// mayTakeLocked says whether a free place may go to owner: one is free, and owner holds fewer
+// than half the places, or more than one is free, or no other owner holds or waits for one.
+func (p *Places) mayTakeLocked(owner string) bool {
+	switch {
+	case p.used >= p.max:
+		return false
+	case p.held[owner] < (p.max+1)/2 || p.max-p.used >= 2:
+		return true
+	}
+	for o := range p.held {
+		if o != owner {
+			return false
+		}
+	}
+	for _, w := range p.waiting {
+		if w.owner != owner {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Places) takeLocked(owner string) {

@@ -159,3 +159,32 @@ func TestPlacesGoFirstToTheOwnerHoldingFewest(t *testing.T) {
 		t.Errorf("in use %d; held greedy %d, quiet %d, other %d", p.InUse(), p.Held("greedy"), p.Held("quiet"), p.Held("other"))
 	}
 }
+
+// TestTheLastPlaceIsKeptForAnotherOwner: an owner holding half the places or more doesn't take
+// the last free one while another owner holds one; the other owner does, and alone the first
+// owner takes it.
+func TestTheLastPlaceIsKeptForAnotherOwner(t *testing.T) {
+	p := NewPlaces(4)
+	for _, owner := range []string{"a", "a", "b"} {
+		if !p.TryTake(owner) {
+			t.Fatalf("%s was refused a place with %d of 4 in use", owner, p.InUse())
+		}
+	}
+	if p.TryTake("a") {
+		t.Fatal("a, holding 2 of 4, took the last free place while b holds one")
+	}
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	err := p.Take(short, "a")
+	cancel()
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("a's Take of the last free place: %v; want it to wait, and ErrFull at its context's end", err)
+	}
+	if !p.TryTake("b") {
+		t.Fatal("b, holding 1 of 4, was refused the last free place")
+	}
+	p.Give("b")
+	p.Give("b")
+	if !p.TryTake("a") || p.Held("a") != 3 {
+		t.Fatalf("alone, a was refused a free place (holds %d)", p.Held("a"))
+	}
+}
