@@ -187,7 +187,10 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 			p.places.Give(opts.Owner)
 		}
 	}()
-	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes
+	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes && !opts.LowPriority
+	if opts.LowPriority {
+		opts.Limits.CPUShares = p.opts.StartShares
+	}
 	var sb *Sandbox
 	p.mu.Lock()
 	if p.closed {
@@ -196,10 +199,13 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	}
 	sh := p.shapeLocked(opts)
 	now := time.Now()
-	sh.lastGet = now
 	sh.inUse++
-	if sh.inUse >= sh.peak {
-		sh.peak, sh.peakAt = sh.inUse, now
+	if !opts.LowPriority {
+		// Demand the pool keeps sandboxes ready for; a low-priority run's is not.
+		sh.lastGet = now
+		if sh.inUse >= sh.peak {
+			sh.peak, sh.peakAt = sh.inUse, now
+		}
 	}
 	for pooled {
 		sb = p.takeReadyLocked(sh)
@@ -264,7 +270,10 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	}
 	p.inUse[sb] = sh
 	sb.owner = opts.Owner
-	sb.unweigh = p.places.Weigh(opts.Owner, sb)
+	sb.unweigh = func() {}
+	if !opts.LowPriority {
+		sb.unweigh = p.places.Weigh(opts.Owner, sb)
+	}
 	return sb, nil
 }
 

@@ -123,6 +123,10 @@ type Options struct {
 	// Places for that owner, so that scarce places are shared fairly among owners. Not part of
 	// the sandbox's shape.
 	Owner string `json:"-"`
+	// LowPriority marks a run that may wait behind others' (a tool's check): a Pool starts it
+	// cold, never handing it a ready sandbox or refilling for it, and it runs with the pool's
+	// StartShares, yielding the CPU to calls. Not part of the sandbox's shape.
+	LowPriority bool `json:"-"`
 	// Lifetime is OneRun (the default) or LongLived.
 	Lifetime Lifetime
 	// Env is the environment; DefaultEnv() when nil.
