@@ -10,22 +10,6 @@ import (
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
-// DoctorCheck is one line of `toolhost doctor`: what was checked, whether
-// it holds, what was found, and how to fix it when it doesn't.
-type DoctorCheck struct {
-	Name   string
-	OK     bool
-	Detail string
-	Fix    string
-}
-
-// DoctorReport is what a kind's Doctor found.
-type DoctorReport struct {
-	Checks []DoctorCheck
-	// Summary says what passing checks mean ("this machine can run python
-	// tools in gVisor sandboxes"); the host has its own when empty.
-	Summary string
-}
 
 // Doctor is implemented by a kind that can check the machine it runs on
 // (`toolhost doctor`). It is optional: a kind without it has nothing to

@@ -6,17 +6,6 @@ import (
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
-// Metric is one gauge or counter a kind reports; the host serves it on
-// /metrics as toolhost_kind_<Name>{kind="<kind>", Labels...}.
-type Metric struct {
-	// Name is snake_case, without a prefix.
-	Name string
-	Help string
-	// Type is "gauge" or "counter".
-	Type   string
-	Value  float64
-	Labels map[string]string
-}
 
 // MetricsSource is implemented by a kind that reports metrics. It is
 // optional: a kind without it reports none.

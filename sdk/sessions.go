@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -56,32 +55,6 @@ type SessionKeeper interface {
 	Reconcile(ctx context.Context, keep []string) (removed []string, err error)
 }
 
-// SessionsConfig is the host's [sessions] table as a SessionKeeper needs it.
-// Zero takes the kind's default.
-type SessionsConfig struct {
-	// DiskMB is the size of each session's workspace.
-	DiskMB int
-	// MemoryMB is the memory of each session's sandbox.
-	MemoryMB int
-	// Pids caps the tasks of each session's sandbox.
-	Pids int
-	// IdleMinutes: a sandbox unused this long is stopped, its files kept.
-	IdleMinutes int
-	// Seconds is the most a run in a session may take on the clock.
-	Seconds int
-	// ProxyAddr is the host's egress proxy, the one address a sandbox of
-	// network "packages" may reach; the zero AddrPort when there is none.
-	ProxyAddr netip.AddrPort
-}
-
-// SessionFile is one file or folder of a session's workspace.
-type SessionFile struct {
-	// Path is relative to the workspace, with "/" between folders.
-	Path    string
-	Size    int64
-	ModTime time.Time
-	Dir     bool
-}
 
 // The networks a session's sandbox may have (Call.SessionNetwork).
 const (
