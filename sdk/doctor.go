@@ -7,9 +7,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
-
 
 // Doctor is implemented by a kind that can check the machine it runs on
 // (`toolhost doctor`). It is optional: a kind without it has nothing to
@@ -32,9 +32,5 @@ func (s *kindServer) Doctor(ctx context.Context, req *pluginv1.DoctorRequest) (*
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "checking the machine failed: %v", err)
 	}
-	out := &pluginv1.DoctorResponse{Summary: rep.Summary}
-	for _, c := range rep.Checks {
-		out.Checks = append(out.Checks, &pluginv1.DoctorCheck{Name: c.Name, Ok: c.OK, Detail: c.Detail, Fix: c.Fix})
-	}
-	return out, nil
+	return convert.ToProtoDoctorResponse(rep), nil
 }

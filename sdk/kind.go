@@ -40,7 +40,6 @@ type Kind interface {
 	Invoke(ctx context.Context, call Call, emit Emit) (json.RawMessage, error)
 }
 
-
 // CatalogChecker is a Kind whose Check needs the other tools the host
 // serves (a graph checks the tools its nodes call): the host then calls
 // CheckWithCatalog instead of Check, with every tool loaded with this one
@@ -50,7 +49,6 @@ type Kind interface {
 type CatalogChecker interface {
 	CheckWithCatalog(ctx context.Context, tool Tool, catalog []Tool) (json.RawMessage, error)
 }
-
 
 // CallerLogLevels are the levels of a log line for the caller, least
 // severe first: syslog's (RFC 5424), as MCP names them.
@@ -69,7 +67,6 @@ const (
 // larger (errcode.TooLarge), and the host refuses such a result from any
 // plugin.
 const MaxContentBytes = 16 << 20
-
 
 // CheckContent says what is wrong with a result's content, naming the
 // part (from 1): an unknown type, a part missing what its type needs or

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
@@ -54,7 +54,6 @@ type SessionKeeper interface {
 	// their ids.
 	Reconcile(ctx context.Context, keep []string) (removed []string, err error)
 }
-
 
 // The networks a session's sandbox may have (Call.SessionNetwork).
 const (
@@ -105,16 +104,9 @@ func needSession(session string) error {
 }
 
 func (s *sessionsServer) Configure(ctx context.Context, req *pluginv1.SessionsConfig) (*pluginv1.SessionsConfigureResponse, error) {
-	cfg := SessionsConfig{
-		DiskMB: int(req.GetDiskMb()), MemoryMB: int(req.GetMemoryMb()), Pids: int(req.GetPids()),
-		IdleMinutes: int(req.GetIdleMinutes()), Seconds: int(req.GetSeconds()),
-	}
-	if a := req.GetProxyAddr(); a != "" {
-		ap, err := netip.ParseAddrPort(a)
-		if err != nil {
-			return nil, pluginv1.StatusOf(errcode.Errorf(errcode.BadArgs, "the egress proxy's address %q is not an address and port like \"10.0.0.1:3128\"", a))
-		}
-		cfg.ProxyAddr = ap
+	cfg, bad := convert.SessionsConfigFromProto(req)
+	if bad != nil {
+		return nil, pluginv1.StatusOf(bad)
 	}
 	if err := s.impl.ConfigureSessions(ctx, cfg); err != nil {
 		return nil, sessionStatus(ctx, "configuring the sessions", err)
@@ -132,7 +124,7 @@ func (s *sessionsServer) ListFiles(ctx context.Context, req *pluginv1.SessionRef
 	}
 	out := &pluginv1.FileList{Files: make([]*pluginv1.FileInfo, len(files))}
 	for i, f := range files {
-		out.Files[i] = sessionFileToProto(f)
+		out.Files[i] = convert.ToProtoFileInfo(f)
 	}
 	return out, nil
 }
@@ -205,7 +197,7 @@ func (s *sessionsServer) WriteFile(stream pluginv1.Sessions_WriteFileServer) err
 		}
 		return sessionStatus(ctx, "writing the file", err)
 	}
-	return stream.SendAndClose(sessionFileToProto(f))
+	return stream.SendAndClose(convert.ToProtoFileInfo(f))
 }
 
 // chunkReader reads the data of an upload's chunks as one stream.
@@ -271,12 +263,4 @@ func (s *sessionsServer) Reconcile(ctx context.Context, req *pluginv1.ReconcileR
 		return nil, sessionStatus(ctx, "reconciling the sessions", err)
 	}
 	return &pluginv1.ReconcileResponse{Removed: removed}, nil
-}
-
-func sessionFileToProto(f SessionFile) *pluginv1.FileInfo {
-	pf := &pluginv1.FileInfo{Path: f.Path, Size: f.Size, Dir: f.Dir}
-	if !f.ModTime.IsZero() {
-		pf.ModTimeUnixMs = f.ModTime.UnixMilli()
-	}
-	return pf
 }

@@ -385,9 +385,9 @@ func ToProtoSessionsConfig(c types.SessionsConfig) *pluginv1.SessionsConfig {
 	return out
 }
 
-// SessionsConfigFromProto is the host's [sessions] table, or an *Error
+// SessionsConfigFromProto is the host's [sessions] table, or an error
 // (errcode.BadArgs) when its proxy is not an address and port.
-func SessionsConfigFromProto(r *pluginv1.SessionsConfig) (types.SessionsConfig, error) {
+func SessionsConfigFromProto(r *pluginv1.SessionsConfig) (types.SessionsConfig, *errcode.Error) {
 	cfg := types.SessionsConfig{
 		DiskMB: int(r.GetDiskMb()), MemoryMB: int(r.GetMemoryMb()), Pids: int(r.GetPids()),
 		IdleMinutes: int(r.GetIdleMinutes()), Seconds: int(r.GetSeconds()),
