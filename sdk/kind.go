@@ -6,8 +6,10 @@
 //
 // A kind is a separate process speaking plugin protocol v1 (sdk/proto/v1)
 // over hashicorp/go-plugin's gRPC transport. The Go types here are the public
-// surface; the generated protocol code is internal (sdk/internal/pluginv1),
-// and the host's half of the protocol is package sdk/hostside.
+// surface (those that cross the protocol are aliases of sdk/internal/types,
+// where the one converter, sdk/internal/convert, reads them); the generated
+// protocol code is internal (sdk/internal/pluginv1), and the host's half of
+// the protocol is package sdk/hostside.
 package sdk
 
 import (
