@@ -7,25 +7,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
-
-// DoctorCheck is one line of `toolhost doctor`: what was checked, whether
-// it holds, what was found, and how to fix it when it doesn't.
-type DoctorCheck struct {
-	Name   string
-	OK     bool
-	Detail string
-	Fix    string
-}
-
-// DoctorReport is what a kind's Doctor found.
-type DoctorReport struct {
-	Checks []DoctorCheck
-	// Summary says what passing checks mean ("this machine can run python
-	// tools in gVisor sandboxes"); the host has its own when empty.
-	Summary string
-}
 
 // Doctor is implemented by a kind that can check the machine it runs on
 // (`toolhost doctor`). It is optional: a kind without it has nothing to
@@ -48,9 +32,5 @@ func (s *kindServer) Doctor(ctx context.Context, req *pluginv1.DoctorRequest) (*
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "checking the machine failed: %v", err)
 	}
-	out := &pluginv1.DoctorResponse{Summary: rep.Summary}
-	for _, c := range rep.Checks {
-		out.Checks = append(out.Checks, &pluginv1.DoctorCheck{Name: c.Name, Ok: c.OK, Detail: c.Detail, Fix: c.Fix})
-	}
-	return out, nil
+	return convert.ToProtoDoctorResponse(rep), nil
 }

@@ -14,7 +14,7 @@ import (
 
 // How the plugin reaches the host's HostService, and why this way.
 //
-// The host serves HostService on a go-plugin broker id: hostside.KindPlugin.GRPCClient
+// The host serves HostService on a go-plugin broker id: hostside.Dispense (sdk.KindPlugin.GRPCClient)
 // calls broker.AcceptAndServe(id) once, when the host makes its client of a
 // plugin process. Accept opens a listener on the host and sends its address
 // to the plugin down the broker's stream. The plugin's broker keeps that

@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
@@ -25,7 +25,7 @@ var _ Host = (*hostClient)(nil)
 var errHostStopped = errors.New("the host's answer stopped before its end")
 
 func (c *hostClient) CallTool(ctx context.Context, req ToolCall) (ToolResult, error) {
-	preq := &pluginv1.CallToolRequest{ParentRunId: req.ParentRunID, Tool: req.Tool, ArgsJson: string(req.Args)}
+	preq := convert.ToProtoCallToolRequest(req)
 	stream, err := c.client.CallToolStream(ctx, preq)
 	if err == nil {
 		var res ToolResult
@@ -42,11 +42,7 @@ func (c *hostClient) CallTool(ctx context.Context, req ToolCall) (ToolResult, er
 	if err != nil {
 		return ToolResult{}, fmt.Errorf("the host didn't call %s: %w", req.Tool, err)
 	}
-	res := ToolResult{Printed: resp.GetPrinted(), Error: resp.GetError().ToError(), Content: contentsFromProto(resp.GetContent())}
-	if resp.GetResultJson() != "" {
-		res.Result = json.RawMessage(resp.GetResultJson())
-	}
-	return res, nil
+	return convert.ToolResultFromProto(resp), nil
 }
 
 // readToolStream reads a nested run's events up to its terminal one.
@@ -62,23 +58,21 @@ func (c *hostClient) readToolStream(stream pluginv1.HostService_CallToolStreamCl
 		}
 		switch k := pe.GetKind().(type) {
 		case *pluginv1.Event_Result:
-			return ToolResult{Result: json.RawMessage(k.Result.GetJson()), Content: contentsFromProto(k.Result.GetContent()), Printed: string(printed)}, nil
+			value, parts := convert.ResultFromProto(k.Result)
+			return ToolResult{Result: value, Content: parts, Printed: string(printed)}, nil
 		case *pluginv1.Event_Error:
 			return ToolResult{Error: k.Error.ToError(), Printed: string(printed)}, nil
 		case *pluginv1.Event_Stdout:
 			printed = append(printed, k.Stdout.GetData()...)
 		}
-		if ev, ok := eventFromProto(pe); ok && onEvent != nil {
+		if ev, ok := convert.EventFromProto(pe); ok && onEvent != nil {
 			onEvent(ev)
 		}
 	}
 }
 
 func (c *hostClient) AskModel(ctx context.Context, req ModelRequest) (ModelAnswer, error) {
-	preq := &pluginv1.AskModelRequest{
-		ParentRunId: req.ParentRunID, System: req.System, Prompt: req.Prompt,
-		Json: req.JSON, MaxTokens: uint32(max(req.MaxTokens, 0)),
-	}
+	preq := convert.ToProtoAskModelRequest(req)
 	stream, err := c.client.AskModelStream(ctx, preq)
 	if err == nil {
 		var ans ModelAnswer
@@ -104,7 +98,7 @@ func (c *hostClient) AskModel(ctx context.Context, req ModelRequest) (ModelAnswe
 	if req.OnText != nil && resp.GetText() != "" {
 		req.OnText(resp.GetText())
 	}
-	return answerFromProto(resp), nil
+	return convert.ModelAnswerFromProto(resp), nil
 }
 
 func readModelStream(stream pluginv1.HostService_AskModelStreamClient, onText func(string)) (ModelAnswer, error) {
@@ -122,13 +116,9 @@ func readModelStream(stream pluginv1.HostService_AskModelStreamClient, onText fu
 				onText(k.Text)
 			}
 		case *pluginv1.ModelEvent_Answer:
-			return answerFromProto(k.Answer), nil
+			return convert.ModelAnswerFromProto(k.Answer), nil
 		case *pluginv1.ModelEvent_Error:
 			return ModelAnswer{}, k.Error.ToError()
 		}
 	}
-}
-
-func answerFromProto(r *pluginv1.AskModelResponse) ModelAnswer {
-	return ModelAnswer{Text: r.GetText(), Model: r.GetModel(), InputTokens: int(r.GetInputTokens()), OutputTokens: int(r.GetOutputTokens())}
 }

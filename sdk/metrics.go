@@ -3,20 +3,9 @@ package sdk
 import (
 	"context"
 
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
-
-// Metric is one gauge or counter a kind reports; the host serves it on
-// /metrics as toolhost_kind_<Name>{kind="<kind>", Labels...}.
-type Metric struct {
-	// Name is snake_case, without a prefix.
-	Name string
-	Help string
-	// Type is "gauge" or "counter".
-	Type   string
-	Value  float64
-	Labels map[string]string
-}
 
 // MetricsSource is implemented by a kind that reports metrics. It is
 // optional: a kind without it reports none.
@@ -29,10 +18,5 @@ func (s *kindServer) Metrics(ctx context.Context, _ *pluginv1.MetricsRequest) (*
 	if !ok {
 		return &pluginv1.MetricsResponse{}, nil
 	}
-	ms := src.Metrics(ctx)
-	out := make([]*pluginv1.Metric, len(ms))
-	for i, m := range ms {
-		out[i] = &pluginv1.Metric{Name: m.Name, Help: m.Help, Type: m.Type, Value: m.Value, Labels: m.Labels}
-	}
-	return &pluginv1.MetricsResponse{Metrics: out}, nil
+	return convert.ToProtoMetrics(src.Metrics(ctx)), nil
 }

@@ -66,12 +66,18 @@ func pluginSets(kind Kind, logger hclog.Logger) map[int]plugin.PluginSet {
 	return sets
 }
 
-// KindPlugin is the plugin's half of a kind over go-plugin's gRPC
-// transport: GRPCServer serves Impl. Serve uses it; sdktest pairs it with
-// the host's half (sdk/hostside) in-process.
+// KindPlugin is a kind over go-plugin's gRPC transport, both halves in
+// one declaration: GRPCServer serves Impl, the plugin's half (Serve sets
+// it), and GRPCClient calls Dispense, the host's half (hostside.PluginSets
+// sets it, as sdk can't import the host's client). sdktest sets both, in
+// one process.
 type KindPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
+	// Impl is the kind a plugin serves; nil on the host.
 	Impl Kind
+	// Dispense makes the host's client of a plugin process
+	// (hostside.Dispense); nil in a plugin.
+	Dispense func(ctx context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error)
 	// Logger is where the plugin side logs what its caller can't see
 	// (nil: nowhere).
 	Logger hclog.Logger
@@ -88,6 +94,9 @@ var _ plugin.GRPCPlugin = (*KindPlugin)(nil)
 // GRPCServer registers the kind's gRPC server, and the Sessions service
 // beside it for a kind that is a SessionKeeper.
 func (p *KindPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
+	if p.Impl == nil {
+		return errors.New("this sdk.KindPlugin has no kind to serve (Impl): it is the host's half, made by hostside.PluginSets")
+	}
 	logger := p.Logger
 	if logger == nil {
 		logger = hclog.NewNullLogger()
@@ -104,7 +113,10 @@ func (p *KindPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error
 	return nil
 }
 
-// GRPCClient is the host's half, not made here.
-func (p *KindPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
-	return nil, errors.New("sdk.KindPlugin is the plugin's half of a kind: the host's is hostside.KindPlugin (hostside.PluginSets)")
+// GRPCClient makes the host's client of a plugin process with Dispense.
+func (p *KindPlugin) GRPCClient(ctx context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	if p.Dispense == nil {
+		return nil, errors.New("this sdk.KindPlugin has no host's half (Dispense): a plugin serves its kind, and the host dispenses with hostside.PluginSets")
+	}
+	return p.Dispense(ctx, broker, conn)
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
@@ -34,19 +35,9 @@ func (s *kindServer) Describe(ctx context.Context, _ *pluginv1.DescribeRequest) 
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "describing the kind failed: %v", err)
 	}
-	schema := string(info.RunSchema)
-	if schema == "" {
-		schema = "{}"
-	}
-	return &pluginv1.DescribeResponse{
-		Kind: info.Kind, Version: info.Version, RunSchema: schema,
-		ConfigSchema:     string(info.ConfigSchema),
-		ProtocolVersions: protocolVersions32(),
-		WantsCatalog:     wantsCatalog(s.impl),
-		ServesSessions:   servesSessions(s.impl),
-		OutsideText:      outsideTextToProto(info.OutsideText),
-		OutsideTextWhen:  info.OutsideTextWhen,
-	}, nil
+	info.WantsCatalog = wantsCatalog(s.impl)
+	info.ServesSessions = servesSessions(s.impl)
+	return convert.ToProtoDescribeResponse(info, protocolVersions32()), nil
 }
 
 func (s *kindServer) Configure(ctx context.Context, req *pluginv1.ConfigureRequest) (*pluginv1.ConfigureResponse, error) {
@@ -64,7 +55,7 @@ func (s *kindServer) Configure(ctx context.Context, req *pluginv1.ConfigureReque
 		cfg = json.RawMessage("{}")
 	}
 	if err := s.impl.Configure(ctx, cfg); err != nil {
-		return &pluginv1.ConfigureResponse{Errors: fieldErrorsToProto(asFieldErrors(err))}, nil
+		return &pluginv1.ConfigureResponse{Errors: convert.ToProtoFieldErrors(asFieldErrors(err))}, nil
 	}
 	return &pluginv1.ConfigureResponse{}, nil
 }
@@ -73,18 +64,14 @@ func (s *kindServer) Check(ctx context.Context, req *pluginv1.CheckRequest) (*pl
 	var run json.RawMessage
 	var err error
 	if cc, ok := s.impl.(CatalogChecker); ok && req.GetCatalog() != nil {
-		catalog := make([]Tool, len(req.GetCatalog()))
-		for i, t := range req.GetCatalog() {
-			catalog[i] = toolFromProto(t)
-		}
-		run, err = cc.CheckWithCatalog(ctx, toolFromProto(req.GetTool()), catalog)
+		run, err = cc.CheckWithCatalog(ctx, convert.ToolFromProto(req.GetTool()), convert.ToolsFromProto(req.GetCatalog()))
 	} else {
-		run, err = s.impl.Check(ctx, toolFromProto(req.GetTool()))
+		run, err = s.impl.Check(ctx, convert.ToolFromProto(req.GetTool()))
 	}
 	if err != nil {
 		var fe FieldErrors
 		if errors.As(err, &fe) && len(fe) > 0 {
-			return &pluginv1.CheckResponse{Errors: fieldErrorsToProto(fe)}, nil
+			return &pluginv1.CheckResponse{Errors: convert.ToProtoFieldErrors(fe)}, nil
 		}
 		// Not the tool's fault: the kind could not check it now.
 		return nil, status.Error(codes.Unavailable, err.Error())
@@ -134,21 +121,12 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 			mu.Unlock()
 			return
 		}
-		if pe := eventToProto(e); pe != nil {
+		if pe := convert.ToProtoEvent(e); pe != nil {
 			_ = send(pe)
 		}
 	})
-	call := Call{
-		Tool:      toolFromProto(req.GetTool()),
-		Args:      json.RawMessage(req.GetArgsJson()),
-		RunID:     req.GetCall().GetRunId(),
-		Principal: req.GetCall().GetPrincipal(),
-		Session:   req.GetCall().GetSession(),
-		Host:      lazyHost{link: s.host, id: req.GetCall().GetHostServiceId()},
-
-		SessionNetwork: req.GetCall().GetSessionNetwork(),
-		SessionProxy:   req.GetCall().GetSessionProxy(),
-	}
+	call, hostServiceID := convert.CallFromProto(req)
+	call.Host = lazyHost{link: s.host, id: hostServiceID}
 	if len(call.Args) == 0 {
 		call.Args = json.RawMessage("{}")
 	}
@@ -166,7 +144,7 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 		if len(result) == 0 {
 			result = json.RawMessage("null")
 		}
-		final = &pluginv1.Event{Kind: &pluginv1.Event_Result{Result: resultToProto(result, parts)}}
+		final = &pluginv1.Event{Kind: &pluginv1.Event_Result{Result: convert.ToProtoResult(result, parts)}}
 	}
 	err = send(final)
 	mu.Lock()

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
@@ -54,33 +53,6 @@ type SessionKeeper interface {
 	// the workspaces of the sessions in keep, delete the others and return
 	// their ids.
 	Reconcile(ctx context.Context, keep []string) (removed []string, err error)
-}
-
-// SessionsConfig is the host's [sessions] table as a SessionKeeper needs it.
-// Zero takes the kind's default.
-type SessionsConfig struct {
-	// DiskMB is the size of each session's workspace.
-	DiskMB int
-	// MemoryMB is the memory of each session's sandbox.
-	MemoryMB int
-	// Pids caps the tasks of each session's sandbox.
-	Pids int
-	// IdleMinutes: a sandbox unused this long is stopped, its files kept.
-	IdleMinutes int
-	// Seconds is the most a run in a session may take on the clock.
-	Seconds int
-	// ProxyAddr is the host's egress proxy, the one address a sandbox of
-	// network "packages" may reach; the zero AddrPort when there is none.
-	ProxyAddr netip.AddrPort
-}
-
-// SessionFile is one file or folder of a session's workspace.
-type SessionFile struct {
-	// Path is relative to the workspace, with "/" between folders.
-	Path    string
-	Size    int64
-	ModTime time.Time
-	Dir     bool
 }
 
 // The networks a session's sandbox may have (Call.SessionNetwork).
@@ -132,16 +104,9 @@ func needSession(session string) error {
 }
 
 func (s *sessionsServer) Configure(ctx context.Context, req *pluginv1.SessionsConfig) (*pluginv1.SessionsConfigureResponse, error) {
-	cfg := SessionsConfig{
-		DiskMB: int(req.GetDiskMb()), MemoryMB: int(req.GetMemoryMb()), Pids: int(req.GetPids()),
-		IdleMinutes: int(req.GetIdleMinutes()), Seconds: int(req.GetSeconds()),
-	}
-	if a := req.GetProxyAddr(); a != "" {
-		ap, err := netip.ParseAddrPort(a)
-		if err != nil {
-			return nil, pluginv1.StatusOf(errcode.Errorf(errcode.BadArgs, "the egress proxy's address %q is not an address and port like \"10.0.0.1:3128\"", a))
-		}
-		cfg.ProxyAddr = ap
+	cfg, bad := convert.SessionsConfigFromProto(req)
+	if bad != nil {
+		return nil, pluginv1.StatusOf(bad)
 	}
 	if err := s.impl.ConfigureSessions(ctx, cfg); err != nil {
 		return nil, sessionStatus(ctx, "configuring the sessions", err)
@@ -159,7 +124,7 @@ func (s *sessionsServer) ListFiles(ctx context.Context, req *pluginv1.SessionRef
 	}
 	out := &pluginv1.FileList{Files: make([]*pluginv1.FileInfo, len(files))}
 	for i, f := range files {
-		out.Files[i] = sessionFileToProto(f)
+		out.Files[i] = convert.ToProtoFileInfo(f)
 	}
 	return out, nil
 }
@@ -232,7 +197,7 @@ func (s *sessionsServer) WriteFile(stream pluginv1.Sessions_WriteFileServer) err
 		}
 		return sessionStatus(ctx, "writing the file", err)
 	}
-	return stream.SendAndClose(sessionFileToProto(f))
+	return stream.SendAndClose(convert.ToProtoFileInfo(f))
 }
 
 // chunkReader reads the data of an upload's chunks as one stream.
@@ -298,12 +263,4 @@ func (s *sessionsServer) Reconcile(ctx context.Context, req *pluginv1.ReconcileR
 		return nil, sessionStatus(ctx, "reconciling the sessions", err)
 	}
 	return &pluginv1.ReconcileResponse{Removed: removed}, nil
-}
-
-func sessionFileToProto(f SessionFile) *pluginv1.FileInfo {
-	pf := &pluginv1.FileInfo{Path: f.Path, Size: f.Size, Dir: f.Dir}
-	if !f.ModTime.IsZero() {
-		pf.ModTimeUnixMs = f.ModTime.UnixMilli()
-	}
-	return pf
 }

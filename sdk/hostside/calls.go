@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
@@ -24,11 +25,7 @@ func (c *KindClient) Metrics(ctx context.Context) ([]sdk.Metric, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the plugin didn't report its metrics: %w", err)
 	}
-	out := make([]sdk.Metric, len(resp.GetMetrics()))
-	for i, m := range resp.GetMetrics() {
-		out[i] = sdk.Metric{Name: m.GetName(), Help: m.GetHelp(), Type: m.GetType(), Value: m.GetValue(), Labels: m.GetLabels()}
-	}
-	return out, nil
+	return convert.MetricsFromProto(resp), nil
 }
 
 // Doctor asks the plugin to check this machine with the given config
@@ -41,9 +38,5 @@ func (c *KindClient) Doctor(ctx context.Context, config json.RawMessage) (sdk.Do
 	if err != nil {
 		return sdk.DoctorReport{}, fmt.Errorf("the plugin didn't check the machine: %s", status.Convert(err).Message())
 	}
-	rep := sdk.DoctorReport{Summary: resp.GetSummary()}
-	for _, pc := range resp.GetChecks() {
-		rep.Checks = append(rep.Checks, sdk.DoctorCheck{Name: pc.GetName(), OK: pc.GetOk(), Detail: pc.GetDetail(), Fix: pc.GetFix()})
-	}
-	return rep, nil
+	return convert.DoctorReportFromProto(resp), nil
 }

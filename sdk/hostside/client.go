@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
@@ -32,12 +33,8 @@ func (c *KindClient) Describe(ctx context.Context) (sdk.Info, []uint32, error) {
 	if err != nil {
 		return sdk.Info{}, nil, fmt.Errorf("the plugin didn't describe itself: %w", err)
 	}
-	info := sdk.Info{Kind: resp.GetKind(), Version: resp.GetVersion(), RunSchema: json.RawMessage(resp.GetRunSchema()), WantsCatalog: resp.GetWantsCatalog(), ServesSessions: resp.GetServesSessions(),
-		OutsideText: outsideTextFromProto(resp.GetOutsideText()), OutsideTextWhen: resp.GetOutsideTextWhen()}
-	if s := resp.GetConfigSchema(); s != "" {
-		info.ConfigSchema = json.RawMessage(s)
-	}
-	return info, resp.GetProtocolVersions(), nil
+	info, versions := convert.InfoFromProto(resp)
+	return info, versions, nil
 }
 
 // Configure hands the plugin its config table. A bad table comes back as
@@ -51,7 +48,7 @@ func (c *KindClient) Configure(ctx context.Context, config json.RawMessage) erro
 	if err != nil {
 		return fmt.Errorf("the plugin didn't take its config: %w", err)
 	}
-	if fe := fieldErrorsFromProto(resp.GetErrors()); fe != nil {
+	if fe := convert.FieldErrorsFromProto(resp.GetErrors()); fe != nil {
 		return fe
 	}
 	return nil
@@ -62,15 +59,12 @@ func (c *KindClient) Configure(ctx context.Context, config json.RawMessage) erro
 // none). A bad tool comes back as FieldErrors; any other error means the
 // plugin could not be asked.
 func (c *KindClient) Check(ctx context.Context, tool sdk.Tool, catalog []sdk.Tool) (json.RawMessage, error) {
-	req := &pluginv1.CheckRequest{Tool: toolToProto(tool)}
-	for _, t := range catalog {
-		req.Catalog = append(req.Catalog, toolToProto(t))
-	}
+	req := &pluginv1.CheckRequest{Tool: convert.ToProtoTool(tool), Catalog: convert.ToProtoTools(catalog)}
 	resp, err := c.client.Check(ctx, req)
 	if err != nil {
 		return nil, &CheckUnavailableError{Reason: status.Convert(err).Message()}
 	}
-	if fe := fieldErrorsFromProto(resp.GetErrors()); fe != nil {
+	if fe := convert.FieldErrorsFromProto(resp.GetErrors()); fe != nil {
 		return nil, fe
 	}
 	return json.RawMessage(resp.GetRunJson()), nil
@@ -111,15 +105,10 @@ var ErrStreamBroken = errors.New("the plugin stopped before the run ended")
 // just before Invoke returns; content that sdk.CheckContent refuses (from
 // a plugin not built with the SDK) fails the run instead.
 func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
-	stream, err := c.client.Invoke(ctx, &pluginv1.InvokeRequest{
-		Tool:     toolToProto(inv.Tool),
-		ArgsJson: string(inv.Args),
-		Call: &pluginv1.Call{
-			RunId: inv.RunID, Principal: inv.Principal, Session: inv.Session,
-			HostServiceId:  c.hostServiceID,
-			SessionNetwork: inv.SessionNetwork, SessionProxy: inv.SessionProxy,
-		},
-	})
+	stream, err := c.client.Invoke(ctx, convert.ToProtoInvokeRequest(sdk.Call{
+		Tool: inv.Tool, Args: inv.Args, RunID: inv.RunID, Principal: inv.Principal,
+		Session: inv.Session, SessionNetwork: inv.SessionNetwork, SessionProxy: inv.SessionProxy,
+	}, c.hostServiceID))
 	if err != nil {
 		return nil, c.transportError(ctx, err)
 	}
@@ -133,7 +122,8 @@ func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(sd
 		}
 		switch k := pe.GetKind().(type) {
 		case *pluginv1.Event_Result:
-			if parts := contentsFromProto(k.Result.GetContent()); parts != nil {
+			value, parts := convert.ResultFromProto(k.Result)
+			if parts != nil {
 				if err := sdk.CheckContent(parts); err != nil {
 					return nil, err
 				}
@@ -141,11 +131,11 @@ func (c *KindClient) Invoke(ctx context.Context, inv Invocation, onEvent func(sd
 					onEvent(sdk.Event{Content: parts})
 				}
 			}
-			return json.RawMessage(k.Result.GetJson()), nil
+			return value, nil
 		case *pluginv1.Event_Error:
 			return nil, k.Error.ToError()
 		default:
-			if ev, ok := eventFromProto(pe); ok && onEvent != nil {
+			if ev, ok := convert.EventFromProto(pe); ok && onEvent != nil {
 				onEvent(ev)
 			}
 		}

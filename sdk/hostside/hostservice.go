@@ -2,7 +2,6 @@ package hostside
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/sdk"
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
@@ -22,11 +22,11 @@ type hostServer struct {
 var _ pluginv1.HostServiceServer = (*hostServer)(nil)
 
 func (s *hostServer) CallTool(ctx context.Context, req *pluginv1.CallToolRequest) (*pluginv1.CallToolResponse, error) {
-	res, err := s.host.CallTool(ctx, toolCallFromProto(req))
+	res, err := s.host.CallTool(ctx, convert.ToolCallFromProto(req))
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &pluginv1.CallToolResponse{ResultJson: string(res.Result), Printed: res.Printed, Error: pluginv1.FromError(res.Error), Content: contentsToProto(res.Content)}, nil
+	return convert.ToProtoCallToolResponse(res), nil
 }
 
 func (s *hostServer) CallToolStream(req *pluginv1.CallToolRequest, stream pluginv1.HostService_CallToolStreamServer) error {
@@ -39,10 +39,10 @@ func (s *hostServer) CallToolStream(req *pluginv1.CallToolRequest, stream plugin
 			sendErr = stream.Send(pe)
 		}
 	}
-	call := toolCallFromProto(req)
+	call := convert.ToolCallFromProto(req)
 	streamed := false
 	call.OnEvent = func(e sdk.Event) {
-		if pe := eventToProto(e); pe != nil {
+		if pe := convert.ToProtoEvent(e); pe != nil {
 			streamed = streamed || e.Stdout != nil
 			send(pe)
 		}
@@ -53,38 +53,20 @@ func (s *hostServer) CallToolStream(req *pluginv1.CallToolRequest, stream plugin
 	}
 	if !streamed && res.Printed != "" {
 		// A host that tells only at the end what the run printed.
-		send(&pluginv1.Event{Kind: &pluginv1.Event_Stdout{Stdout: &pluginv1.Output{Data: []byte(res.Printed)}}})
+		send(convert.ToProtoEvent(sdk.Event{Stdout: []byte(res.Printed)}))
 	}
 	if res.Error != nil {
 		send(&pluginv1.Event{Kind: &pluginv1.Event_Error{Error: pluginv1.FromError(res.Error)}})
 	} else {
-		send(&pluginv1.Event{Kind: &pluginv1.Event_Result{Result: &pluginv1.Result{Json: string(res.Result), Content: contentsToProto(res.Content)}}})
+		send(&pluginv1.Event{Kind: &pluginv1.Event_Result{Result: convert.ToProtoResult(res.Result, res.Content)}})
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	return sendErr
 }
 
-func toolCallFromProto(req *pluginv1.CallToolRequest) sdk.ToolCall {
-	return sdk.ToolCall{ParentRunID: req.GetParentRunId(), Tool: req.GetTool(), Args: json.RawMessage(req.GetArgsJson())}
-}
-
-func modelRequestFromProto(req *pluginv1.AskModelRequest) sdk.ModelRequest {
-	return sdk.ModelRequest{
-		ParentRunID: req.GetParentRunId(), System: req.GetSystem(), Prompt: req.GetPrompt(),
-		JSON: req.GetJson(), MaxTokens: int(req.GetMaxTokens()),
-	}
-}
-
-func answerToProto(a sdk.ModelAnswer) *pluginv1.AskModelResponse {
-	return &pluginv1.AskModelResponse{
-		Text: a.Text, Model: a.Model,
-		InputTokens: uint32(max(a.InputTokens, 0)), OutputTokens: uint32(max(a.OutputTokens, 0)),
-	}
-}
-
 func (s *hostServer) AskModel(ctx context.Context, req *pluginv1.AskModelRequest) (*pluginv1.AskModelResponse, error) {
-	ans, err := s.host.AskModel(ctx, modelRequestFromProto(req))
+	ans, err := s.host.AskModel(ctx, convert.ModelRequestFromProto(req))
 	if err != nil {
 		var ue *sdk.Error
 		if errors.As(err, &ue) {
@@ -92,12 +74,12 @@ func (s *hostServer) AskModel(ctx context.Context, req *pluginv1.AskModelRequest
 		}
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return answerToProto(ans), nil
+	return convert.ToProtoAskModelResponse(ans), nil
 }
 
 func (s *hostServer) AskModelStream(req *pluginv1.AskModelRequest, stream pluginv1.HostService_AskModelStreamServer) error {
 	var sendErr error
-	mreq := modelRequestFromProto(req)
+	mreq := convert.ModelRequestFromProto(req)
 	mreq.OnText = func(text string) {
 		if sendErr == nil {
 			sendErr = stream.Send(&pluginv1.ModelEvent{Kind: &pluginv1.ModelEvent_Text{Text: text}})
@@ -114,5 +96,5 @@ func (s *hostServer) AskModelStream(req *pluginv1.AskModelRequest, stream plugin
 		}
 		return stream.Send(&pluginv1.ModelEvent{Kind: &pluginv1.ModelEvent_Error{Error: pluginv1.FromError(ue)}})
 	}
-	return stream.Send(&pluginv1.ModelEvent{Kind: &pluginv1.ModelEvent_Answer{Answer: answerToProto(ans)}})
+	return stream.Send(&pluginv1.ModelEvent{Kind: &pluginv1.ModelEvent_Answer{Answer: convert.ToProtoAskModelResponse(ans)}})
 }

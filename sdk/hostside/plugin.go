@@ -2,7 +2,6 @@ package hostside
 
 import (
 	"context"
-	"errors"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -20,41 +19,28 @@ import (
 func PluginSets(host sdk.Host) map[int]plugin.PluginSet {
 	sets := map[int]plugin.PluginSet{}
 	for _, v := range sdk.ProtocolVersions() {
-		sets[v] = plugin.PluginSet{sdk.PluginName: &KindPlugin{Host: host}}
+		sets[v] = plugin.PluginSet{sdk.PluginName: &sdk.KindPlugin{Dispense: Dispense(host)}}
 	}
 	return sets
 }
 
-// KindPlugin is the host's half of a kind over go-plugin's gRPC
-// transport: GRPCClient makes the *KindClient. The plugin's half is
-// sdk.KindPlugin.
-type KindPlugin struct {
-	plugin.NetRPCUnsupportedPlugin
-	// Host answers the plugin's HostService calls; nil serves none.
-	Host sdk.Host
-}
-
-var _ plugin.GRPCPlugin = (*KindPlugin)(nil)
-
-// GRPCServer is the plugin's half, not served here.
-func (p *KindPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
-	return errors.New("hostside.KindPlugin is the host's half of a kind: a plugin serves sdk.KindPlugin (sdk.Serve does)")
-}
-
-// GRPCClient returns a *KindClient. When Host is set it serves
-// HostService over the broker for the plugin to call back into, on one
-// broker id for the life of the plugin process: the KindClient sends that
-// id in every Configure, and the plugin dials it at the first (see
-// sdk/hostlink.go for why then, and not per call).
-func (p *KindPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	c := &KindClient{client: pluginv1.NewKindClient(conn), sessions: pluginv1.NewSessionsClient(conn)}
-	if p.Host != nil {
-		c.hostServiceID = broker.NextId()
-		go broker.AcceptAndServe(c.hostServiceID, func(opts []grpc.ServerOption) *grpc.Server {
-			s := grpc.NewServer(opts...)
-			pluginv1.RegisterHostServiceServer(s, &hostServer{host: p.Host})
-			return s
-		})
+// Dispense is the host's half of sdk.KindPlugin: it makes the
+// *KindClient of a plugin process. When host is set it serves HostService
+// over the broker for the plugin to call back into, on one broker id for
+// the life of the plugin process: the KindClient sends that id in every
+// Configure, and the plugin dials it at the first (see sdk/hostlink.go for
+// why then, and not per call). A nil host serves none.
+func Dispense(host sdk.Host) func(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return func(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+		c := &KindClient{client: pluginv1.NewKindClient(conn), sessions: pluginv1.NewSessionsClient(conn)}
+		if host != nil {
+			c.hostServiceID = broker.NextId()
+			go broker.AcceptAndServe(c.hostServiceID, func(opts []grpc.ServerOption) *grpc.Server {
+				s := grpc.NewServer(opts...)
+				pluginv1.RegisterHostServiceServer(s, &hostServer{host: host})
+				return s
+			})
+		}
+		return c, nil
 	}
-	return c, nil
 }

@@ -16,8 +16,8 @@ func TestPluginSetsServeEveryVersion(t *testing.T) {
 		if !ok {
 			t.Fatalf("PluginSets has no set for protocol version %d", v)
 		}
-		if _, ok := set[sdk.PluginName].(*KindPlugin); !ok {
-			t.Fatalf("the set of version %d serves no *KindPlugin named %q", v, sdk.PluginName)
+		if kp, ok := set[sdk.PluginName].(*sdk.KindPlugin); !ok || kp.Dispense == nil {
+			t.Fatalf("the set of version %d dispenses no *sdk.KindPlugin named %q", v, sdk.PluginName)
 		}
 	}
 	if len(sets) != sdk.ProtocolVersion {

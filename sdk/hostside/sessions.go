@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/sdk/internal/convert"
 	pluginv1 "github.com/toolhost/toolhost/sdk/internal/pluginv1"
 )
 
@@ -56,21 +56,11 @@ func (c *SessionsClient) sessionError(ctx context.Context, what string, err erro
 // Configure sets the session sandboxes' limits ([sessions] in the host's
 // config). Call it after the kind's Configure, and again after a reload.
 func (c *SessionsClient) Configure(ctx context.Context, cfg sdk.SessionsConfig) error {
-	req := &pluginv1.SessionsConfig{
-		DiskMb: clampU32(cfg.DiskMB), MemoryMb: clampU32(cfg.MemoryMB), Pids: clampU32(cfg.Pids),
-		IdleMinutes: clampU32(cfg.IdleMinutes), Seconds: clampU32(cfg.Seconds),
-	}
-	if cfg.ProxyAddr.IsValid() {
-		req.ProxyAddr = cfg.ProxyAddr.String()
-	}
+	req := convert.ToProtoSessionsConfig(cfg)
 	if _, err := c.client.Configure(ctx, req); err != nil {
 		return c.sessionError(ctx, "configuring the conversation sandboxes", err)
 	}
 	return nil
-}
-
-func clampU32(n int) uint32 {
-	return uint32(min(max(n, 0), 1<<32-1))
 }
 
 // ListFiles lists the files and folders of a session's workspace.
@@ -81,7 +71,7 @@ func (c *SessionsClient) ListFiles(ctx context.Context, id string) ([]sdk.Sessio
 	}
 	out := make([]sdk.SessionFile, len(resp.GetFiles()))
 	for i, f := range resp.GetFiles() {
-		out[i] = sessionFileFromProto(f)
+		out[i] = convert.SessionFileFromProto(f)
 	}
 	return out, nil
 }
@@ -239,7 +229,7 @@ func (c *SessionsClient) WriteFile(ctx context.Context, id, path string, r io.Re
 	if err != nil {
 		return sdk.SessionFile{}, c.sessionError(ctx, "writing "+path, err)
 	}
-	return sessionFileFromProto(f), nil
+	return convert.SessionFileFromProto(f), nil
 }
 
 // RemoveFile removes one file or empty folder of a session's workspace.
@@ -275,12 +265,4 @@ func (c *SessionsClient) Reconcile(ctx context.Context, keep []string) ([]string
 		return nil, c.sessionError(ctx, "reconciling the sessions", err)
 	}
 	return resp.GetRemoved(), nil
-}
-
-func sessionFileFromProto(f *pluginv1.FileInfo) sdk.SessionFile {
-	out := sdk.SessionFile{Path: f.GetPath(), Size: f.GetSize(), Dir: f.GetDir()}
-	if ms := f.GetModTimeUnixMs(); ms != 0 {
-		out.ModTime = time.UnixMilli(ms)
-	}
-	return out
 }

@@ -47,9 +47,9 @@ func Start(t testing.TB, kind sdk.Kind, host sdk.Host) *Conn {
 // multiplexing.
 func StartPlugin(t testing.TB, p *sdk.KindPlugin, host sdk.Host, multiplex bool) *Conn {
 	t.Helper()
-	client, _ := plugin.TestPluginGRPCConn(t, multiplex, map[string]plugin.Plugin{
-		sdk.PluginName: pair{kind: p, host: &hostside.KindPlugin{Host: host}},
-	})
+	both := *p
+	both.Dispense = hostside.Dispense(host)
+	client, _ := plugin.TestPluginGRPCConn(t, multiplex, map[string]plugin.Plugin{sdk.PluginName: &both})
 	t.Cleanup(func() { _ = client.Close() })
 	raw, err := client.Dispense(sdk.PluginName)
 	if err != nil {
@@ -73,20 +73,6 @@ func (c *Conn) CheckWithCatalog(ctx context.Context, tool sdk.Tool, catalog []sd
 // ClientConn is the gRPC connection under c, for tests that speak the
 // protocol raw.
 func (c *Conn) ClientConn() *grpc.ClientConn { return c.conn }
-
-// pair is a kind's two halves in one process: the plugin's serves, the
-// host's dispenses.
-type pair struct {
-	plugin.NetRPCUnsupportedPlugin
-	kind *sdk.KindPlugin
-	host *hostside.KindPlugin
-}
-
-func (p pair) GRPCServer(b *plugin.GRPCBroker, s *grpc.Server) error { return p.kind.GRPCServer(b, s) }
-
-func (p pair) GRPCClient(ctx context.Context, b *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return p.host.GRPCClient(ctx, b, c)
-}
 
 // Run is what one Invoke produced: the events in order, and the result or
 // the error it ended with.
