@@ -26,7 +26,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // Options say how to reach and sign in to a host.
@@ -295,7 +295,7 @@ func (c *Conn) read(s *session) {
 // the protocol. After any other (timeout, too_slow, shutting_down) the Conn
 // dials again.
 func closesForGood(code string) bool {
-	return code != errcode.Timeout && code != errcode.TooSlow && code != errcode.ShuttingDown
+	return code != wire.CodeTimeout && code != wire.CodeTooSlow && code != wire.CodeShuttingDown
 }
 
 func (c *Conn) wakeAll() {
@@ -703,7 +703,7 @@ func (c *Conn) follow(ctx context.Context, first Message, onEvent func(Event)) (
 		if !errors.Is(err, errDropped) {
 			return nil, err // the host closed the connection for good
 		}
-		if said := (*Error)(nil); errors.As(err, &said) && said.Code == errcode.ShuttingDown {
+		if said := (*Error)(nil); errors.As(err, &said) && said.Code == wire.CodeShuttingDown {
 			stopped = said
 		}
 		if run == "" {

@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/api"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // toolFiles are the tool files of tools_dir as the API reads, writes and
@@ -110,7 +110,7 @@ func (f *toolFiles) Remove(ctx context.Context, name string) error {
 	}
 	def, ok := findToolFile(cfg.ToolsDir, name)
 	if cfg.ToolsDir == "" || !ok {
-		return &api.ToolFileError{Code: errcode.UnknownTool, Message: fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name)}
+		return &api.ToolFileError{Code: wire.CodeUnknownTool, Message: fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name)}
 	}
 	if why := notWritable(def.File); why != "" {
 		return &api.ToolFileError{Code: api.CodeNotEditable, Message: why}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/mcp"
@@ -33,7 +33,7 @@ import (
 
 // ProtocolVersion is the version of the websocket protocol in
 // docs/protocol.md; clients read it from the hello reply.
-const ProtocolVersion = client.ProtocolVersion
+const ProtocolVersion = wire.ProtocolVersion
 
 // maxBody bounds request bodies (a tool in TOML, a call's arguments).
 const maxBody = 1 << 20
@@ -90,7 +90,7 @@ type Server struct {
 	conns map[signedIn]struct{}
 	// stopping, once set (CloseWebsockets), is why a websocket opened
 	// from now on is closed at once.
-	stopping *client.Error
+	stopping *wire.Error
 
 	// waits are the websocket's waits that tests shorten (wsconn.go); zero
 	// means the default.
@@ -334,7 +334,7 @@ func (s *Server) checkTool(w http.ResponseWriter, r *http.Request, id auth.Ident
 			writeError(w, callErrorStatus(ce.Code), ce.Code, ce.Message)
 			return
 		}
-		writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
+		writeError(w, http.StatusInternalServerError, wire.CodeFailed, err.Error())
 		return
 	}
 	t, err := s.opts.Check(r.Context(), def)
@@ -371,7 +371,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 			writeError(w, callErrorStatus(ce.Code), ce.Code, ce.Message)
 			return
 		}
-		writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
+		writeError(w, http.StatusInternalServerError, wire.CodeFailed, err.Error())
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -407,7 +407,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 	if err != nil {
 		s.opts.Logger.Error("a run's output could not be read back", "run", run.ID, "error", err)
 	}
-	body := client.CallResult{Run: run.ID, Printed: strings.TrimSpace(stdout), Stderr: stderr}
+	body := wire.CallResult{Run: run.ID, Printed: strings.TrimSpace(stdout), Stderr: stderr}
 	if last.Error != nil {
 		body.Error = last.Error
 		writeJSON(w, http.StatusUnprocessableEntity, body)
@@ -423,9 +423,9 @@ func callErrorStatus(code string) int {
 		return http.StatusNotFound
 	case "plugin_unavailable":
 		return http.StatusServiceUnavailable
-	case "too_many_runs", errcode.Budget, errcode.TooManySessions:
+	case "too_many_runs", wire.CodeBudget, wire.CodeTooManySessions:
 		return http.StatusTooManyRequests
-	case errcode.IdempotencyConflict, errcode.Interrupted:
+	case wire.CodeIdempotencyConflict, wire.CodeInterrupted:
 		return http.StatusConflict
 	case "forbidden":
 		return http.StatusForbidden
@@ -447,7 +447,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, id auth.Identity
 	rec, err := run.Record(r.URL.Query().Get("events") != "false")
 	if err != nil {
 		s.opts.Logger.Error("a run's output could not be read back", "run", run.ID, "error", err)
-		writeError(w, http.StatusInternalServerError, errcode.Failed, "the run's output can't be read back: "+err.Error())
+		writeError(w, http.StatusInternalServerError, wire.CodeFailed, "the run's output can't be read back: "+err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
@@ -462,7 +462,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, map[string]any{"error": client.Error{Code: code, Message: message}})
+	writeJSON(w, status, map[string]any{"error": wire.Error{Code: code, Message: message}})
 }
 
 // needsSession says whether a tool runs in a conversation's sandbox, for

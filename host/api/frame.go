@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // messageTypes are the frames a client may send.
@@ -16,8 +16,8 @@ var messageTypes = map[string]bool{"hello": true, "ping": true, "list_tools": tr
 
 // decodeFrame reads one client frame, or says what is wrong with it (with
 // the frame's id when one can be read).
-func decodeFrame(data []byte) (client.Message, *client.ErrorFrame) {
-	var m client.Message
+func decodeFrame(data []byte) (wire.Message, *wire.ErrorFrame) {
+	var m wire.Message
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
@@ -52,11 +52,11 @@ func decodeFrame(data []byte) (client.Message, *client.ErrorFrame) {
 }
 
 // errorFrame is the reply to a frame that can't be acted on.
-func errorFrame(id, run, code, message string) *client.ErrorFrame {
-	return &client.ErrorFrame{Type: "error", ID: id, Run: run, Error: client.Error{Code: code, Message: message}}
+func errorFrame(id, run, code, message string) *wire.ErrorFrame {
+	return &wire.ErrorFrame{Type: "error", ID: id, Run: run, Error: wire.Error{Code: code, Message: message}}
 }
 
-func badFrame(id, message string) *client.ErrorFrame {
+func badFrame(id, message string) *wire.ErrorFrame {
 	return errorFrame(id, "", "bad_frame", message)
 }
 

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
@@ -18,8 +18,8 @@ func (c *wsConn) handle(data []byte) bool {
 	m, bad := decodeFrame(data)
 	if !c.signedIn.Load() && (bad != nil || m.Type != "hello") {
 		why := "sign in first: send {\"type\":\"hello\",\"token\":\"…\"} (or an Authorization: Bearer header)"
-		c.sendError(m.ID, "", errcode.Unauthorized, why)
-		c.closeWith(client.Error{Code: errcode.Unauthorized, Message: why})
+		c.sendError(m.ID, "", wire.CodeUnauthorized, why)
+		c.closeWith(wire.Error{Code: wire.CodeUnauthorized, Message: why})
 		return false
 	}
 	if bad != nil {
@@ -30,7 +30,7 @@ func (c *wsConn) handle(data []byte) bool {
 	case "hello":
 		return c.hello(m)
 	case "ping":
-		c.send(client.Pong{Type: "pong", ID: m.ID})
+		c.send(wire.Pong{Type: "pong", ID: m.ID})
 	case "list_tools":
 		c.listTools(m)
 	case "call":
@@ -45,7 +45,7 @@ func (c *wsConn) handle(data []byte) bool {
 	return true
 }
 
-func (c *wsConn) hello(m client.Message) bool {
+func (c *wsConn) hello(m wire.Message) bool {
 	if m.Protocol != 0 && m.Protocol != ProtocolVersion {
 		c.sendError(m.ID, "", "unsupported_protocol", fmt.Sprintf("this host speaks protocol %d, not %d", ProtocolVersion, m.Protocol))
 		return true
@@ -65,8 +65,8 @@ func (c *wsConn) hello(m client.Message) bool {
 		if !ok && tokens.Required() {
 			c.s.opts.Logger.Warn("refused a websocket sign-in with a wrong token", "peer", c.peer, "client", m.Client)
 			why := "the token is not one this host knows"
-			c.sendError(m.ID, "", errcode.Unauthorized, why)
-			c.closeWith(client.Error{Code: errcode.Unauthorized, Message: why})
+			c.sendError(m.ID, "", wire.CodeUnauthorized, why)
+			c.closeWith(wire.Error{Code: wire.CodeUnauthorized, Message: why})
 			return false
 		}
 	}
@@ -74,14 +74,14 @@ func (c *wsConn) hello(m client.Message) bool {
 	if c.signedIn.Load() {
 		c.s.opts.Logger.Debug("websocket client said hello", "principal", who.Name, "role", who.Role, "client", m.Client, "peer", c.peer)
 	}
-	c.send(client.HelloReply{
+	c.send(wire.HelloReply{
 		Type: "hello", ID: m.ID, Protocol: ProtocolVersion, Server: "toolhost", Version: c.s.opts.Version,
 		AuthRequired: c.s.tokens.Load().Required(), Principal: who.Name, Role: who.Role,
 	})
 	return true
 }
 
-func (c *wsConn) call(m client.Message) {
+func (c *wsConn) call(m wire.Message) {
 	who := c.who()
 	if !who.CanCall() {
 		c.sendError(m.ID, "", "forbidden", fmt.Sprintf("%s is a %s and may not run tools", who.Name, who.Role))
@@ -96,7 +96,7 @@ func (c *wsConn) call(m client.Message) {
 	c.mu.Unlock()
 	run, err := c.s.opts.Dispatcher.Start(runs.Request{Tool: m.Tool, Args: m.Args, Principal: who.Name, Session: m.Session, IdempotencyKey: m.IdempotencyKey})
 	if err != nil {
-		code := errcode.Failed
+		code := wire.CodeFailed
 		var ce *errcode.Error
 		if errors.As(err, &ce) {
 			code = ce.Code
@@ -140,7 +140,7 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 			}
 			last := int64(from) - 1
 			if !c.out.pushEvent(b, func() []byte {
-				return c.encode(client.Behind{Type: "behind", ID: id, Run: run.ID, LastSeq: last})
+				return c.encode(wire.Behind{Type: "behind", ID: id, Run: run.ID, LastSeq: last})
 			}) {
 				c.s.opts.Logger.Debug("a client fell behind a run", "run", run.ID, "principal", c.who().Name, "last_seq", last)
 				return
@@ -150,7 +150,7 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 	}
 }
 
-func (c *wsConn) cancelRun(m client.Message) {
+func (c *wsConn) cancelRun(m wire.Message) {
 	run := c.findRun(m)
 	if run == nil {
 		c.sendError(m.ID, m.Run, "unknown_run", "cancel names no run of yours: give \"run\" (the run id) or the \"id\" of your call")
@@ -163,7 +163,7 @@ func (c *wsConn) cancelRun(m client.Message) {
 	run.Cancel()
 }
 
-func (c *wsConn) findRun(m client.Message) *runs.Run {
+func (c *wsConn) findRun(m wire.Message) *runs.Run {
 	if m.Run != "" {
 		if r, ok := c.s.opts.Dispatcher.Get(m.Run); ok {
 			return r
@@ -175,7 +175,7 @@ func (c *wsConn) findRun(m client.Message) *runs.Run {
 	return c.calls[m.ID]
 }
 
-func (c *wsConn) attach(m client.Message) {
+func (c *wsConn) attach(m wire.Message) {
 	run, ok := c.s.opts.Dispatcher.Get(m.Run)
 	if !ok {
 		c.sendError(m.ID, m.Run, "unknown_run", "there is no run with that id (runs are kept for a while after they end)")

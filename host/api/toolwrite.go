@@ -12,10 +12,10 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/tools"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // ToolFiles are the tool files of tools_dir, which the host serves. The
@@ -72,7 +72,7 @@ const (
 )
 
 // ToolFileError is a write or a removal refused: Code is CodeNotEditable,
-// CodeNoToolsDir or errcode.UnknownTool; Message says why, and what to do.
+// CodeNoToolsDir or wire.CodeUnknownTool; Message says why, and what to do.
 type ToolFileError struct {
 	Code    string
 	Message string
@@ -82,7 +82,7 @@ func (e *ToolFileError) Error() string { return e.Message }
 
 // status is the HTTP status of a refusal.
 func (e *ToolFileError) status() int {
-	if e.Code == errcode.UnknownTool {
+	if e.Code == wire.CodeUnknownTool {
 		return http.StatusNotFound
 	}
 	return http.StatusConflict
@@ -150,7 +150,7 @@ type sentTool struct {
 func readTool(r *http.Request, name string) (sentTool, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(data) > maxBody {
-		return sentTool{}, &requestError{http.StatusRequestEntityTooLarge, errcode.TooLarge, "a tool must be at most 1 MiB of TOML or JSON"}
+		return sentTool{}, &requestError{http.StatusRequestEntityTooLarge, wire.CodeTooLarge, "a tool must be at most 1 MiB of TOML or JSON"}
 	}
 	media := ""
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -316,7 +316,7 @@ func (s *Server) putTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		var fe *ToolFileError
 		if !errors.As(err, &fe) {
 			s.opts.Logger.Error("a tool file could not be written", "tool", name, "error", err)
-			writeError(w, http.StatusInternalServerError, errcode.Failed, "the tool's file could not be written: "+err.Error())
+			writeError(w, http.StatusInternalServerError, wire.CodeFailed, "the tool's file could not be written: "+err.Error())
 			return
 		}
 		writeRefusal(w, src, err)
@@ -356,7 +356,7 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Iden
 	}
 	old, found := files.Find(name)
 	if !found {
-		writeError(w, http.StatusNotFound, errcode.UnknownTool, fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name))
+		writeError(w, http.StatusNotFound, wire.CodeUnknownTool, fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name))
 		return
 	}
 	if !old.Editable {
@@ -371,7 +371,7 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Iden
 		var fe *ToolFileError
 		if !errors.As(err, &fe) {
 			s.opts.Logger.Error("a tool file could not be removed", "tool", name, "error", err)
-			writeError(w, http.StatusInternalServerError, errcode.Failed, "the tool's file could not be removed: "+err.Error())
+			writeError(w, http.StatusInternalServerError, wire.CodeFailed, "the tool's file could not be removed: "+err.Error())
 			return
 		}
 		writeRefusal(w, sentTool{}, err)
@@ -401,7 +401,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		f, found = s.opts.ToolFiles.Find(name)
 	}
 	if !found {
-		writeError(w, http.StatusNotFound, errcode.UnknownTool, fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name))
+		writeError(w, http.StatusNotFound, wire.CodeUnknownTool, fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name))
 		return
 	}
 	body := map[string]any{"source": f.Def.Source, "editable": f.Editable}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/hostside"
@@ -240,7 +240,7 @@ func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args jso
 	a.all[p.ID] = p
 	a.forgetOld(now)
 	a.mu.Unlock()
-	ev := Event{Type: client.TypeApprovalRequired, Approval: p.ID, Tool: run.Tool, Args: args, Why: why}
+	ev := Event{Type: wire.TypeApprovalRequired, Approval: p.ID, Tool: run.Tool, Args: args, Why: why}
 	for _, r := range d.lineage(run) {
 		r.append(ev)
 	}

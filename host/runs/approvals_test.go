@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
@@ -48,7 +49,7 @@ func (k *changeKind) Invoke(ctx context.Context, inv hostside.Invocation, _ func
 		}
 		return res.Result, nil
 	}
-	return nil, &sdk.Error{Code: errcode.UnknownTool, Message: "no such tool"}
+	return nil, &sdk.Error{Code: wire.CodeUnknownTool, Message: "no such tool"}
 }
 
 func changeDispatcher(t *testing.T) (*Dispatcher, *changeKind) {
@@ -146,10 +147,10 @@ func TestDeclineEndsTheRunWithoutInvokingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := waitAsked(t, run)
-	if _, err := d.Decide(ev.Approval, ed, "maybe"); errcode.Code(err) != errcode.BadArgs {
+	if _, err := d.Decide(ev.Approval, ed, "maybe"); errcode.Code(err) != wire.CodeBadArgs {
 		t.Errorf("a decision that is neither: %v", err)
 	}
-	if _, err := d.Decide(ev.Approval, Decider{Name: "eve"}, "approve"); errcode.Code(err) != errcode.NotFound {
+	if _, err := d.Decide(ev.Approval, Decider{Name: "eve"}, "approve"); errcode.Code(err) != wire.CodeNotFound {
 		t.Errorf("another caller: %v", err)
 	}
 	if _, err := d.Decide(ev.Approval, ed, "decline"); err != nil {
@@ -243,7 +244,7 @@ func TestCancelWhileWaitingEndsTheRunCancelled(t *testing.T) {
 	}
 	ev := waitAsked(t, run)
 	run.Cancel()
-	if last := end(t, run); last.Error == nil || last.Error.Code != errcode.Cancelled {
+	if last := end(t, run); last.Error == nil || last.Error.Code != wire.CodeCancelled {
 		t.Fatalf("ended %+v", last)
 	}
 	if _, err := d.Decide(ev.Approval, ed, "approve"); errcode.Code(err) != CodeAlreadyDecided {
@@ -322,10 +323,10 @@ func TestWhoDecides(t *testing.T) {
 	if len(d.Approvals(other)) != 0 || len(d.Approvals(viewer)) != 0 || len(d.Approvals(admin)) != 1 {
 		t.Error("listed to the wrong people")
 	}
-	if _, err := d.Decide(id, viewer, "approve"); errcode.Code(err) != errcode.Forbidden {
+	if _, err := d.Decide(id, viewer, "approve"); errcode.Code(err) != wire.CodeForbidden {
 		t.Errorf("viewer: %v", err)
 	}
-	if _, err := d.Decide(id, other, "approve"); errcode.Code(err) != errcode.NotFound {
+	if _, err := d.Decide(id, other, "approve"); errcode.Code(err) != wire.CodeNotFound {
 		t.Errorf("another editor: %v", err)
 	}
 	if _, err := d.Decide(id, admin, "approve"); err != nil {
@@ -388,7 +389,7 @@ func TestApproverTokensDecide(t *testing.T) {
 	if _, err := d.Decide(id, edApprover, "approve"); errcode.Code(err) != CodeSelfApproval {
 		t.Errorf("an approver token's own run: %v", err)
 	}
-	if _, err := d.Decide(id, root, "approve"); errcode.Code(err) != errcode.Forbidden {
+	if _, err := d.Decide(id, root, "approve"); errcode.Code(err) != wire.CodeForbidden {
 		t.Errorf("admin under by=approvers: %v", err)
 	}
 	if _, err := d.Decide(id, alice, "approve"); err != nil {
@@ -399,7 +400,7 @@ func TestApproverTokensDecide(t *testing.T) {
 	if _, err := d.Decide(ask("root"), root, "approve"); errcode.Code(err) != CodeSelfApproval {
 		t.Errorf("an admin's own run under by=admins: %v", err)
 	}
-	if _, err := d.Decide(ask("ed"), alice, "approve"); errcode.Code(err) != errcode.Forbidden {
+	if _, err := d.Decide(ask("ed"), alice, "approve"); errcode.Code(err) != wire.CodeForbidden {
 		t.Errorf("an approver under by=admins: %v", err)
 	}
 	local := Decider{Name: "local", Admin: true, Local: true}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // TestChecksAreMeteredLikeRuns: a check of a python tool holds a place
@@ -22,7 +22,7 @@ func TestChecksAreMeteredLikeRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = d.StartCheck("ed", def)
-	refusedWith(t, err, errcode.TooManyRuns, `the token "ed" already has 1 runs and checks going`)
+	refusedWith(t, err, wire.CodeTooManyRuns, `the token "ed" already has 1 runs and checks going`)
 	if g := d.Going("ed"); g != 1 {
 		t.Errorf("a check holds %d places", g)
 	}
@@ -40,7 +40,7 @@ func TestChecksAreMeteredLikeRuns(t *testing.T) {
 		t.Errorf("use after one check: %+v", use)
 	}
 	_, err = d.StartCheck("ed", def)
-	refusedWith(t, err, errcode.Budget, "sandbox_cpu_seconds_per_hour", "the check of py was refused")
+	refusedWith(t, err, wire.CodeBudget, "sandbox_cpu_seconds_per_hour", "the check of py was refused")
 	if g := d.Going("ed"); g != 0 {
 		t.Errorf("a refused check holds %d places", g)
 	}
