@@ -91,7 +91,7 @@ func checkAddress(raw string) *requestError {
 					msg = err.Error() + " (the address names a tool as its name field does, and is taken as written)"
 				}
 			}
-			return &requestError{http.StatusBadRequest, "bad_name", msg}
+			return &requestError{http.StatusBadRequest, wire.CodeBadName, msg}
 		case i == 3 && at(1, "v1") && at(2, "sessions"):
 			if err := sessions.CheckID(unescapeAll(part)); err != nil {
 				return &requestError{http.StatusBadRequest, wire.CodeBadArgs, err.Error()}

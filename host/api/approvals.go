@@ -55,8 +55,8 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, id auth.
 			code = ce.Code
 			status = map[string]int{
 				wire.CodeBadArgs: http.StatusBadRequest, wire.CodeNotFound: http.StatusNotFound,
-				wire.CodeForbidden: http.StatusForbidden, runs.CodeSelfApproval: http.StatusForbidden,
-				runs.CodeAlreadyDecided: http.StatusConflict,
+				wire.CodeForbidden: http.StatusForbidden, wire.CodeSelfApproval: http.StatusForbidden,
+				wire.CodeAlreadyDecided: http.StatusConflict,
 			}[code]
 		}
 		writeError(w, status, code, err.Error())
@@ -115,5 +115,5 @@ func (c *wsConn) decide(m wire.Message) {
 		c.sendError(m.ID, a.Run, code, err.Error())
 		return
 	}
-	c.send(wire.Decided{Type: "decided", ID: m.ID, Approval: a.ID, Run: a.Run, Decision: m.Decision})
+	c.send(wire.Decided{Type: wire.TypeDecided, ID: m.ID, Approval: a.ID, Run: a.Run, Decision: m.Decision})
 }

@@ -16,7 +16,7 @@ func (c *wsConn) handle(data []byte) bool {
 		return true // the connection is closing: nothing more is done for it
 	}
 	m, bad := decodeFrame(data)
-	if !c.signedIn.Load() && (bad != nil || m.Type != "hello") {
+	if !c.signedIn.Load() && (bad != nil || m.Type != wire.TypeHello) {
 		why := "sign in first: send {\"type\":\"hello\",\"token\":\"…\"} (or an Authorization: Bearer header)"
 		c.sendError(m.ID, "", wire.CodeUnauthorized, why)
 		c.closeWith(wire.Error{Code: wire.CodeUnauthorized, Message: why})
@@ -27,19 +27,19 @@ func (c *wsConn) handle(data []byte) bool {
 		return true
 	}
 	switch m.Type {
-	case "hello":
+	case wire.TypeHello:
 		return c.hello(m)
-	case "ping":
-		c.send(wire.Pong{Type: "pong", ID: m.ID})
-	case "list_tools":
+	case wire.TypePing:
+		c.send(wire.Pong{Type: wire.TypePong, ID: m.ID})
+	case wire.TypeListTools:
 		c.listTools(m)
-	case "call":
+	case wire.TypeCall:
 		c.call(m)
-	case "cancel":
+	case wire.TypeCancel:
 		c.cancelRun(m)
-	case "attach":
+	case wire.TypeAttach:
 		c.attach(m)
-	case "approve":
+	case wire.TypeApprove:
 		c.decide(m)
 	}
 	return true
@@ -47,7 +47,7 @@ func (c *wsConn) handle(data []byte) bool {
 
 func (c *wsConn) hello(m wire.Message) bool {
 	if m.Protocol != 0 && m.Protocol != ProtocolVersion {
-		c.sendError(m.ID, "", "unsupported_protocol", fmt.Sprintf("this host speaks protocol %d, not %d", ProtocolVersion, m.Protocol))
+		c.sendError(m.ID, "", wire.CodeUnsupportedProtocol, fmt.Sprintf("this host speaks protocol %d, not %d", ProtocolVersion, m.Protocol))
 		return true
 	}
 	if m.Token != "" {
@@ -75,7 +75,7 @@ func (c *wsConn) hello(m wire.Message) bool {
 		c.s.opts.Logger.Debug("websocket client said hello", "principal", who.Name, "role", who.Role, "client", m.Client, "peer", c.peer)
 	}
 	c.send(wire.HelloReply{
-		Type: "hello", ID: m.ID, Protocol: ProtocolVersion, Server: "toolhost", Version: c.s.opts.Version,
+		Type: wire.TypeHello, ID: m.ID, Protocol: ProtocolVersion, Server: "toolhost", Version: c.s.opts.Version,
 		AuthRequired: c.s.tokens.Load().Required(), Principal: who.Name, Role: who.Role,
 	})
 	return true
@@ -84,13 +84,13 @@ func (c *wsConn) hello(m wire.Message) bool {
 func (c *wsConn) call(m wire.Message) {
 	who := c.who()
 	if !who.CanCall() {
-		c.sendError(m.ID, "", "forbidden", fmt.Sprintf("%s is a %s and may not run tools", who.Name, who.Role))
+		c.sendError(m.ID, "", wire.CodeForbidden, fmt.Sprintf("%s is a %s and may not run tools", who.Name, who.Role))
 		return
 	}
 	c.mu.Lock()
 	if prev, busy := c.calls[m.ID]; busy && !prev.Done() {
 		c.mu.Unlock()
-		c.sendError(m.ID, "", "bad_frame", fmt.Sprintf("the id %q is already used by a run that is going on", m.ID))
+		c.sendError(m.ID, "", wire.CodeBadFrame, fmt.Sprintf("the id %q is already used by a run that is going on", m.ID))
 		return
 	}
 	c.mu.Unlock()
@@ -117,7 +117,7 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 	for {
 		evs, err := run.Next(c.ctx, from)
 		if err != nil && c.ctx.Err() == nil {
-			c.sendError(id, run.ID, "unknown_run", "the run's events can no longer be read: "+err.Error())
+			c.sendError(id, run.ID, wire.CodeUnknownRun, "the run's events can no longer be read: "+err.Error())
 		}
 		if err != nil {
 			return
@@ -140,7 +140,7 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 			}
 			last := int64(from) - 1
 			if !c.out.pushEvent(b, func() []byte {
-				return c.encode(wire.Behind{Type: "behind", ID: id, Run: run.ID, LastSeq: last})
+				return c.encode(wire.Behind{Type: wire.TypeBehind, ID: id, Run: run.ID, LastSeq: last})
 			}) {
 				c.s.opts.Logger.Debug("a client fell behind a run", "run", run.ID, "principal", c.who().Name, "last_seq", last)
 				return
@@ -153,11 +153,11 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 func (c *wsConn) cancelRun(m wire.Message) {
 	run := c.findRun(m)
 	if run == nil {
-		c.sendError(m.ID, m.Run, "unknown_run", "cancel names no run of yours: give \"run\" (the run id) or the \"id\" of your call")
+		c.sendError(m.ID, m.Run, wire.CodeUnknownRun, "cancel names no run of yours: give \"run\" (the run id) or the \"id\" of your call")
 		return
 	}
 	if who := c.who(); !who.CanSee(run.Principal) || !who.CanCall() {
-		c.sendError(m.ID, run.ID, "forbidden", "you may cancel only runs you started")
+		c.sendError(m.ID, run.ID, wire.CodeForbidden, "you may cancel only runs you started")
 		return
 	}
 	run.Cancel()
@@ -178,11 +178,11 @@ func (c *wsConn) findRun(m wire.Message) *runs.Run {
 func (c *wsConn) attach(m wire.Message) {
 	run, ok := c.s.opts.Dispatcher.Get(m.Run)
 	if !ok {
-		c.sendError(m.ID, m.Run, "unknown_run", "there is no run with that id (runs are kept for a while after they end)")
+		c.sendError(m.ID, m.Run, wire.CodeUnknownRun, "there is no run with that id (runs are kept for a while after they end)")
 		return
 	}
 	if !c.who().CanSee(run.Principal) {
-		c.sendError(m.ID, m.Run, "forbidden", "that run was started by someone else")
+		c.sendError(m.ID, m.Run, wire.CodeForbidden, "that run was started by someone else")
 		return
 	}
 	from := uint64(0)

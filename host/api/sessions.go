@@ -202,7 +202,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, svc *sessi
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil || body.Network == nil {
-		writeError(w, http.StatusBadRequest, "bad_request", `the body must be a JSON object {"network": "off" | "web" | "packages"}`)
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, `the body must be a JSON object {"network": "off" | "web" | "packages"}`)
 		return
 	}
 	se, err := svc.SetNetwork(r.Context(), principal, session, *body.Network)

@@ -63,7 +63,7 @@ func (s *Server) writeToolList(w http.ResponseWriter, r *http.Request, id auth.I
 			return
 		}
 	}
-	writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 }
 
 // listQuery reads ?format= and ?strict= of a tools listing.
@@ -85,6 +85,6 @@ func (c *wsConn) listTools(m wire.Message) {
 		c.send(badFrame(m.ID, err.Error()))
 		return
 	}
-	list.Type, list.ID = "tools", m.ID
+	list.Type, list.ID = wire.TypeTools, m.ID
 	c.send(list)
 }

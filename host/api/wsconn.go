@@ -355,7 +355,7 @@ func (c *wsConn) closeWith(why wire.Error) {
 	if c.closing.Swap(true) {
 		return
 	}
-	b := c.encode(wire.Closing{Type: "closing", Error: why})
+	b := c.encode(wire.Closing{Type: wire.TypeClosing, Error: why})
 	if b == nil || !c.out.push(outFrame{b: b, final: true, why: why.Code}) {
 		c.cancel()
 	}

@@ -304,7 +304,7 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 		args = json.RawMessage("{}")
 	}
 	if len(args) > maxArgs {
-		return failed("", &errcode.Error{Code: "too_large", Message: "the arguments must be at most 1 MiB of JSON"}), nil
+		return failed("", &errcode.Error{Code: wire.CodeTooLarge, Message: "the arguments must be at most 1 MiB of JSON"}), nil
 	}
 	var header http.Header
 	if req.Extra != nil {

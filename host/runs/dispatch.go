@@ -387,7 +387,7 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 	end := Event{Type: "result", Result: result, Content: content}
 	mu.Unlock()
 	if ue := errcode.FromRun(ctx, err); ue != nil {
-		end = Event{Type: "error", Error: &ErrorBody{Code: ue.Code, Message: ue.Message}}
+		end = Event{Type: wire.TypeError, Error: &ErrorBody{Code: ue.Code, Message: ue.Message}}
 		var why cancelReason
 		if ue.Code == wire.CodeCancelled && errors.As(context.Cause(ctx), &why) {
 			end.Error.Message = string(why)

@@ -136,7 +136,7 @@ func (d *Dispatcher) replay(req Request, prev KeyEntry) (*Run, error) {
 		run.append(Event{Type: wire.TypeStderr, Data: out.Stderr})
 	}
 	if out.Error != nil {
-		run.append(Event{Type: "error", Error: out.Error})
+		run.append(Event{Type: wire.TypeError, Error: out.Error})
 	} else {
 		run.append(Event{Type: "result", Result: out.Result, Content: out.Content})
 	}
