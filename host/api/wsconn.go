@@ -150,7 +150,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	c.readLoop()
 }
 
-// wsConn is one websocket wire. One goroutine reads, one writes; runs'
+// wsConn is one websocket client. One goroutine reads, one writes; runs'
 // events reach the writer through out, each run's through its own
 // forwarder, so a slow client holds up nothing but itself.
 type wsConn struct {

@@ -97,7 +97,7 @@ func failed(run string, e *errcode.Error) *sdkmcp.CallToolResult {
 // awaiting answers a call whose run waits for a person's approval: the run
 // goes on waiting. The text is for the model, which can't approve
 // anything: it says a person must, and names no endpoint; the ids are in
-// structuredContent and _meta for the wire.
+// structuredContent and _meta for the client.
 func awaiting(run, tool string, e wire.Event) *sdkmcp.CallToolResult {
 	what := "the call of " + tool
 	if e.Tool != "" && e.Tool != tool {
