@@ -238,7 +238,7 @@ func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args jso
 	timer := clock.After(expire)
 	select {
 	case dec := <-p.decided:
-		if dec == "approve" {
+		if dec == wire.DecisionApprove {
 			return nil
 		}
 		return &sdk.Error{Code: wire.CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
@@ -249,7 +249,7 @@ func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args jso
 				"nobody approved the call of %s in %s, so it expired and did not run ([approvals] expire_minutes); call it again and approve it in time", run.Tool, waited)}
 		}
 		dec := <-p.decided
-		if dec == "approve" {
+		if dec == wire.DecisionApprove {
 			return nil
 		}
 		return &sdk.Error{Code: wire.CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
@@ -353,7 +353,7 @@ func (d *Dispatcher) Approvals(who Decider) []Approval {
 // ByCaller, forbidden for one who may see but not decide,
 // already_decided for one decided before.
 func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, error) {
-	if decision != "approve" && decision != "decline" {
+	if decision != wire.DecisionApprove && decision != wire.DecisionDecline {
 		return Approval{}, &sdk.Error{Code: wire.CodeBadArgs, Message: fmt.Sprintf("the decision must be \"approve\" or \"decline\", not %q", decision)}
 	}
 	if who.Viewer && !who.Approver {
@@ -390,9 +390,9 @@ func (a *approvals) refusal(p *pending, who Decider) error {
 
 func describeDecision(d string) string {
 	switch d {
-	case "approve":
+	case wire.DecisionApprove:
 		return "approved"
-	case "decline":
+	case wire.DecisionDecline:
 		return "declined"
 	case "expired":
 		return "it expired"
