@@ -280,3 +280,60 @@ func TestEachCodeIsDeclaredOnce(t *testing.T) {
 		t.Errorf("%s is no longer a copy of a code: take it out of known", k)
 	}
 }
+
+// TestTheHostWritesNoCodeAsALiteral: host/ and client/ name every code by
+// its constant, so that a code's spelling lives in wire alone: no
+// Code: "…" and no "code": "…" with one of wire's codes in their non-test
+// files (a fake of another server's answers may use its own words).
+func TestTheHostWritesNoCodeAsALiteral(t *testing.T) {
+	codes := map[string]string{}
+	for name, v := range consts(t, "codes.go", "Code") {
+		codes[v] = name
+	}
+	for _, top := range []string{"../../host", "../../client"} {
+		err := filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == "testdata" || d.Name() == "modeltest" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				kv, ok := n.(*ast.KeyValueExpr)
+				if !ok {
+					return true
+				}
+				key := ""
+				switch k := kv.Key.(type) {
+				case *ast.Ident:
+					key = k.Name
+				case *ast.BasicLit:
+					key, _ = strconv.Unquote(k.Value)
+				}
+				lit, ok := kv.Value.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING || key != "Code" && key != "code" {
+					return true
+				}
+				if v, _ := strconv.Unquote(lit.Value); codes[v] != "" {
+					t.Errorf("%s: the code %s is written as a literal; use wire.%s", fset.Position(lit.Pos()), lit.Value, codes[v])
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
