@@ -1,12 +1,15 @@
-// Package errcode is toolhost's one error vocabulary: the Error that a
-// kind returns, the plugin protocol carries, the host keeps on a run and a
-// client reads as {"code","message"}, and the codes it may carry.
+// Package errcode is what a kind and the host do with toolhost's one
+// error type, wire.Error ({"code","message"}: a kind returns it, the
+// plugin protocol carries it, the host keeps it on a run and a client
+// reads it): make one (New, Errorf), read its code through wrapping (Code,
+// Has), and decide how a run ended (FromRun). Every code is declared once,
+// in package wire; errcode names the ones a kind returns or meets, so a
+// plugin writes errcode.BadArgs as it always has.
 //
-// It imports nothing but the standard library and package wire (the
-// protocol's contract, where Error and every code are declared), so a kind
-// (through the sdk, whose Error is this one), the host and a client alike
-// can use it without pulling in the plugin transport. docs/protocol.md
-// lists the codes and what each means for a client.
+// It imports nothing but the standard library and package wire (a leaf),
+// so a kind (through the sdk, whose Error is this one), the host and a
+// client alike can use it without pulling in the plugin transport.
+// docs/protocol.md lists the codes and what each means for a client.
 package errcode
 
 import (
