@@ -106,7 +106,7 @@ func awaiting(run, tool string, e wire.Event) *sdkmcp.CallToolResult {
 	msg := fmt.Sprintf("%s waits for a person to approve it, in toolhost's web UI or with their approver; "+
 		"it goes on once approved (run %s, approval %s)", what, run, e.Approval)
 	body, _ := json.Marshal(map[string]any{
-		"error":    wire.Error{Code: wire.TypeApprovalRequired, Message: msg},
+		"error":    wire.Error{Code: wire.CodeApprovalRequired, Message: msg},
 		"approval": map[string]string{"id": e.Approval}, "run": run,
 	})
 	meta := runMeta(run)
