@@ -384,7 +384,7 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 			run.append(Event{Type: k.typ, Data: s, Node: k.node})
 		}
 	}
-	end := Event{Type: "result", Result: result, Content: content}
+	end := Event{Type: wire.TypeResult, Result: result, Content: content}
 	mu.Unlock()
 	if ue := errcode.FromRun(ctx, err); ue != nil {
 		end = Event{Type: wire.TypeError, Error: &ErrorBody{Code: ue.Code, Message: ue.Message}}

@@ -138,7 +138,7 @@ func (d *Dispatcher) replay(req Request, prev KeyEntry) (*Run, error) {
 	if out.Error != nil {
 		run.append(Event{Type: wire.TypeError, Error: out.Error})
 	} else {
-		run.append(Event{Type: "result", Result: out.Result, Content: out.Content})
+		run.append(Event{Type: wire.TypeResult, Result: out.Result, Content: out.Content})
 	}
 	d.mu.Lock()
 	d.runs[run.ID] = run

@@ -92,7 +92,7 @@ func newRun(id string, req Request, spill spillConfig, cancel context.CancelCaus
 		ID: id, Tool: req.Tool, Principal: req.Principal, Session: req.Session, IdempotencyKey: req.IdempotencyKey,
 		Started: time.Now(), cancel: cancel, spill: spill, changed: make(chan struct{}),
 	}
-	r.append(Event{Type: "started", Tool: req.Tool})
+	r.append(Event{Type: wire.TypeStarted, Tool: req.Tool})
 	return r
 }
 

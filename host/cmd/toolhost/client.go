@@ -263,7 +263,7 @@ func streamCall(ctx context.Context, cf clientFlags, name string, args json.RawM
 	case run == "":
 		// Refused before it ran.
 		if raw {
-			b, _ := json.Marshal(client.ErrorFrame{Type: "error", ID: "cli", Error: *ce})
+			b, _ := json.Marshal(client.ErrorFrame{Type: wire.TypeError, ID: "cli", Error: *ce})
 			fmt.Fprintln(stdout, string(b))
 		} else {
 			fmt.Fprintf(stderr, "toolhost: %s (%s)\n", ce.Message, ce.Code)
