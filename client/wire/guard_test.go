@@ -281,14 +281,19 @@ func TestEachCodeIsDeclaredOnce(t *testing.T) {
 	}
 }
 
-// TestTheHostWritesNoCodeAsALiteral: host/ and client/ name every code by
-// its constant, so that a code's spelling lives in wire alone: no
-// Code: "…" and no "code": "…" with one of wire's codes in their non-test
-// files (a fake of another server's answers may use its own words).
-func TestTheHostWritesNoCodeAsALiteral(t *testing.T) {
+// TestTheHostWritesNoCodeOrTypeAsALiteral: host/ and client/ name every code and
+// message type by its constant, so that its spelling lives in wire alone:
+// no Code: "…" or "code": "…" with one of wire's codes, and no Type: "…"
+// with one of its message types, in their non-test files (a fake of
+// another server's answers may use its own words).
+func TestTheHostWritesNoCodeOrTypeAsALiteral(t *testing.T) {
 	codes := map[string]string{}
 	for name, v := range consts(t, "codes.go", "Code") {
 		codes[v] = name
+	}
+	types := map[string]string{}
+	for name, v := range consts(t, "wire.go", "Type") {
+		types[v] = name
 	}
 	for _, top := range []string{"../../host", "../../client"} {
 		err := filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
@@ -322,11 +327,15 @@ func TestTheHostWritesNoCodeAsALiteral(t *testing.T) {
 					key, _ = strconv.Unquote(k.Value)
 				}
 				lit, ok := kv.Value.(*ast.BasicLit)
-				if !ok || lit.Kind != token.STRING || key != "Code" && key != "code" {
+				if !ok || lit.Kind != token.STRING {
 					return true
 				}
-				if v, _ := strconv.Unquote(lit.Value); codes[v] != "" {
+				v, _ := strconv.Unquote(lit.Value)
+				switch {
+				case (key == "Code" || key == "code") && codes[v] != "":
 					t.Errorf("%s: the code %s is written as a literal; use wire.%s", fset.Position(lit.Pos()), lit.Value, codes[v])
+				case key == "Type" && types[v] != "":
+					t.Errorf("%s: the message type %s is written as a literal; use wire.%s", fset.Position(lit.Pos()), lit.Value, types[v])
 				}
 				return true
 			})
