@@ -1,9 +1,10 @@
-// Package client is a Go client of a toolhost host, and the one definition
-// of the wire types of its protocol (docs/protocol.md): the frames a client
-// sends and the host sends on the websocket, a run's events, the error
-// object, and the records of the HTTP endpoints. The host encodes these
-// types; a chat backend written in Go imports this package to list the
-// tools, call them and follow their output.
+// Package client is a Go client of a toolhost host. The types of its
+// protocol (docs/protocol.md: the frames on the websocket, a run's events,
+// the error object and its codes, the records of the HTTP endpoints) are
+// declared once in package wire, which the host encodes; client names them
+// by alias (client.Event is wire.Event). A chat backend written in Go
+// imports this package to list the tools, call them and follow their
+// output.
 //
 // Dial opens a websocket and signs in; Call runs a tool and streams its
 // events to a callback, picking the run up again after a dropped
@@ -26,7 +27,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // Options say how to reach and sign in to a host.
@@ -198,9 +199,9 @@ func (c *Conn) open(ctx context.Context) (*session, HelloReply, error) {
 		if resp != nil {
 			switch resp.StatusCode {
 			case http.StatusUnauthorized:
-				return nil, HelloReply{}, &Error{Code: "unauthorized", Message: fmt.Sprintf("the host at %s refused the token: give a good one", c.base)}
+				return nil, HelloReply{}, &Error{Code: wire.CodeUnauthorized, Message: fmt.Sprintf("the host at %s refused the token: give a good one", c.base)}
 			case http.StatusForbidden:
-				return nil, HelloReply{}, &Error{Code: "forbidden", Message: fmt.Sprintf("the host at %s refused the connection (%s)", c.base, resp.Status)}
+				return nil, HelloReply{}, &Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("the host at %s refused the connection (%s)", c.base, resp.Status)}
 			}
 		}
 		return nil, HelloReply{}, fmt.Errorf("the websocket at %s can't be opened: %w", c.ws, err)
@@ -208,7 +209,7 @@ func (c *Conn) open(ctx context.Context) (*session, HelloReply, error) {
 	s := &session{ws: ws, done: make(chan struct{})}
 	stop := context.AfterFunc(ctx, func() { _ = ws.NetConn().Close() })
 	defer stop()
-	hello := Message{Type: "hello", ID: "hello", Client: c.opts.Client, Protocol: ProtocolVersion, Token: c.opts.Token}
+	hello := Message{Type: wire.TypeHello, ID: "hello", Client: c.opts.Client, Protocol: ProtocolVersion, Token: c.opts.Token}
 	if c.header().Get("Authorization") != "" {
 		hello.Token = "" // the header signed in already
 	}
@@ -236,12 +237,12 @@ func (c *Conn) open(ctx context.Context) (*session, HelloReply, error) {
 	case reply.Error != nil:
 		ws.Close()
 		return nil, HelloReply{}, reply.Error
-	case reply.Type != "hello" || reply.Protocol != ProtocolVersion:
+	case reply.Type != wire.TypeHello || reply.Protocol != ProtocolVersion:
 		ws.Close()
 		return nil, HelloReply{}, fmt.Errorf("the host at %s speaks protocol %d, not %d as this client does", c.base, reply.Protocol, ProtocolVersion)
 	case reply.AuthRequired && reply.Principal == "":
 		ws.Close()
-		return nil, HelloReply{}, &Error{Code: "unauthorized", Message: fmt.Sprintf("the host at %s needs a token: give one", c.base)}
+		return nil, HelloReply{}, &Error{Code: wire.CodeUnauthorized, Message: fmt.Sprintf("the host at %s needs a token: give one", c.base)}
 	}
 	return s, reply.HelloReply, nil
 }
@@ -264,7 +265,7 @@ func (c *Conn) read(s *session) {
 			continue // not a frame of the protocol: nothing to route it by
 		}
 		f.raw = data
-		if f.Type == "closing" {
+		if f.Type == wire.TypeClosing {
 			var cl Closing
 			_ = json.Unmarshal(data, &cl)
 			e := cl.Error
@@ -295,7 +296,7 @@ func (c *Conn) read(s *session) {
 // the protocol. After any other (timeout, too_slow, shutting_down) the Conn
 // dials again.
 func closesForGood(code string) bool {
-	return code != errcode.Timeout && code != errcode.TooSlow && code != errcode.ShuttingDown
+	return code != wire.CodeTimeout && code != wire.CodeTooSlow && code != wire.CodeShuttingDown
 }
 
 func (c *Conn) wakeAll() {
@@ -401,7 +402,7 @@ func (c *Conn) request(ctx context.Context, m Message, done func(frame) (bool, e
 	}
 	for {
 		for _, f := range sb.take() {
-			if f.Type == "error" && f.Seq == nil {
+			if f.Type == TypeError && f.Seq == nil {
 				var ef ErrorFrame
 				if err := json.Unmarshal(f.raw, &ef); err != nil {
 					return fmt.Errorf("the host sent an error that can't be read: %w", err)
@@ -438,8 +439,8 @@ func (c *Conn) ended(s *session) error {
 // ListTools lists the tools the host serves, as function specs.
 func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 	var tools []Tool
-	err := c.request(ctx, Message{Type: "list_tools", ID: c.newID("t")}, func(f frame) (bool, error) {
-		if f.Type != "tools" {
+	err := c.request(ctx, Message{Type: wire.TypeListTools, ID: c.newID("t")}, func(f frame) (bool, error) {
+		if f.Type != wire.TypeTools {
 			return false, nil
 		}
 		var r ToolsReply
@@ -459,8 +460,8 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 // not know gives an *Error with code "bad_frame" saying which it knows.
 func (c *Conn) ToolSpecs(ctx context.Context, format string, strict bool) (ToolSpecs, error) {
 	var specs ToolSpecs
-	err := c.request(ctx, Message{Type: "list_tools", ID: c.newID("t"), Format: format, Strict: strict}, func(f frame) (bool, error) {
-		if f.Type != "tools" {
+	err := c.request(ctx, Message{Type: wire.TypeListTools, ID: c.newID("t"), Format: format, Strict: strict}, func(f frame) (bool, error) {
+		if f.Type != wire.TypeTools {
 			return false, nil
 		}
 		if err := json.Unmarshal(f.raw, &specs); err != nil {
@@ -478,8 +479,8 @@ func (c *Conn) ToolSpecs(ctx context.Context, format string, strict bool) (ToolS
 // "not_found". It may be called from a Call's onEvent.
 func (c *Conn) Approve(ctx context.Context, approval, decision string) (Decided, error) {
 	var d Decided
-	err := c.request(ctx, Message{Type: "approve", ID: c.newID("a"), Approval: approval, Decision: decision}, func(f frame) (bool, error) {
-		if f.Type != "decided" {
+	err := c.request(ctx, Message{Type: wire.TypeApprove, ID: c.newID("a"), Approval: approval, Decision: decision}, func(f frame) (bool, error) {
+		if f.Type != wire.TypeDecided {
 			return false, nil
 		}
 		if err := json.Unmarshal(f.raw, &d); err != nil {
@@ -492,7 +493,7 @@ func (c *Conn) Approve(ctx context.Context, approval, decision string) (Decided,
 
 // Ping checks the host answers.
 func (c *Conn) Ping(ctx context.Context) error {
-	return c.request(ctx, Message{Type: "ping", ID: c.newID("p")}, func(f frame) (bool, error) { return f.Type == "pong", nil })
+	return c.request(ctx, Message{Type: wire.TypePing, ID: c.newID("p")}, func(f frame) (bool, error) { return f.Type == wire.TypePong, nil })
 }
 
 // Cancel stops a run (of the caller's, or any for an admin). It returns
@@ -510,18 +511,18 @@ func (c *Conn) Cancel(ctx context.Context, run string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.send(ctx, Message{Type: "cancel", ID: id, Run: run}); err != nil {
+	if err := s.send(ctx, Message{Type: wire.TypeCancel, ID: id, Run: run}); err != nil {
 		return err
 	}
-	if err := s.send(ctx, Message{Type: "ping", ID: id}); err != nil {
+	if err := s.send(ctx, Message{Type: wire.TypePing, ID: id}); err != nil {
 		return err
 	}
 	for {
 		for _, f := range sb.take() {
 			switch f.Type {
-			case "pong":
+			case wire.TypePong:
 				return nil
-			case "error":
+			case TypeError:
 				var ef ErrorFrame
 				_ = json.Unmarshal(f.raw, &ef)
 				return &ef.Error
@@ -582,7 +583,7 @@ func (c *Conn) CallWith(ctx context.Context, tool string, args any, opts CallOpt
 	if id == "" {
 		id = c.newID("c")
 	}
-	return c.follow(ctx, Message{Type: "call", ID: id, Tool: tool, Args: raw, Session: opts.Session, IdempotencyKey: opts.IdempotencyKey}, onEvent)
+	return c.follow(ctx, Message{Type: wire.TypeCall, ID: id, Tool: tool, Args: raw, Session: opts.Session, IdempotencyKey: opts.IdempotencyKey}, onEvent)
 }
 
 // Attach follows a run from after seq afterSeq (-1 for all of it): it
@@ -591,7 +592,7 @@ func (c *Conn) CallWith(ctx context.Context, tool string, args any, opts CallOpt
 // on.
 func (c *Conn) Attach(ctx context.Context, run string, afterSeq int64, onEvent func(Event)) (json.RawMessage, error) {
 	after := afterSeq
-	return c.follow(ctx, Message{Type: "attach", ID: c.newID("a"), Run: run, AfterSeq: &after}, onEvent)
+	return c.follow(ctx, Message{Type: wire.TypeAttach, ID: c.newID("a"), Run: run, AfterSeq: &after}, onEvent)
 }
 
 func encodeArgs(args any) (json.RawMessage, error) {
@@ -667,20 +668,20 @@ func (c *Conn) follow(ctx context.Context, first Message, onEvent func(Event)) (
 						}
 						return e.Result, nil
 					}
-				case f.Type == "error":
+				case f.Type == TypeError:
 					var ef ErrorFrame
 					if err := json.Unmarshal(f.raw, &ef); err != nil {
 						return nil, fmt.Errorf("the host sent an error that can't be read: %w", err)
 					}
 					return nil, &ef.Error
-				case f.Type == "behind":
+				case f.Type == wire.TypeBehind:
 					var b Behind
 					_ = json.Unmarshal(f.raw, &b)
 					if b.Run != "" {
 						run = b.Run
 					}
 					after := last
-					if err := s.send(ctx, Message{Type: "attach", ID: id, Run: run, AfterSeq: &after}); err != nil && !errors.Is(err, errDropped) {
+					if err := s.send(ctx, Message{Type: wire.TypeAttach, ID: id, Run: run, AfterSeq: &after}); err != nil && !errors.Is(err, errDropped) {
 						return nil, err
 					}
 				}
@@ -692,7 +693,7 @@ func (c *Conn) follow(ctx context.Context, first Message, onEvent func(Event)) (
 					err = c.ended(s)
 				}
 			case <-ctx.Done():
-				if first.Type == "call" && run != "" {
+				if first.Type == wire.TypeCall && run != "" {
 					cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					_ = c.Cancel(cctx, run)
 					cancel()
@@ -703,7 +704,7 @@ func (c *Conn) follow(ctx context.Context, first Message, onEvent func(Event)) (
 		if !errors.Is(err, errDropped) {
 			return nil, err // the host closed the connection for good
 		}
-		if said := (*Error)(nil); errors.As(err, &said) && said.Code == errcode.ShuttingDown {
+		if said := (*Error)(nil); errors.As(err, &said) && said.Code == wire.CodeShuttingDown {
 			stopped = said
 		}
 		if run == "" {
@@ -722,6 +723,6 @@ func (c *Conn) follow(ctx context.Context, first Message, onEvent func(Event)) (
 			return nil, ctx.Err()
 		}
 		after := last
-		msg = Message{Type: "attach", ID: id, Run: run, AfterSeq: &after}
+		msg = Message{Type: wire.TypeAttach, ID: id, Run: run, AfterSeq: &after}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // maxAnswer bounds an HTTP answer read.
@@ -81,7 +81,7 @@ func (h *HTTP) do(ctx context.Context, method, path string, body []byte, header 
 	if json.Unmarshal(data, &e) == nil && e.Error != nil {
 		return e.Error
 	}
-	return &Error{Code: errcode.Failed, Message: fmt.Sprintf("the host answered %s %s with %s", method, path, resp.Status)}
+	return &Error{Code: wire.CodeFailed, Message: fmt.Sprintf("the host answered %s %s with %s", method, path, resp.Status)}
 }
 
 // Tools lists the tools the host serves (GET /api/v1/tools).

@@ -3,11 +3,11 @@ package host
 import (
 	"context"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/model"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // modelOf is the client of cfg's [model], or, when its API key can't be
@@ -33,5 +33,5 @@ func modelOf(cfg *config.Config) (runs.Model, config.Errors) {
 type refusingModel struct{ why string }
 
 func (m refusingModel) Ask(context.Context, sdk.ModelRequest) (sdk.ModelAnswer, error) {
-	return sdk.ModelAnswer{}, &sdk.Error{Code: errcode.Unsupported, Message: m.why}
+	return sdk.ModelAnswer{}, &sdk.Error{Code: wire.CodeUnsupported, Message: m.why}
 }

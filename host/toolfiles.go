@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/api"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // toolFiles are the tool files of tools_dir as the API reads, writes and
@@ -61,10 +61,10 @@ func (f *toolFiles) Write(ctx context.Context, name string, data []byte) (api.To
 	defer f.mu.Unlock()
 	cfg := f.h.config()
 	if def, ok := inConfig(cfg, name); ok {
-		return api.ToolWritten{}, &api.ToolFileError{Code: api.CodeNotEditable, Message: notInToolsDir(def)}
+		return api.ToolWritten{}, &api.ToolFileError{Code: wire.CodeNotEditable, Message: notInToolsDir(def)}
 	}
 	if cfg.ToolsDir == "" {
-		return api.ToolWritten{}, &api.ToolFileError{Code: api.CodeNoToolsDir, Message: fmt.Sprintf(
+		return api.ToolWritten{}, &api.ToolFileError{Code: wire.CodeNoToolsDir, Message: fmt.Sprintf(
 			"no tools_dir is configured, so there is nowhere to write the tool: set tools_dir in %s to the folder of tool files, and reload", cfg.File)}
 	}
 	dir := filepath.Clean(cfg.ToolsDir)
@@ -72,14 +72,14 @@ func (f *toolFiles) Write(ctx context.Context, name string, data []byte) (api.To
 	if def, ok := findToolFile(dir, name); ok {
 		target, created = def.File, false
 	} else if other := toolOfFile(target); other != "" {
-		return api.ToolWritten{}, &api.ToolFileError{Code: api.CodeNotEditable, Message: fmt.Sprintf(
+		return api.ToolWritten{}, &api.ToolFileError{Code: wire.CodeNotEditable, Message: fmt.Sprintf(
 			"the file %s holds the tool %q, and a tool file holds one tool: rename that file, or give this tool another name", target, other)}
 	}
 	if why := notWritable(target); why != "" {
-		return api.ToolWritten{}, &api.ToolFileError{Code: api.CodeNotEditable, Message: why}
+		return api.ToolWritten{}, &api.ToolFileError{Code: wire.CodeNotEditable, Message: why}
 	}
 	if filepath.Dir(target) != dir {
-		return api.ToolWritten{}, &api.ToolFileError{Code: api.CodeNotEditable, Message: fmt.Sprintf("%s is not a file of the tools folder %s", target, dir)}
+		return api.ToolWritten{}, &api.ToolFileError{Code: wire.CodeNotEditable, Message: fmt.Sprintf("%s is not a file of the tools folder %s", target, dir)}
 	}
 	if err := writeAtomically(target, data, f.h.log.Warn); err != nil {
 		return api.ToolWritten{}, err
@@ -106,14 +106,14 @@ func (f *toolFiles) Remove(ctx context.Context, name string) error {
 	defer f.mu.Unlock()
 	cfg := f.h.config()
 	if def, ok := inConfig(cfg, name); ok {
-		return &api.ToolFileError{Code: api.CodeNotEditable, Message: notInToolsDir(def)}
+		return &api.ToolFileError{Code: wire.CodeNotEditable, Message: notInToolsDir(def)}
 	}
 	def, ok := findToolFile(cfg.ToolsDir, name)
 	if cfg.ToolsDir == "" || !ok {
-		return &api.ToolFileError{Code: errcode.UnknownTool, Message: fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name)}
+		return &api.ToolFileError{Code: wire.CodeUnknownTool, Message: fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name)}
 	}
 	if why := notWritable(def.File); why != "" {
-		return &api.ToolFileError{Code: api.CodeNotEditable, Message: why}
+		return &api.ToolFileError{Code: wire.CodeNotEditable, Message: why}
 	}
 	if err := os.Remove(def.File); err != nil {
 		return fmt.Errorf("removing %s: %w", def.File, err)

@@ -6,9 +6,9 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/sessions"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // This file checks a request's address as the client sent it, before the
@@ -63,7 +63,7 @@ func checkAddress(raw string) *requestError {
 	if parts[0] != "api" {
 		for i, part := range parts {
 			if part == "." || part == ".." || (part == "" && i < len(parts)-1) {
-				return &requestError{http.StatusBadRequest, errcode.BadPath, fmt.Sprintf(
+				return &requestError{http.StatusBadRequest, wire.CodeBadPath, fmt.Sprintf(
 					"the address %q has %s; the host takes addresses as written, never cleaned or redirected", shorten(raw), describePart(part))}
 			}
 		}
@@ -71,7 +71,7 @@ func checkAddress(raw string) *requestError {
 	}
 	if len(parts) == 1 {
 		// "/api": the router would redirect it to "/api/".
-		return &requestError{http.StatusNotFound, errcode.NotFound, "there is no such endpoint (see docs/protocol.md)"}
+		return &requestError{http.StatusNotFound, wire.CodeNotFound, "there is no such endpoint (see docs/protocol.md)"}
 	}
 	at := func(i int, name string) bool { return len(parts) > i && parts[i] == name }
 	for i, part := range parts {
@@ -91,14 +91,14 @@ func checkAddress(raw string) *requestError {
 					msg = err.Error() + " (the address names a tool as its name field does, and is taken as written)"
 				}
 			}
-			return &requestError{http.StatusBadRequest, "bad_name", msg}
+			return &requestError{http.StatusBadRequest, wire.CodeBadName, msg}
 		case i == 3 && at(1, "v1") && at(2, "sessions"):
 			if err := sessions.CheckID(unescapeAll(part)); err != nil {
-				return &requestError{http.StatusBadRequest, errcode.BadArgs, err.Error()}
+				return &requestError{http.StatusBadRequest, wire.CodeBadArgs, err.Error()}
 			}
-			return &requestError{http.StatusBadRequest, errcode.BadArgs, fmt.Sprintf("the session id in %q has %s: %s", shorten(raw), why, sessions.IDRule)}
+			return &requestError{http.StatusBadRequest, wire.CodeBadArgs, fmt.Sprintf("the session id in %q has %s: %s", shorten(raw), why, sessions.IDRule)}
 		}
-		return &requestError{http.StatusBadRequest, errcode.BadPath, fmt.Sprintf(
+		return &requestError{http.StatusBadRequest, wire.CodeBadPath, fmt.Sprintf(
 			"the address %q has %s; the host takes addresses as written, never cleaned or redirected", shorten(raw), why)}
 	}
 	return nil
@@ -137,13 +137,13 @@ func badPart(part string, last bool) string {
 // when unescaped again, nor hold '.', '..' or empty parts as sent.
 func checkFilePath(raw string) *requestError {
 	bad := func(why string) *requestError {
-		return &requestError{http.StatusBadRequest, errcode.BadPath, fmt.Sprintf(
+		return &requestError{http.StatusBadRequest, wire.CodeBadPath, fmt.Sprintf(
 			"%q is not a path in the session: %s (the address is taken as written, never cleaned); %s", shorten(raw), why, sessions.PathRule)}
 	}
 	all := forms(raw)
 	// As the endpoint will see it: its own check, in its own words.
 	if err := sessions.CheckPath(all[1]); err != nil {
-		return &requestError{http.StatusBadRequest, errcode.BadPath, err.Error()}
+		return &requestError{http.StatusBadRequest, wire.CodeBadPath, err.Error()}
 	}
 	for n, form := range all {
 		if strings.Contains(form, `\`) {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/mcp"
@@ -33,7 +33,7 @@ import (
 
 // ProtocolVersion is the version of the websocket protocol in
 // docs/protocol.md; clients read it from the hello reply.
-const ProtocolVersion = client.ProtocolVersion
+const ProtocolVersion = wire.ProtocolVersion
 
 // maxBody bounds request bodies (a tool in TOML, a call's arguments).
 const maxBody = 1 << 20
@@ -90,7 +90,7 @@ type Server struct {
 	conns map[signedIn]struct{}
 	// stopping, once set (CloseWebsockets), is why a websocket opened
 	// from now on is closed at once.
-	stopping *client.Error
+	stopping *wire.Error
 
 	// waits are the websocket's waits that tests shorten (wsconn.go); zero
 	// means the default.
@@ -195,11 +195,11 @@ func New(opts Options) *Server {
 	}))
 	s.sessionRoutes()
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "there is no such endpoint (see docs/protocol.md)")
+		writeError(w, http.StatusNotFound, wire.CodeNotFound, "there is no such endpoint (see docs/protocol.md)")
 	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if opts.UI == nil || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
-			writeError(w, http.StatusNotFound, "not_found", "there is nothing here (the API is under /api/v1/)")
+			writeError(w, http.StatusNotFound, wire.CodeNotFound, "there is nothing here (the API is under /api/v1/)")
 			return
 		}
 		opts.UI.ServeHTTP(w, r)
@@ -215,11 +215,11 @@ func New(opts Options) *Server {
 // or empty parts is refused, never cleaned or redirected.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.tokens.Load().Required() && (!fromLoopback(r) || !localName(r.Host)) {
-		writeError(w, http.StatusForbidden, "forbidden", "this host serves callers on its own machine only, at localhost or a loopback address (no tokens are configured)")
+		writeError(w, http.StatusForbidden, wire.CodeForbidden, "this host serves callers on its own machine only, at localhost or a loopback address (no tokens are configured)")
 		return
 	}
 	if r.Header.Get("Origin") != "" && !s.checkOrigin(r) {
-		writeError(w, http.StatusForbidden, "forbidden", "requests from the web pages of other sites are refused ([server] allowed_origins lists the sites allowed)")
+		writeError(w, http.StatusForbidden, wire.CodeForbidden, "requests from the web pages of other sites are refused ([server] allowed_origins lists the sites allowed)")
 		return
 	}
 	// The router would clean such an address and redirect to another
@@ -285,11 +285,11 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
 	s.opts.Logger.Warn("refused a request without a good token", "peer", r.RemoteAddr, "path", r.URL.Path)
 	_, sent := auth.Bearer(r)
 	w.Header().Set("WWW-Authenticate", mcp.Challenge(r, sent))
-	writeError(w, http.StatusUnauthorized, "unauthorized", "a good token is needed: send Authorization: Bearer <token>")
+	writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "a good token is needed: send Authorization: Bearer <token>")
 }
 
 func forbidden(w http.ResponseWriter, message string) {
-	writeError(w, http.StatusForbidden, "forbidden", message)
+	writeError(w, http.StatusForbidden, wire.CodeForbidden, message)
 }
 
 func fromLoopback(r *http.Request) bool {
@@ -334,7 +334,7 @@ func (s *Server) checkTool(w http.ResponseWriter, r *http.Request, id auth.Ident
 			writeError(w, callErrorStatus(ce.Code), ce.Code, ce.Message)
 			return
 		}
-		writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
+		writeError(w, http.StatusInternalServerError, wire.CodeFailed, err.Error())
 		return
 	}
 	t, err := s.opts.Check(r.Context(), def)
@@ -354,7 +354,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 	}
 	args, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(args) > maxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "the arguments must be at most 1 MiB of JSON")
+		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, "the arguments must be at most 1 MiB of JSON")
 		return
 	}
 	session := r.URL.Query().Get("session")
@@ -371,7 +371,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 			writeError(w, callErrorStatus(ce.Code), ce.Code, ce.Message)
 			return
 		}
-		writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
+		writeError(w, http.StatusInternalServerError, wire.CodeFailed, err.Error())
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -390,7 +390,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 			// The caller's token was taken away: the run goes on, for an
 			// admin to read, but this caller gets nothing more of it.
 			status := http.StatusUnauthorized
-			if change.Code == "token_downgraded" {
+			if change.Code == wire.CodeTokenDowngraded {
 				status = http.StatusForbidden
 			}
 			writeError(w, status, change.Code, change.Message)
@@ -407,7 +407,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 	if err != nil {
 		s.opts.Logger.Error("a run's output could not be read back", "run", run.ID, "error", err)
 	}
-	body := client.CallResult{Run: run.ID, Printed: strings.TrimSpace(stdout), Stderr: stderr}
+	body := wire.CallResult{Run: run.ID, Printed: strings.TrimSpace(stdout), Stderr: stderr}
 	if last.Error != nil {
 		body.Error = last.Error
 		writeJSON(w, http.StatusUnprocessableEntity, body)
@@ -419,15 +419,15 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, id auth.Identi
 
 func callErrorStatus(code string) int {
 	switch code {
-	case "unknown_tool":
+	case wire.CodeUnknownTool:
 		return http.StatusNotFound
-	case "plugin_unavailable":
+	case wire.CodePluginUnavailable:
 		return http.StatusServiceUnavailable
-	case "too_many_runs", errcode.Budget, errcode.TooManySessions:
+	case wire.CodeTooManyRuns, wire.CodeBudget, wire.CodeTooManySessions:
 		return http.StatusTooManyRequests
-	case errcode.IdempotencyConflict, errcode.Interrupted:
+	case wire.CodeIdempotencyConflict, wire.CodeInterrupted:
 		return http.StatusConflict
-	case "forbidden":
+	case wire.CodeForbidden:
 		return http.StatusForbidden
 	}
 	return http.StatusBadRequest
@@ -437,7 +437,7 @@ func callErrorStatus(code string) int {
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	run, ok := s.opts.Dispatcher.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "unknown_run", "there is no run with that id (runs are kept for a while after they end)")
+		writeError(w, http.StatusNotFound, wire.CodeUnknownRun, "there is no run with that id (runs are kept for a while after they end)")
 		return
 	}
 	if !id.CanSee(run.Principal) {
@@ -447,7 +447,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, id auth.Identity
 	rec, err := run.Record(r.URL.Query().Get("events") != "false")
 	if err != nil {
 		s.opts.Logger.Error("a run's output could not be read back", "run", run.ID, "error", err)
-		writeError(w, http.StatusInternalServerError, errcode.Failed, "the run's output can't be read back: "+err.Error())
+		writeError(w, http.StatusInternalServerError, wire.CodeFailed, "the run's output can't be read back: "+err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
@@ -462,7 +462,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, map[string]any{"error": client.Error{Code: code, Message: message}})
+	writeJSON(w, status, map[string]any{"error": wire.Error{Code: code, Message: message}})
 }
 
 // needsSession says whether a tool runs in a conversation's sandbox, for

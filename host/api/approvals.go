@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -44,19 +44,19 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, id auth.
 	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, errcode.BadArgs, `send {"decision": "approve"} or {"decision": "decline"}: `+describeJSONError(err))
+		writeError(w, http.StatusBadRequest, wire.CodeBadArgs, `send {"decision": "approve"} or {"decision": "decline"}: `+describeJSONError(err))
 		return
 	}
 	a, err := s.opts.Dispatcher.Decide(r.PathValue("id"), decider(id), body.Decision)
 	if err != nil {
-		code, status := errcode.Failed, http.StatusInternalServerError
+		code, status := wire.CodeFailed, http.StatusInternalServerError
 		var ce *errcode.Error
 		if errors.As(err, &ce) {
 			code = ce.Code
 			status = map[string]int{
-				errcode.BadArgs: http.StatusBadRequest, errcode.NotFound: http.StatusNotFound,
-				errcode.Forbidden: http.StatusForbidden, runs.CodeSelfApproval: http.StatusForbidden,
-				runs.CodeAlreadyDecided: http.StatusConflict,
+				wire.CodeBadArgs: http.StatusBadRequest, wire.CodeNotFound: http.StatusNotFound,
+				wire.CodeForbidden: http.StatusForbidden, wire.CodeSelfApproval: http.StatusForbidden,
+				wire.CodeAlreadyDecided: http.StatusConflict,
 			}[code]
 		}
 		writeError(w, status, code, err.Error())
@@ -67,11 +67,11 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, id auth.
 
 // waitOrAsked waits for a run's end, or for it to ask for an approval:
 // then it returns the approval_required event.
-func waitOrAsked(ctx context.Context, run *runs.Run) (last client.Event, asked *client.Event, err error) {
+func waitOrAsked(ctx context.Context, run *runs.Run) (last wire.Event, asked *wire.Event, err error) {
 	for from := uint64(0); ; {
 		evs, err := run.Next(ctx, from)
 		if err != nil {
-			return client.Event{}, nil, err
+			return wire.Event{}, nil, err
 		}
 		if evs == nil {
 			last, err := run.Wait(ctx)
@@ -79,8 +79,8 @@ func waitOrAsked(ctx context.Context, run *runs.Run) (last client.Event, asked *
 		}
 		for _, e := range evs {
 			switch {
-			case e.Type == client.TypeApprovalRequired:
-				return client.Event{}, &e, nil
+			case e.Type == wire.TypeApprovalRequired:
+				return wire.Event{}, &e, nil
 			case e.Terminal():
 				return e, nil, nil
 			}
@@ -92,7 +92,7 @@ func waitOrAsked(ctx context.Context, run *runs.Run) (last client.Event, asked *
 // askedJSON is the 202 answer of a call that waits for an approval. It
 // says who decides, not how: the answer may reach a model, and the way to
 // approve is the person's (the web UI's approvals panel, or their client).
-func askedJSON(run *runs.Run, e *client.Event) map[string]any {
+func askedJSON(run *runs.Run, e *wire.Event) map[string]any {
 	return map[string]any{
 		"run": run.ID,
 		"approval": map[string]any{
@@ -104,10 +104,10 @@ func askedJSON(run *runs.Run, e *client.Event) map[string]any {
 }
 
 // decide is the websocket's approve message.
-func (c *wsConn) decide(m client.Message) {
+func (c *wsConn) decide(m wire.Message) {
 	a, err := c.s.opts.Dispatcher.Decide(m.Approval, decider(c.who()), m.Decision)
 	if err != nil {
-		code := errcode.Failed
+		code := wire.CodeFailed
 		var ce *errcode.Error
 		if errors.As(err, &ce) {
 			code = ce.Code
@@ -115,5 +115,5 @@ func (c *wsConn) decide(m client.Message) {
 		c.sendError(m.ID, a.Run, code, err.Error())
 		return
 	}
-	c.send(client.Decided{Type: "decided", ID: m.ID, Approval: a.ID, Run: a.Run, Decision: m.Decision})
+	c.send(wire.Decided{Type: wire.TypeDecided, ID: m.ID, Approval: a.ID, Run: a.Run, Decision: m.Decision})
 }

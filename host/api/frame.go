@@ -8,16 +8,16 @@ import (
 	"io"
 	"strings"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // messageTypes are the frames a client may send.
-var messageTypes = map[string]bool{"hello": true, "ping": true, "list_tools": true, "call": true, "cancel": true, "attach": true, "approve": true}
+var messageTypes = map[string]bool{wire.TypeHello: true, wire.TypePing: true, wire.TypeListTools: true, wire.TypeCall: true, wire.TypeCancel: true, wire.TypeAttach: true, wire.TypeApprove: true}
 
 // decodeFrame reads one client frame, or says what is wrong with it (with
 // the frame's id when one can be read).
-func decodeFrame(data []byte) (client.Message, *client.ErrorFrame) {
-	var m client.Message
+func decodeFrame(data []byte) (wire.Message, *wire.ErrorFrame) {
+	var m wire.Message
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
@@ -35,29 +35,29 @@ func decodeFrame(data []byte) (client.Message, *client.ErrorFrame) {
 		return m, badFrame(m.ID, "the frame has no \"type\" (call, cancel, attach, list_tools, hello or ping)")
 	case !messageTypes[m.Type]:
 		return m, badFrame(m.ID, fmt.Sprintf("%q is not a message type (call, cancel, attach, list_tools, hello or ping)", m.Type))
-	case m.Type == "call" && m.ID == "":
+	case m.Type == wire.TypeCall && m.ID == "":
 		return m, badFrame("", "a call needs an \"id\" of your choosing, to match its events")
-	case m.Type == "call" && m.Tool == "":
+	case m.Type == wire.TypeCall && m.Tool == "":
 		return m, badFrame(m.ID, "a call needs a \"tool\" to run")
-	case m.Type == "attach" && m.Run == "":
+	case m.Type == wire.TypeAttach && m.Run == "":
 		return m, badFrame(m.ID, "attach needs the \"run\" to attach to")
-	case m.Type == "approve" && m.Approval == "":
+	case m.Type == wire.TypeApprove && m.Approval == "":
 		return m, badFrame(m.ID, "approve needs the \"approval\" to decide (from approval_required)")
-	case m.Type == "approve" && m.Decision != "approve" && m.Decision != "decline":
+	case m.Type == wire.TypeApprove && m.Decision != wire.DecisionApprove && m.Decision != wire.DecisionDecline:
 		return m, badFrame(m.ID, fmt.Sprintf("approve needs a \"decision\": \"approve\" or \"decline\", not %q", m.Decision))
-	case m.Type == "cancel" && m.Run == "" && m.ID == "":
+	case m.Type == wire.TypeCancel && m.Run == "" && m.ID == "":
 		return m, badFrame("", "cancel needs the \"run\" to cancel, or the \"id\" of your call")
 	}
 	return m, nil
 }
 
 // errorFrame is the reply to a frame that can't be acted on.
-func errorFrame(id, run, code, message string) *client.ErrorFrame {
-	return &client.ErrorFrame{Type: "error", ID: id, Run: run, Error: client.Error{Code: code, Message: message}}
+func errorFrame(id, run, code, message string) *wire.ErrorFrame {
+	return &wire.ErrorFrame{Type: wire.TypeError, ID: id, Run: run, Error: wire.Error{Code: code, Message: message}}
 }
 
-func badFrame(id, message string) *client.ErrorFrame {
-	return errorFrame(id, "", "bad_frame", message)
+func badFrame(id, message string) *wire.ErrorFrame {
+	return errorFrame(id, "", wire.CodeBadFrame, message)
 }
 
 func describeJSONError(err error) string {

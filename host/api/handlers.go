@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
@@ -16,10 +16,10 @@ func (c *wsConn) handle(data []byte) bool {
 		return true // the connection is closing: nothing more is done for it
 	}
 	m, bad := decodeFrame(data)
-	if !c.signedIn.Load() && (bad != nil || m.Type != "hello") {
+	if !c.signedIn.Load() && (bad != nil || m.Type != wire.TypeHello) {
 		why := "sign in first: send {\"type\":\"hello\",\"token\":\"…\"} (or an Authorization: Bearer header)"
-		c.sendError(m.ID, "", errcode.Unauthorized, why)
-		c.closeWith(client.Error{Code: errcode.Unauthorized, Message: why})
+		c.sendError(m.ID, "", wire.CodeUnauthorized, why)
+		c.closeWith(wire.Error{Code: wire.CodeUnauthorized, Message: why})
 		return false
 	}
 	if bad != nil {
@@ -27,27 +27,27 @@ func (c *wsConn) handle(data []byte) bool {
 		return true
 	}
 	switch m.Type {
-	case "hello":
+	case wire.TypeHello:
 		return c.hello(m)
-	case "ping":
-		c.send(client.Pong{Type: "pong", ID: m.ID})
-	case "list_tools":
+	case wire.TypePing:
+		c.send(wire.Pong{Type: wire.TypePong, ID: m.ID})
+	case wire.TypeListTools:
 		c.listTools(m)
-	case "call":
+	case wire.TypeCall:
 		c.call(m)
-	case "cancel":
+	case wire.TypeCancel:
 		c.cancelRun(m)
-	case "attach":
+	case wire.TypeAttach:
 		c.attach(m)
-	case "approve":
+	case wire.TypeApprove:
 		c.decide(m)
 	}
 	return true
 }
 
-func (c *wsConn) hello(m client.Message) bool {
+func (c *wsConn) hello(m wire.Message) bool {
 	if m.Protocol != 0 && m.Protocol != ProtocolVersion {
-		c.sendError(m.ID, "", "unsupported_protocol", fmt.Sprintf("this host speaks protocol %d, not %d", ProtocolVersion, m.Protocol))
+		c.sendError(m.ID, "", wire.CodeUnsupportedProtocol, fmt.Sprintf("this host speaks protocol %d, not %d", ProtocolVersion, m.Protocol))
 		return true
 	}
 	if m.Token != "" {
@@ -65,8 +65,8 @@ func (c *wsConn) hello(m client.Message) bool {
 		if !ok && tokens.Required() {
 			c.s.opts.Logger.Warn("refused a websocket sign-in with a wrong token", "peer", c.peer, "client", m.Client)
 			why := "the token is not one this host knows"
-			c.sendError(m.ID, "", errcode.Unauthorized, why)
-			c.closeWith(client.Error{Code: errcode.Unauthorized, Message: why})
+			c.sendError(m.ID, "", wire.CodeUnauthorized, why)
+			c.closeWith(wire.Error{Code: wire.CodeUnauthorized, Message: why})
 			return false
 		}
 	}
@@ -74,29 +74,29 @@ func (c *wsConn) hello(m client.Message) bool {
 	if c.signedIn.Load() {
 		c.s.opts.Logger.Debug("websocket client said hello", "principal", who.Name, "role", who.Role, "client", m.Client, "peer", c.peer)
 	}
-	c.send(client.HelloReply{
-		Type: "hello", ID: m.ID, Protocol: ProtocolVersion, Server: "toolhost", Version: c.s.opts.Version,
+	c.send(wire.HelloReply{
+		Type: wire.TypeHello, ID: m.ID, Protocol: ProtocolVersion, Server: "toolhost", Version: c.s.opts.Version,
 		AuthRequired: c.s.tokens.Load().Required(), Principal: who.Name, Role: who.Role,
 	})
 	return true
 }
 
-func (c *wsConn) call(m client.Message) {
+func (c *wsConn) call(m wire.Message) {
 	who := c.who()
 	if !who.CanCall() {
-		c.sendError(m.ID, "", "forbidden", fmt.Sprintf("%s is a %s and may not run tools", who.Name, who.Role))
+		c.sendError(m.ID, "", wire.CodeForbidden, fmt.Sprintf("%s is a %s and may not run tools", who.Name, who.Role))
 		return
 	}
 	c.mu.Lock()
 	if prev, busy := c.calls[m.ID]; busy && !prev.Done() {
 		c.mu.Unlock()
-		c.sendError(m.ID, "", "bad_frame", fmt.Sprintf("the id %q is already used by a run that is going on", m.ID))
+		c.sendError(m.ID, "", wire.CodeBadFrame, fmt.Sprintf("the id %q is already used by a run that is going on", m.ID))
 		return
 	}
 	c.mu.Unlock()
 	run, err := c.s.opts.Dispatcher.Start(runs.Request{Tool: m.Tool, Args: m.Args, Principal: who.Name, Session: m.Session, IdempotencyKey: m.IdempotencyKey})
 	if err != nil {
-		code := errcode.Failed
+		code := wire.CodeFailed
 		var ce *errcode.Error
 		if errors.As(err, &ce) {
 			code = ce.Code
@@ -117,7 +117,7 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 	for {
 		evs, err := run.Next(c.ctx, from)
 		if err != nil && c.ctx.Err() == nil {
-			c.sendError(id, run.ID, "unknown_run", "the run's events can no longer be read: "+err.Error())
+			c.sendError(id, run.ID, wire.CodeUnknownRun, "the run's events can no longer be read: "+err.Error())
 		}
 		if err != nil {
 			return
@@ -140,7 +140,7 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 			}
 			last := int64(from) - 1
 			if !c.out.pushEvent(b, func() []byte {
-				return c.encode(client.Behind{Type: "behind", ID: id, Run: run.ID, LastSeq: last})
+				return c.encode(wire.Behind{Type: wire.TypeBehind, ID: id, Run: run.ID, LastSeq: last})
 			}) {
 				c.s.opts.Logger.Debug("a client fell behind a run", "run", run.ID, "principal", c.who().Name, "last_seq", last)
 				return
@@ -150,20 +150,20 @@ func (c *wsConn) forward(id string, run *runs.Run, from uint64) {
 	}
 }
 
-func (c *wsConn) cancelRun(m client.Message) {
+func (c *wsConn) cancelRun(m wire.Message) {
 	run := c.findRun(m)
 	if run == nil {
-		c.sendError(m.ID, m.Run, "unknown_run", "cancel names no run of yours: give \"run\" (the run id) or the \"id\" of your call")
+		c.sendError(m.ID, m.Run, wire.CodeUnknownRun, "cancel names no run of yours: give \"run\" (the run id) or the \"id\" of your call")
 		return
 	}
 	if who := c.who(); !who.CanSee(run.Principal) || !who.CanCall() {
-		c.sendError(m.ID, run.ID, "forbidden", "you may cancel only runs you started")
+		c.sendError(m.ID, run.ID, wire.CodeForbidden, "you may cancel only runs you started")
 		return
 	}
 	run.Cancel()
 }
 
-func (c *wsConn) findRun(m client.Message) *runs.Run {
+func (c *wsConn) findRun(m wire.Message) *runs.Run {
 	if m.Run != "" {
 		if r, ok := c.s.opts.Dispatcher.Get(m.Run); ok {
 			return r
@@ -175,14 +175,14 @@ func (c *wsConn) findRun(m client.Message) *runs.Run {
 	return c.calls[m.ID]
 }
 
-func (c *wsConn) attach(m client.Message) {
+func (c *wsConn) attach(m wire.Message) {
 	run, ok := c.s.opts.Dispatcher.Get(m.Run)
 	if !ok {
-		c.sendError(m.ID, m.Run, "unknown_run", "there is no run with that id (runs are kept for a while after they end)")
+		c.sendError(m.ID, m.Run, wire.CodeUnknownRun, "there is no run with that id (runs are kept for a while after they end)")
 		return
 	}
 	if !c.who().CanSee(run.Principal) {
-		c.sendError(m.ID, m.Run, "forbidden", "that run was started by someone else")
+		c.sendError(m.ID, m.Run, wire.CodeForbidden, "that run was started by someone else")
 		return
 	}
 	from := uint64(0)

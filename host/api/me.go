@@ -3,8 +3,8 @@ package api
 import (
 	"net/http"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/auth"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // me tells callers who they are: their principal and role, their budgets
@@ -15,7 +15,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	use, err := d.Use(r.Context(), id.Name)
 	if err != nil {
 		s.opts.Logger.Error("a caller's budgets could not be counted", "principal", id.Name, "error", err)
-		writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
+		writeError(w, http.StatusInternalServerError, wire.CodeFailed, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/tools"
@@ -51,7 +52,7 @@ func (s *Server) sessionsFor(h sessionHandler) func(http.ResponseWriter, *http.R
 	return func(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 		svc := s.opts.Sessions
 		if svc == nil {
-			writeError(w, http.StatusNotImplemented, errcode.Unsupported, "this host serves no conversation sandboxes")
+			writeError(w, http.StatusNotImplemented, wire.CodeUnsupported, "this host serves no conversation sandboxes")
 			return
 		}
 		if err := svc.Ready(); err != nil {
@@ -201,7 +202,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, svc *sessi
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil || body.Network == nil {
-		writeError(w, http.StatusBadRequest, "bad_request", `the body must be a JSON object {"network": "off" | "web" | "packages"}`)
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, `the body must be a JSON object {"network": "off" | "web" | "packages"}`)
 		return
 	}
 	se, err := svc.SetNetwork(r.Context(), principal, session, *body.Network)
@@ -289,14 +290,14 @@ func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, svc *sessions.Service, principal, session, p string) {
 	tooLarge := fmt.Sprintf("a file sent to a session is at most %d MiB", MaxFileBytes>>20)
 	if r.ContentLength > MaxFileBytes {
-		writeError(w, http.StatusRequestEntityTooLarge, errcode.TooLarge, tooLarge)
+		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, tooLarge)
 		return
 	}
 	s.opts.Dispatcher.NoteUpload(r.Context(), principal, session, p)
 	f, err := svc.WriteFile(r.Context(), principal, session, p, http.MaxBytesReader(w, r.Body, MaxFileBytes))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		writeError(w, http.StatusRequestEntityTooLarge, errcode.TooLarge, tooLarge)
+		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, tooLarge)
 		return
 	}
 	if err != nil {
@@ -334,7 +335,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, id auth.Identi
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errcode.BadArgs, fmt.Sprintf("since must be a time like \"2026-11-29T14:00:00Z\" (RFC 3339), not %q", v))
+			writeError(w, http.StatusBadRequest, wire.CodeBadArgs, fmt.Sprintf("since must be a time like \"2026-11-29T14:00:00Z\" (RFC 3339), not %q", v))
 			return
 		}
 		f.Since = t
@@ -342,7 +343,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, id auth.Identi
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > sessions.MaxRunLimit {
-			writeError(w, http.StatusBadRequest, errcode.BadArgs, fmt.Sprintf("limit must be a number from 1 to %d, not %q", sessions.MaxRunLimit, v))
+			writeError(w, http.StatusBadRequest, wire.CodeBadArgs, fmt.Sprintf("limit must be a number from 1 to %d, not %q", sessions.MaxRunLimit, v))
 			return
 		}
 		f.Limit = n
@@ -358,23 +359,23 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, id auth.Identi
 // sessionStatus is the HTTP status of a sessions error's code.
 func sessionStatus(code string) int {
 	switch code {
-	case errcode.NotFound:
+	case wire.CodeNotFound:
 		return http.StatusNotFound
-	case errcode.BadArgs, errcode.BadPath:
+	case wire.CodeBadArgs, wire.CodeBadPath:
 		return http.StatusBadRequest
-	case errcode.Forbidden:
+	case wire.CodeForbidden:
 		return http.StatusForbidden
-	case errcode.TooManySessions, errcode.TooManyTransfers:
+	case wire.CodeTooManySessions, wire.CodeTooManyTransfers:
 		return http.StatusTooManyRequests
-	case errcode.TooLarge:
+	case wire.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case errcode.DiskFull:
+	case wire.CodeDiskFull:
 		return http.StatusInsufficientStorage
-	case errcode.Unsupported:
+	case wire.CodeUnsupported:
 		return http.StatusNotImplemented
-	case errcode.PluginUnavailable, errcode.PluginCrashed:
+	case wire.CodePluginUnavailable, wire.CodePluginCrashed:
 		return http.StatusServiceUnavailable
-	case errcode.Timeout:
+	case wire.CodeTimeout:
 		return http.StatusGatewayTimeout
 	}
 	return http.StatusInternalServerError
@@ -387,14 +388,14 @@ func (s *Server) writeSessionError(w http.ResponseWriter, err error) {
 		if status == http.StatusInternalServerError {
 			s.opts.Logger.Error("a sessions request failed", "code", ce.Code, "error", ce.Message)
 		}
-		if ce.Code == errcode.TooManyTransfers {
+		if ce.Code == wire.CodeTooManyTransfers {
 			w.Header().Set("Retry-After", strconv.Itoa(sessions.TransferRetrySeconds))
 		}
 		writeError(w, status, ce.Code, ce.Message)
 		return
 	}
 	s.opts.Logger.Error("a sessions request failed", "error", err)
-	writeError(w, http.StatusInternalServerError, errcode.Failed, err.Error())
+	writeError(w, http.StatusInternalServerError, wire.CodeFailed, err.Error())
 }
 
 // visibleSpecs are the specs of the tools a caller is shown

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/tools"
@@ -15,12 +15,12 @@ import (
 // toolList is a tool list in a format: the body of GET /api/v1/tools and
 // of the websocket's tools frame (with type and id).
 type toolList struct {
-	Type      string             `json:"type,omitempty"`
-	ID        string             `json:"id,omitempty"`
-	Format    string             `json:"format"`
-	Strict    bool               `json:"strict,omitempty"`
-	Tools     []any              `json:"tools"`
-	NotStrict []client.NotStrict `json:"not_strict,omitempty"`
+	Type      string           `json:"type,omitempty"`
+	ID        string           `json:"id,omitempty"`
+	Format    string           `json:"format"`
+	Strict    bool             `json:"strict,omitempty"`
+	Tools     []any            `json:"tools"`
+	NotStrict []wire.NotStrict `json:"not_strict,omitempty"`
 }
 
 // visibleTools are the tools a caller is shown: the session tools only to
@@ -63,7 +63,7 @@ func (s *Server) writeToolList(w http.ResponseWriter, r *http.Request, id auth.I
 			return
 		}
 	}
-	writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 }
 
 // listQuery reads ?format= and ?strict= of a tools listing.
@@ -79,12 +79,12 @@ func listQuery(q url.Values) (format string, strict bool, err error) {
 
 // listTools answers list_tools with a tools frame in the format asked
 // for, or says what is wrong with it.
-func (c *wsConn) listTools(m client.Message) {
+func (c *wsConn) listTools(m wire.Message) {
 	list, err := c.s.toolList(c.who(), m.Format, m.Strict)
 	if err != nil {
 		c.send(badFrame(m.ID, err.Error()))
 		return
 	}
-	list.Type, list.ID = "tools", m.ID
+	list.Type, list.ID = wire.TypeTools, m.ID
 	c.send(list)
 }

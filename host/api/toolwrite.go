@@ -12,10 +12,10 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/tools"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // ToolFiles are the tool files of tools_dir, which the host serves. The
@@ -61,18 +61,8 @@ type ToolWritten struct {
 	Problems config.Errors
 }
 
-// The codes of a ToolFileError.
-const (
-	// CodeNotEditable: the tool is defined where the API does not write:
-	// the main config, a symbolic link, a file holding another tool.
-	CodeNotEditable = "not_editable"
-	// CodeNoToolsDir: no tools_dir is configured, so there is nowhere to
-	// write a tool.
-	CodeNoToolsDir = "no_tools_dir"
-)
-
-// ToolFileError is a write or a removal refused: Code is CodeNotEditable,
-// CodeNoToolsDir or errcode.UnknownTool; Message says why, and what to do.
+// ToolFileError is a write or a removal refused: Code is wire.CodeNotEditable,
+// wire.CodeNoToolsDir or wire.CodeUnknownTool; Message says why, and what to do.
 type ToolFileError struct {
 	Code    string
 	Message string
@@ -82,7 +72,7 @@ func (e *ToolFileError) Error() string { return e.Message }
 
 // status is the HTTP status of a refusal.
 func (e *ToolFileError) status() int {
-	if e.Code == errcode.UnknownTool {
+	if e.Code == wire.CodeUnknownTool {
 		return http.StatusNotFound
 	}
 	return http.StatusConflict
@@ -126,7 +116,7 @@ func withArticle(role string) string {
 func toolName(r *http.Request) (string, error) {
 	name := r.PathValue("name")
 	if err := config.CheckToolName(name); err != nil {
-		return "", &requestError{http.StatusBadRequest, "bad_name", err.Error() + " (the address names a tool as its name field does)"}
+		return "", &requestError{http.StatusBadRequest, wire.CodeBadName, err.Error() + " (the address names a tool as its name field does)"}
 	}
 	return name, nil
 }
@@ -150,7 +140,7 @@ type sentTool struct {
 func readTool(r *http.Request, name string) (sentTool, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(data) > maxBody {
-		return sentTool{}, &requestError{http.StatusRequestEntityTooLarge, errcode.TooLarge, "a tool must be at most 1 MiB of TOML or JSON"}
+		return sentTool{}, &requestError{http.StatusRequestEntityTooLarge, wire.CodeTooLarge, "a tool must be at most 1 MiB of TOML or JSON"}
 	}
 	media := ""
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -179,18 +169,18 @@ func readTool(r *http.Request, name string) (sentTool, error) {
 			if errors.As(err, &ce) {
 				return sentTool{fromJSON: true}, err
 			}
-			return sentTool{}, &requestError{http.StatusBadRequest, "bad_request", err.Error()}
+			return sentTool{}, &requestError{http.StatusBadRequest, wire.CodeBadRequest, err.Error()}
 		}
 		if n, _ := m["name"].(string); n == "" && name != "" {
 			m["name"] = name
 		}
 		out, err := config.FormatTool(m)
 		if err != nil {
-			return sentTool{}, &requestError{http.StatusBadRequest, "bad_request", "the tool can't be written as TOML: " + err.Error()}
+			return sentTool{}, &requestError{http.StatusBadRequest, wire.CodeBadRequest, "the tool can't be written as TOML: " + err.Error()}
 		}
 		return sentTool{data: out, fromJSON: true}, nil
 	}
-	return sentTool{}, &requestError{http.StatusUnsupportedMediaType, "unsupported_media_type",
+	return sentTool{}, &requestError{http.StatusUnsupportedMediaType, wire.CodeUnsupportedMediaType,
 		fmt.Sprintf("send the tool as TOML (Content-Type: application/toml) or JSON (application/json), not %s", media)}
 }
 
@@ -285,7 +275,7 @@ func (s *Server) putTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 	}
 	files := s.opts.ToolFiles
 	if files == nil {
-		writeError(w, http.StatusNotFound, "not_found", "this host does not write tools")
+		writeError(w, http.StatusNotFound, wire.CodeNotFound, "this host does not write tools")
 		return
 	}
 	src, def, err := parseTool(r, name)
@@ -297,7 +287,7 @@ func (s *Server) putTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 	old, found := files.Find(name)
 	if found {
 		if !old.Editable {
-			writeError(w, http.StatusConflict, CodeNotEditable, old.NotEditable)
+			writeError(w, http.StatusConflict, wire.CodeNotEditable, old.NotEditable)
 			return
 		}
 		kinds = append(kinds, old.Def.Type())
@@ -316,7 +306,7 @@ func (s *Server) putTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		var fe *ToolFileError
 		if !errors.As(err, &fe) {
 			s.opts.Logger.Error("a tool file could not be written", "tool", name, "error", err)
-			writeError(w, http.StatusInternalServerError, errcode.Failed, "the tool's file could not be written: "+err.Error())
+			writeError(w, http.StatusInternalServerError, wire.CodeFailed, "the tool's file could not be written: "+err.Error())
 			return
 		}
 		writeRefusal(w, src, err)
@@ -351,16 +341,16 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Iden
 	}
 	files := s.opts.ToolFiles
 	if files == nil {
-		writeError(w, http.StatusNotFound, "not_found", "this host does not write tools")
+		writeError(w, http.StatusNotFound, wire.CodeNotFound, "this host does not write tools")
 		return
 	}
 	old, found := files.Find(name)
 	if !found {
-		writeError(w, http.StatusNotFound, errcode.UnknownTool, fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name))
+		writeError(w, http.StatusNotFound, wire.CodeUnknownTool, fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name))
 		return
 	}
 	if !old.Editable {
-		writeError(w, http.StatusConflict, CodeNotEditable, old.NotEditable)
+		writeError(w, http.StatusConflict, wire.CodeNotEditable, old.NotEditable)
 		return
 	}
 	if err := mayWrite(id, old.Def.Type()); err != nil {
@@ -371,7 +361,7 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Iden
 		var fe *ToolFileError
 		if !errors.As(err, &fe) {
 			s.opts.Logger.Error("a tool file could not be removed", "tool", name, "error", err)
-			writeError(w, http.StatusInternalServerError, errcode.Failed, "the tool's file could not be removed: "+err.Error())
+			writeError(w, http.StatusInternalServerError, wire.CodeFailed, "the tool's file could not be removed: "+err.Error())
 			return
 		}
 		writeRefusal(w, sentTool{}, err)
@@ -401,7 +391,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		f, found = s.opts.ToolFiles.Find(name)
 	}
 	if !found {
-		writeError(w, http.StatusNotFound, errcode.UnknownTool, fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name))
+		writeError(w, http.StatusNotFound, wire.CodeUnknownTool, fmt.Sprintf("no tool named %q is defined (in tools_dir or the main config)", name))
 		return
 	}
 	body := map[string]any{"source": f.Def.Source, "editable": f.Editable}

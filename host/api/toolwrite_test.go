@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/tools"
@@ -33,7 +34,7 @@ func (f *fakeFiles) Write(_ context.Context, name string, data []byte) (ToolWrit
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.noDir {
-		return ToolWritten{}, &ToolFileError{Code: CodeNoToolsDir, Message: "no tools_dir is configured: set tools_dir"}
+		return ToolWritten{}, &ToolFileError{Code: wire.CodeNoToolsDir, Message: "no tools_dir is configured: set tools_dir"}
 	}
 	def, err := config.ParseTool("/tools/"+name+".toml", data)
 	if err != nil {
@@ -318,7 +319,7 @@ func TestToolsTheAPIDoesNotWrite(t *testing.T) {
 	inconfig := strings.ReplaceAll(newTool, "hello", "inconfig")
 	for _, method := range []string{"PUT", "DELETE"} {
 		status, body, _ := do(t, h, method, "/api/v1/tools/inconfig", "ada-token", inconfig)
-		if status != 409 || errCode(body) != CodeNotEditable || !strings.Contains(body["error"].(map[string]any)["message"].(string), "/etc/toolhost.toml:12") {
+		if status != 409 || errCode(body) != wire.CodeNotEditable || !strings.Contains(body["error"].(map[string]any)["message"].(string), "/etc/toolhost.toml:12") {
 			t.Errorf("%s a tool of the main config: %d %v", method, status, body)
 		}
 	}
@@ -334,7 +335,7 @@ func TestToolsTheAPIDoesNotWrite(t *testing.T) {
 		t.Errorf("a body over 1 MiB: %d %v", status, body)
 	}
 	files.noDir = true
-	if status, body, _ := do(t, h, "PUT", "/api/v1/tools/hello", "ada-token", newTool); status != 409 || errCode(body) != CodeNoToolsDir {
+	if status, body, _ := do(t, h, "PUT", "/api/v1/tools/hello", "ada-token", newTool); status != 409 || errCode(body) != wire.CodeNoToolsDir {
 		t.Errorf("no tools_dir: %d %v", status, body)
 	}
 	if len(files.written) != 0 {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/api/apitest"
 	"github.com/toolhost/toolhost/host/auth"
@@ -86,12 +86,12 @@ func (c *wsClient) send(v any) {
 // frame is any frame of the host, read through the protocol's types: a
 // run's event (Seq set), an error that ends no run, behind, or a reply.
 type frame struct {
-	client.Event
+	wire.Event
 	// Seq is nil on frames that are not a run's event.
-	Seq     *int64        `json:"seq"`
-	LastSeq int64         `json:"last_seq"` // behind
-	Tools   []client.Tool `json:"tools"`
-	hello   client.HelloReply
+	Seq     *int64      `json:"seq"`
+	LastSeq int64       `json:"last_seq"` // behind
+	Tools   []wire.Tool `json:"tools"`
+	hello   wire.HelloReply
 	at      time.Time
 }
 

@@ -19,10 +19,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // This file is one websocket connection: the upgrade and sign-in by
@@ -70,13 +69,13 @@ func (w wsWaits) pongWait() time.Duration   { return cmp.Or(w.pong, pongWait) }
 // frame's reason. docs/protocol.md, "Closing", has the table.
 func closeCode(code string) int {
 	switch code {
-	case errcode.BadFrame:
+	case wire.CodeBadFrame:
 		// Only a text frame that is not UTF-8 closes; other bad frames
 		// are answered with an error and the connection goes on.
 		return websocket.CloseInvalidFramePayloadData // 1007
-	case errcode.TooLarge:
+	case wire.CodeTooLarge:
 		return websocket.CloseMessageTooBig // 1009
-	case errcode.ShuttingDown:
+	case wire.CodeShuttingDown:
 		return websocket.CloseGoingAway // 1001
 	default:
 		// unauthorized, token_revoked, token_downgraded, timeout, too_slow.
@@ -141,7 +140,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		wait := s.waits.signInWait()
 		t := time.AfterFunc(wait, func() {
 			if !c.signedIn.Load() {
-				c.closeWith(client.Error{Code: errcode.Unauthorized, Message: fmt.Sprintf(
+				c.closeWith(wire.Error{Code: wire.CodeUnauthorized, Message: fmt.Sprintf(
 					"the connection did not sign in (hello with a token) within %v", wait)})
 			}
 		})
@@ -230,19 +229,19 @@ func (c *wsConn) readLoop() {
 				return
 			}
 			if int64(len(data))+n > hardFrameLimit {
-				c.closeWith(client.Error{Code: errcode.TooLarge, Message: fmt.Sprintf(
+				c.closeWith(wire.Error{Code: wire.CodeTooLarge, Message: fmt.Sprintf(
 					"a frame over %d MiB closes the connection (frames over %d MiB are skipped)", hardFrameLimit>>20, maxFrame>>20)})
 				continue
 			}
-			c.sendError("", "", errcode.TooLarge, fmt.Sprintf("a frame must be at most %d bytes; this one was skipped", maxFrame))
+			c.sendError("", "", wire.CodeTooLarge, fmt.Sprintf("a frame must be at most %d bytes; this one was skipped", maxFrame))
 			continue
 		}
 		if kind != websocket.TextMessage {
-			c.sendError("", "", errcode.BadFrame, "frames are JSON text; a binary frame was skipped")
+			c.sendError("", "", wire.CodeBadFrame, "frames are JSON text; a binary frame was skipped")
 			continue
 		}
 		if !utf8.Valid(data) {
-			c.closeWith(client.Error{Code: errcode.BadFrame, Message: fmt.Sprintf(
+			c.closeWith(wire.Error{Code: wire.CodeBadFrame, Message: fmt.Sprintf(
 				"a text frame must be UTF-8 (RFC 6455); this one is not, from byte %d", invalidUTF8At(data))})
 			continue
 		}
@@ -258,9 +257,9 @@ func (c *wsConn) readFailed(err error) {
 	switch {
 	case c.closing.Load():
 	case errors.Is(err, websocket.ErrReadLimit):
-		c.closeWith(client.Error{Code: errcode.TooLarge, Message: fmt.Sprintf("a frame over %d MiB closes the connection", hardFrameLimit>>20)})
+		c.closeWith(wire.Error{Code: wire.CodeTooLarge, Message: fmt.Sprintf("a frame over %d MiB closes the connection", hardFrameLimit>>20)})
 	case errors.As(err, &ne) && ne.Timeout():
-		c.closeWith(client.Error{Code: errcode.Timeout, Message: fmt.Sprintf(
+		c.closeWith(wire.Error{Code: wire.CodeTimeout, Message: fmt.Sprintf(
 			"the client sent nothing, not even a pong, for %v", c.s.waits.pongWait())})
 	}
 }
@@ -337,7 +336,7 @@ func (c *wsConn) send(v any) {
 	}
 	if !c.out.push(outFrame{b: b}) {
 		c.s.opts.Logger.Warn("a client read nothing while replies piled up; disconnected", "principal", c.who().Name, "peer", c.peer)
-		c.closeWith(client.Error{Code: errcode.TooSlow, Message: fmt.Sprintf(
+		c.closeWith(wire.Error{Code: wire.CodeTooSlow, Message: fmt.Sprintf(
 			"the client read nothing while more than %d MiB of replies piled up", 2*c.s.opts.ConnBuffer>>20)})
 	}
 }
@@ -352,11 +351,11 @@ func (c *wsConn) sendError(id, run, code, message string) {
 // code and why.Code as its reason. From now on the client's frames are
 // read and dropped until its own close frame; one that has not closed
 // within closeWait (or reads nothing) is cut off. The first close wins.
-func (c *wsConn) closeWith(why client.Error) {
+func (c *wsConn) closeWith(why wire.Error) {
 	if c.closing.Swap(true) {
 		return
 	}
-	b := c.encode(client.Closing{Type: "closing", Error: why})
+	b := c.encode(wire.Closing{Type: wire.TypeClosing, Error: why})
 	if b == nil || !c.out.push(outFrame{b: b, final: true, why: why.Code}) {
 		c.cancel()
 	}
@@ -373,7 +372,7 @@ func (c *wsConn) closeWith(why client.Error) {
 // same way at once. It returns when every connection is over, or when ctx
 // ends: then the ones left are cut off.
 func (s *Server) CloseWebsockets(ctx context.Context, message string) {
-	why := client.Error{Code: errcode.ShuttingDown, Message: message}
+	why := wire.Error{Code: wire.CodeShuttingDown, Message: message}
 	s.connsMu.Lock()
 	s.stopping = &why
 	var open []*wsConn
@@ -456,5 +455,5 @@ func (c *wsConn) recheck(tokens *auth.Tokens) {
 	c.id = auth.Identity{}
 	c.mu.Unlock()
 	c.s.opts.Logger.Info("closing a websocket: its sign-in no longer holds", "principal", old.Name, "peer", c.peer, "why", change.Code)
-	c.closeWith(client.Error{Code: change.Code, Message: change.Message})
+	c.closeWith(wire.Error{Code: change.Code, Message: change.Message})
 }

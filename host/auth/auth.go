@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"github.com/toolhost/toolhost/client/wire"
 	"net/http"
 	"strings"
 
@@ -71,21 +72,21 @@ type Change struct {
 func (t *Tokens) Recheck(id Identity) (Identity, *Change) {
 	if id.local() {
 		if t.Required() {
-			return Identity{}, &Change{Code: "token_revoked", Message: "this host now needs a token ([[tokens]] were added to its config); connect again with a token"}
+			return Identity{}, &Change{Code: wire.CodeTokenRevoked, Message: "this host now needs a token ([[tokens]] were added to its config); connect again with a token"}
 		}
 		return id, nil
 	}
 	if !t.Required() {
-		return Identity{}, &Change{Code: "token_revoked", Message: fmt.Sprintf("the token %q was removed from the config, with every other: the host now serves its own machine only, without a token; connect again from there", id.Name)}
+		return Identity{}, &Change{Code: wire.CodeTokenRevoked, Message: fmt.Sprintf("the token %q was removed from the config, with every other: the host now serves its own machine only, without a token; connect again from there", id.Name)}
 	}
 	e, ok := t.find(id.sum)
 	switch {
 	case !ok:
-		return Identity{}, &Change{Code: "token_revoked", Message: fmt.Sprintf("the token %q was removed from the config; connect again with another token", id.Name)}
+		return Identity{}, &Change{Code: wire.CodeTokenRevoked, Message: fmt.Sprintf("the token %q was removed from the config; connect again with another token", id.Name)}
 	case e.name != id.Name:
-		return Identity{}, &Change{Code: "token_revoked", Message: fmt.Sprintf("the token %q is named %q in the config now; connect again to go on as %q", id.Name, e.name, e.name)}
+		return Identity{}, &Change{Code: wire.CodeTokenRevoked, Message: fmt.Sprintf("the token %q is named %q in the config now; connect again to go on as %q", id.Name, e.name, e.name)}
 	case rank(e.role) < rank(id.Role):
-		return Identity{}, &Change{Code: "token_downgraded", Message: fmt.Sprintf("the role of the token %q was lowered from %s to %s in the config; connect again to go on as %s", id.Name, id.Role, e.role, article(e.role))}
+		return Identity{}, &Change{Code: wire.CodeTokenDowngraded, Message: fmt.Sprintf("the role of the token %q was lowered from %s to %s in the config; connect again to go on as %s", id.Name, id.Role, e.role, article(e.role))}
 	}
 	return e.identity(), nil
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/tools"
@@ -297,14 +297,14 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool: there is no tool named %q (tools/list lists the tools)", p.Name)}
 	}
 	if !id.CanCall() {
-		return failed("", &errcode.Error{Code: errcode.Forbidden, Message: fmt.Sprintf("%s is a %s and may not run tools", id.Name, id.Role)}), nil
+		return failed("", &errcode.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("%s is a %s and may not run tools", id.Name, id.Role)}), nil
 	}
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
 	if len(args) > maxArgs {
-		return failed("", &errcode.Error{Code: "too_large", Message: "the arguments must be at most 1 MiB of JSON"}), nil
+		return failed("", &errcode.Error{Code: wire.CodeTooLarge, Message: "the arguments must be at most 1 MiB of JSON"}), nil
 	}
 	var header http.Header
 	if req.Extra != nil {
@@ -312,7 +312,7 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 	}
 	session := metaOr(p.Meta, MetaSession, header, "Toolhost-Session")
 	if session == "" && h.opts.NeedsSession != nil && h.opts.NeedsSession(p.Name) {
-		return failed("", &errcode.Error{Code: errcode.BadArgs, Message: fmt.Sprintf(
+		return failed("", &errcode.Error{Code: wire.CodeBadArgs, Message: fmt.Sprintf(
 			"%s runs in a conversation's sandbox and needs a session: name it in the call's _meta as %q "+
 				"(or in the Toolhost-Session header); a session id is 1 to 64 letters, digits, '-' or '_', chosen by the client, one per conversation",
 			p.Name, MetaSession)}), nil
@@ -355,21 +355,21 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 		}
 		for _, e := range batch {
 			switch e.Type {
-			case client.TypeStdout, client.TypeStderr:
+			case wire.TypeStdout, wire.TypeStderr:
 				out.progress(e.Data)
-			case client.TypeProgress:
+			case wire.TypeProgress:
 				out.progress(progressText(e))
-			case client.TypeLog:
+			case wire.TypeLog:
 				out.log(e)
-			case client.TypeApprovalRequired:
+			case wire.TypeApprovalRequired:
 				return awaiting(run.ID, p.Name, e), nil
-			case client.TypeResult:
+			case wire.TypeResult:
 				res, err := done(run.ID, e.Result, e.Content)
 				if err != nil {
-					return failed(run.ID, &errcode.Error{Code: errcode.Failed, Message: err.Error()}), nil
+					return failed(run.ID, &errcode.Error{Code: wire.CodeFailed, Message: err.Error()}), nil
 				}
 				return res, nil
-			case client.TypeError:
+			case wire.TypeError:
 				return failed(run.ID, e.Error), nil
 			}
 		}

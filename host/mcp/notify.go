@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // MetaLogLevel is the least severe level of log notifications a call
@@ -98,7 +98,7 @@ func (h *Handler) logLevel(principal string, meta sdkmcp.Meta) sdkmcp.LoggingLev
 
 // progressText is a progress event as a progress notification's message:
 // its fraction as a percentage, then its message.
-func progressText(e client.Event) string {
+func progressText(e wire.Event) string {
 	if e.Fraction == nil || *e.Fraction < 0 {
 		return e.Message // a negative fraction is unknown
 	}
@@ -140,7 +140,7 @@ func (n *notifier) progress(message string) {
 
 // log sends a log event as a log notification, when its level is at
 // least the call's. The logger is the tool's name.
-func (n *notifier) log(e client.Event) {
+func (n *notifier) log(e wire.Event) {
 	level := logLevelOf(e.Level)
 	if severity(level) < severity(n.level) {
 		return

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"github.com/toolhost/toolhost/client/wire"
 	"net/http"
 	"strings"
 )
@@ -67,7 +68,7 @@ func Challenge(r *http.Request, tokenSent bool) string {
 func WellKnown(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": map[string]string{"code": "bad_method", "message": "only GET reads these documents"}})
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": map[string]string{"code": wire.CodeBadMethod, "message": "only GET reads these documents"}})
 		return
 	}
 	p := r.URL.Path
@@ -82,9 +83,9 @@ func WellKnown(w http.ResponseWriter, r *http.Request) {
 			"toolhost_authorization": noOAuth,
 		})
 	case under(p, authServerPath) || under(p, openIDPath):
-		writeJSON(w, http.StatusNotImplemented, map[string]any{"error": map[string]string{"code": "no_oauth", "message": noOAuth}})
+		writeJSON(w, http.StatusNotImplemented, map[string]any{"error": map[string]string{"code": wire.CodeNoOAuth, "message": noOAuth}})
 	default:
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]string{"code": "not_found", "message": "there is no such document here"}})
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]string{"code": wire.CodeNotFound, "message": "there is no such document here"}})
 	}
 }
 

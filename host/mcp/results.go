@@ -7,7 +7,7 @@ import (
 
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
@@ -22,7 +22,7 @@ const MetaApproval = "toolhost/approval"
 // string as itself, anything else as JSON), since structuredContent must
 // be an object. A null value adds nothing when the run returned content,
 // and is the text "null" when it returned nothing else.
-func done(run string, result json.RawMessage, parts []client.Content) (*sdkmcp.CallToolResult, error) {
+func done(run string, result json.RawMessage, parts []wire.Content) (*sdkmcp.CallToolResult, error) {
 	res := &sdkmcp.CallToolResult{Meta: runMeta(run), Content: make([]sdkmcp.Content, 0, len(parts)+1)}
 	for i, p := range parts {
 		c, err := content(p)
@@ -55,15 +55,15 @@ func done(run string, result json.RawMessage, parts []client.Content) (*sdkmcp.C
 }
 
 // content is one part of a run's result as MCP content.
-func content(p client.Content) (sdkmcp.Content, error) {
+func content(p wire.Content) (sdkmcp.Content, error) {
 	switch p.Type {
-	case client.ContentText:
+	case wire.ContentText:
 		return &sdkmcp.TextContent{Text: p.Text}, nil
-	case client.ContentImage:
+	case wire.ContentImage:
 		return &sdkmcp.ImageContent{Data: p.Data, MIMEType: p.MIMEType}, nil
-	case client.ContentAudio:
+	case wire.ContentAudio:
 		return &sdkmcp.AudioContent{Data: p.Data, MIMEType: p.MIMEType}, nil
-	case client.ContentResource:
+	case wire.ContentResource:
 		if p.URI == "" {
 			return nil, fmt.Errorf("a resource part needs a uri")
 		}
@@ -83,9 +83,9 @@ func content(p client.Content) (sdkmcp.Content, error) {
 // failed is a refused call or a failed run, for the model to read.
 func failed(run string, e *errcode.Error) *sdkmcp.CallToolResult {
 	if e == nil {
-		e = &errcode.Error{Code: errcode.Failed, Message: "the run failed without saying why"}
+		e = &errcode.Error{Code: wire.CodeFailed, Message: "the run failed without saying why"}
 	}
-	body, _ := json.Marshal(map[string]any{"error": client.Error{Code: e.Code, Message: e.Message}})
+	body, _ := json.Marshal(map[string]any{"error": wire.Error{Code: e.Code, Message: e.Message}})
 	return &sdkmcp.CallToolResult{
 		Meta:              runMeta(run),
 		IsError:           true,
@@ -98,7 +98,7 @@ func failed(run string, e *errcode.Error) *sdkmcp.CallToolResult {
 // goes on waiting. The text is for the model, which can't approve
 // anything: it says a person must, and names no endpoint; the ids are in
 // structuredContent and _meta for the client.
-func awaiting(run, tool string, e client.Event) *sdkmcp.CallToolResult {
+func awaiting(run, tool string, e wire.Event) *sdkmcp.CallToolResult {
 	what := "the call of " + tool
 	if e.Tool != "" && e.Tool != tool {
 		what += " (its call of " + e.Tool + ")"
@@ -106,7 +106,7 @@ func awaiting(run, tool string, e client.Event) *sdkmcp.CallToolResult {
 	msg := fmt.Sprintf("%s waits for a person to approve it, in toolhost's web UI or with their approver; "+
 		"it goes on once approved (run %s, approval %s)", what, run, e.Approval)
 	body, _ := json.Marshal(map[string]any{
-		"error":    client.Error{Code: client.TypeApprovalRequired, Message: msg},
+		"error":    wire.Error{Code: wire.CodeApprovalRequired, Message: msg},
 		"approval": map[string]string{"id": e.Approval}, "run": run,
 	})
 	meta := runMeta(run)
@@ -114,7 +114,7 @@ func awaiting(run, tool string, e client.Event) *sdkmcp.CallToolResult {
 	return &sdkmcp.CallToolResult{
 		Meta:              meta,
 		IsError:           true,
-		Content:           []sdkmcp.Content{&sdkmcp.TextContent{Text: client.TypeApprovalRequired + ": " + msg}},
+		Content:           []sdkmcp.Content{&sdkmcp.TextContent{Text: wire.TypeApprovalRequired + ": " + msg}},
 		StructuredContent: json.RawMessage(body),
 	}
 }

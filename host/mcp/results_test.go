@@ -7,11 +7,11 @@ import (
 
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 )
 
-// wire is a result as the client gets it.
-func wire(t *testing.T, res *sdkmcp.CallToolResult) string {
+// asSent is a result as the client gets it.
+func asSent(t *testing.T, res *sdkmcp.CallToolResult) string {
 	t.Helper()
 	b, err := json.Marshal(res)
 	if err != nil {
@@ -43,17 +43,17 @@ func TestDoneValues(t *testing.T) {
 			t.Fatalf("%s: %v", c.result, err)
 		}
 		if len(res.Content) != 1 || res.Content[0].(*sdkmcp.TextContent).Text != c.text {
-			t.Errorf("%s: content %s, want one text %q", c.result, wire(t, res), c.text)
+			t.Errorf("%s: content %s, want one text %q", c.result, asSent(t, res), c.text)
 		}
 		var got struct {
 			StructuredContent json.RawMessage `json:"structuredContent"`
 		}
-		_ = json.Unmarshal([]byte(wire(t, res)), &got)
+		_ = json.Unmarshal([]byte(asSent(t, res)), &got)
 		if string(got.StructuredContent) != c.structured {
 			t.Errorf("%s: structuredContent %s, want %q", c.result, got.StructuredContent, c.structured)
 		}
 		if res.IsError || res.Meta[MetaRun] != "r1" {
-			t.Errorf("%s: %s", c.result, wire(t, res))
+			t.Errorf("%s: %s", c.result, asSent(t, res))
 		}
 	}
 }
@@ -61,18 +61,18 @@ func TestDoneValues(t *testing.T) {
 // A run's content parts become MCP content of their types, in order, and
 // its value follows them.
 func TestDoneContent(t *testing.T) {
-	parts := []client.Content{
-		{Type: client.ContentText, Text: "hello"},
-		{Type: client.ContentImage, Data: []byte{0x89, 'P', 'N', 'G'}, MIMEType: "image/png"},
-		{Type: client.ContentAudio, Data: []byte("RIFF"), MIMEType: "audio/wav"},
-		{Type: client.ContentResource, URI: "file:///a.txt", Text: "a text", MIMEType: "text/plain"},
-		{Type: client.ContentResource, URI: "file:///b.bin", Data: []byte{1, 2}, MIMEType: "application/octet-stream"},
+	parts := []wire.Content{
+		{Type: wire.ContentText, Text: "hello"},
+		{Type: wire.ContentImage, Data: []byte{0x89, 'P', 'N', 'G'}, MIMEType: "image/png"},
+		{Type: wire.ContentAudio, Data: []byte("RIFF"), MIMEType: "audio/wav"},
+		{Type: wire.ContentResource, URI: "file:///a.txt", Text: "a text", MIMEType: "text/plain"},
+		{Type: wire.ContentResource, URI: "file:///b.bin", Data: []byte{1, 2}, MIMEType: "application/octet-stream"},
 	}
 	res, err := done("r1", json.RawMessage(`{"n":2}`), parts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := wire(t, res)
+	w := asSent(t, res)
 	var got struct {
 		Content []struct {
 			Type     string `json:"type"`
@@ -115,13 +115,13 @@ func TestDoneContent(t *testing.T) {
 	// Content only, a null value: exactly the parts.
 	res, _ = done("r1", json.RawMessage(`null`), parts[:1])
 	if len(res.Content) != 1 || res.StructuredContent != nil {
-		t.Errorf("content with a null value: %s", wire(t, res))
+		t.Errorf("content with a null value: %s", asSent(t, res))
 	}
 	// A part MCP can't carry is an error naming it, not dropped.
-	if _, err := done("r1", nil, []client.Content{{Type: "video"}}); err == nil || !strings.Contains(err.Error(), `"video"`) {
+	if _, err := done("r1", nil, []wire.Content{{Type: "video"}}); err == nil || !strings.Contains(err.Error(), `"video"`) {
 		t.Errorf("an unknown content type: %v", err)
 	}
-	if _, err := done("r1", nil, []client.Content{{Type: client.ContentResource}}); err == nil || !strings.Contains(err.Error(), "uri") {
+	if _, err := done("r1", nil, []wire.Content{{Type: wire.ContentResource}}); err == nil || !strings.Contains(err.Error(), "uri") {
 		t.Errorf("a resource without a uri: %v", err)
 	}
 }
@@ -129,8 +129,8 @@ func TestDoneContent(t *testing.T) {
 // A run that waits for approval answers at once, with the ids for the
 // client, and a text for the model that names no endpoint.
 func TestAwaitingApproval(t *testing.T) {
-	res := awaiting("r1", "wipe", client.Event{Type: client.TypeApprovalRequired, Approval: "a7", Tool: "wipe"})
-	w := wire(t, res)
+	res := awaiting("r1", "wipe", wire.Event{Type: wire.TypeApprovalRequired, Approval: "a7", Tool: "wipe"})
+	w := asSent(t, res)
 	if !res.IsError || res.Meta[MetaRun] != "r1" || res.Meta[MetaApproval] != "a7" {
 		t.Errorf("%s", w)
 	}
@@ -141,7 +141,7 @@ func TestAwaitingApproval(t *testing.T) {
 	if !strings.Contains(text, "a person to approve it") || strings.Contains(text, "/api/") {
 		t.Errorf("the text: %q", text)
 	}
-	nested := awaiting("r1", "plan", client.Event{Approval: "a8", Tool: "wipe"})
+	nested := awaiting("r1", "plan", wire.Event{Approval: "a8", Tool: "wipe"})
 	if text := nested.Content[0].(*sdkmcp.TextContent).Text; !strings.Contains(text, "the call of plan (its call of wipe)") {
 		t.Errorf("a nested call waiting: %q", text)
 	}
@@ -150,13 +150,13 @@ func TestAwaitingApproval(t *testing.T) {
 func TestProgressText(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	for _, c := range []struct {
-		e    client.Event
+		e    wire.Event
 		want string
 	}{
-		{client.Event{Message: "step"}, "step"},
-		{client.Event{Fraction: f(0.5), Message: "half way"}, "50% half way"},
-		{client.Event{Fraction: f(1)}, "100%"},
-		{client.Event{Fraction: f(-1), Message: "unknown"}, "unknown"},
+		{wire.Event{Message: "step"}, "step"},
+		{wire.Event{Fraction: f(0.5), Message: "half way"}, "50% half way"},
+		{wire.Event{Fraction: f(1)}, "100%"},
+		{wire.Event{Fraction: f(-1), Message: "unknown"}, "unknown"},
 	} {
 		if got := progressText(c.e); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.e, got, c.want)

@@ -41,6 +41,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -74,7 +75,7 @@ type Client struct {
 // variable or file cfg names. A variable that is not set, or a file that
 // can't be read, is empty, or that other users may read, is an error
 // saying so. A cfg with no model is a client whose every call is refused
-// with errcode.Unsupported.
+// with wire.CodeUnsupported.
 func New(cfg config.ModelConfig) (*Client, error) {
 	c := &Client{cfg: cfg}
 	if c.cfg.BaseURL == "" {
@@ -182,10 +183,10 @@ func (c *Client) Configured() bool { return c.cfg.Configured() }
 // timeout_seconds.
 //
 // The error is an *errcode.Error (see the package's doc), or ctx.Err()
-// when ctx was cancelled; a ctx whose deadline passed is errcode.Timeout.
+// when ctx was cancelled; a ctx whose deadline passed is wire.CodeTimeout.
 func (c *Client) Ask(ctx context.Context, req sdk.ModelRequest) (sdk.ModelAnswer, error) {
 	if !c.Configured() {
-		return sdk.ModelAnswer{}, errcode.Errorf(errcode.Unsupported,
+		return sdk.ModelAnswer{}, errcode.Errorf(wire.CodeUnsupported,
 			"no model is configured: set [model] model in the host's config to a model the endpoint at %s serves "+
 				"(e.g. model = \"llama3.2\" after `ollama pull llama3.2`), and [model] base_url if the model is not Ollama on this machine",
 			c.cfg.BaseURL)
@@ -226,10 +227,10 @@ func (c *Client) Ask(ctx context.Context, req sdk.ModelRequest) (sdk.ModelAnswer
 	case ctx.Err() == context.Canceled:
 		return sdk.ModelAnswer{}, ctx.Err()
 	case ctx.Err() == context.DeadlineExceeded:
-		return sdk.ModelAnswer{}, errcode.Errorf(errcode.Timeout,
+		return sdk.ModelAnswer{}, errcode.Errorf(wire.CodeTimeout,
 			"the call's time ran out while the model at %s was answering, %s", c.cfg.BaseURL, a.arrived())
 	case callCtx.Err() == context.DeadlineExceeded:
-		return sdk.ModelAnswer{}, errcode.Errorf(errcode.Timeout,
+		return sdk.ModelAnswer{}, errcode.Errorf(wire.CodeTimeout,
 			"the model at %s did not finish answering within %d s ([model] timeout_seconds), %s: "+
 				"raise timeout_seconds, or ask for a shorter answer", c.cfg.BaseURL, c.cfg.TimeoutSeconds, a.arrived())
 	}
@@ -423,13 +424,13 @@ func (c *Client) describe(ctx context.Context, a *attempt, err error) error {
 	case errors.As(err, &st):
 		return c.statusFailure(ctx, st)
 	case errors.Is(err, errTooLong):
-		return errcode.Errorf(errcode.ModelFailed, "the model at %s sent an answer over %d MiB: ask for a shorter one (max_tokens)",
+		return errcode.Errorf(wire.CodeModelFailed, "the model at %s sent an answer over %d MiB: ask for a shorter one (max_tokens)",
 			c.cfg.BaseURL, maxAnswerBytes>>20)
 	case errors.As(err, &pe):
-		return errcode.Errorf(errcode.ModelFailed, "the model at %s sent something that is not an OpenAI-compatible answer (%s): "+
+		return errcode.Errorf(wire.CodeModelFailed, "the model at %s sent something that is not an OpenAI-compatible answer (%s): "+
 			"is [model] base_url the endpoint's API (it usually ends in /v1)?", c.cfg.BaseURL, pe.err)
 	case errors.Is(err, errCutOff):
-		return errcode.Errorf(errcode.ModelCutOff, "the model at %s stopped answering midway: its stream ended without saying it had finished, "+
+		return errcode.Errorf(wire.CodeModelCutOff, "the model at %s stopped answering midway: its stream ended without saying it had finished, "+
 			"%s; try again", c.cfg.BaseURL, a.arrived())
 	}
 	var streamErr *ssestream.StreamError
@@ -438,24 +439,24 @@ func (c *Client) describe(ctx context.Context, a *attempt, err error) error {
 		if said == "" {
 			said = clip(streamErr.Message)
 		}
-		return errcode.Errorf(errcode.ModelFailed, "the model at %s stopped with an error %s: %s",
+		return errcode.Errorf(wire.CodeModelFailed, "the model at %s stopped with an error %s: %s",
 			c.cfg.BaseURL, a.arrived(), c.redact(said))
 	}
 	var re *redirectError
 	if errors.As(err, &re) {
-		return errcode.Errorf(errcode.ModelFailed, "the model at %s sent the call on to %s, another server, where the host "+
+		return errcode.Errorf(wire.CodeModelFailed, "the model at %s sent the call on to %s, another server, where the host "+
 			"does not follow it (it would take the API key along): if the model is there, set [model] base_url to it", c.cfg.BaseURL, re.to)
 	}
 	if !a.responded {
-		return errcode.Errorf(errcode.ModelUnreachable, "the model at %s can't be reached: %s. Is the model server running (Ollama: `ollama serve`, "+
+		return errcode.Errorf(wire.CodeModelUnreachable, "the model at %s can't be reached: %s. Is the model server running (Ollama: `ollama serve`, "+
 			"then `ollama pull %s`)? Set [model] base_url to where it listens and [model] model to a model it serves", c.cfg.BaseURL, c.redact(transportReason(err)), c.cfg.Model)
 	}
 	var synErr *json.SyntaxError
 	if errors.As(err, &synErr) {
-		return errcode.Errorf(errcode.ModelFailed, "the model at %s sent a piece of its answer that is not JSON (%s): "+
+		return errcode.Errorf(wire.CodeModelFailed, "the model at %s sent a piece of its answer that is not JSON (%s): "+
 			"is [model] base_url an OpenAI-compatible API?", c.cfg.BaseURL, err)
 	}
-	return errcode.Errorf(errcode.ModelCutOff, "the model at %s stopped answering midway (%s), %s; try again",
+	return errcode.Errorf(wire.CodeModelCutOff, "the model at %s stopped answering midway (%s), %s; try again",
 		c.cfg.BaseURL, c.redact(transportReason(err)), a.arrived())
 }
 
@@ -469,11 +470,11 @@ func (c *Client) statusFailure(ctx context.Context, st *statusError) error {
 			verb = "refused access with the API key"
 		}
 		if c.key == "" {
-			return errcode.Errorf(errcode.ModelUnauthorized, "the model at %s wants an API key (%s), and none is configured: "+
+			return errcode.Errorf(wire.CodeModelUnauthorized, "the model at %s wants an API key (%s), and none is configured: "+
 				"set [model] api_key_env to the name of an environment variable holding the key, or api_key_file to a file holding it",
 				c.cfg.BaseURL, said)
 		}
-		return errcode.Errorf(errcode.ModelUnauthorized, "the model at %s %s from %s (%s): check that key", c.cfg.BaseURL, verb, c.keyFrom, said)
+		return errcode.Errorf(wire.CodeModelUnauthorized, "the model at %s %s from %s (%s): check that key", c.cfg.BaseURL, verb, c.keyFrom, said)
 	case st.status == http.StatusNotFound:
 		served, listed := c.served(ctx)
 		switch {
@@ -482,18 +483,18 @@ func (c *Client) statusFailure(ctx context.Context, st *statusError) error {
 			if listed && len(served) > 0 {
 				msg += ": " + strings.Join(served, ", ")
 			}
-			return errcode.New(errcode.ModelNotFound, msg)
+			return errcode.New(wire.CodeModelNotFound, msg)
 		}
-		return errcode.Errorf(errcode.ModelFailed, "%s/chat/completions does not exist (%s): is [model] base_url right? "+
+		return errcode.Errorf(wire.CodeModelFailed, "%s/chat/completions does not exist (%s): is [model] base_url right? "+
 			"OpenAI-compatible servers usually serve their API under /v1, e.g. http://127.0.0.1:11434/v1", c.cfg.BaseURL, said)
 	case st.status >= 500:
-		return errcode.Errorf(errcode.ModelFailed, "the model at %s failed (%s)", c.cfg.BaseURL, said)
+		return errcode.Errorf(wire.CodeModelFailed, "the model at %s failed (%s)", c.cfg.BaseURL, said)
 	}
-	return errcode.Errorf(errcode.ModelFailed, "the model at %s refused the request (%s)", c.cfg.BaseURL, said)
+	return errcode.Errorf(wire.CodeModelFailed, "the model at %s refused the request (%s)", c.cfg.BaseURL, said)
 }
 
 func (c *Client) rateLimited(st *statusError, how string) error {
-	return errcode.Errorf(errcode.ModelRateLimited, "the model at %s is refusing calls for now (%s), %s: "+
+	return errcode.Errorf(wire.CodeModelRateLimited, "the model at %s is refusing calls for now (%s), %s: "+
 		"try again later, or raise the rate limits of the account", c.cfg.BaseURL, c.redact(st.said()), how)
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/model/modeltest"
 	"github.com/toolhost/toolhost/sdk"
@@ -248,7 +249,7 @@ func TestKeyNotSentElsewhere(t *testing.T) {
 			t.Errorf("the key went to the server redirected to (the call's error: %v)", err)
 		}
 	}
-	assertFails(t, err, errcode.ModelFailed, "the model at "+redirector.URL+"/v1 sent the call on to "+
+	assertFails(t, err, wire.CodeModelFailed, "the model at "+redirector.URL+"/v1 sent the call on to "+
 		strings.TrimSuffix(other.URL, "/v1")+", another server, where the host does not follow it (it would take the API key along): if the model is there, set [model] base_url to it")
 }
 
@@ -259,7 +260,7 @@ func TestNotConfigured(t *testing.T) {
 		t.Error("configured with no model")
 	}
 	_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.Unsupported, "no model is configured: set [model] model in the host's config", srv.URL)
+	assertFails(t, err, wire.CodeUnsupported, "no model is configured: set [model] model in the host's config", srv.URL)
 	if n := len(srv.Requests()); n != 0 {
 		t.Errorf("%d requests made", n)
 	}
@@ -270,7 +271,7 @@ func TestUnreachable(t *testing.T) {
 	srv.Close()
 	c := client(t, srv.URL, nil)
 	_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.ModelUnreachable, "the model at "+srv.URL+" can't be reached: the connection was refused",
+	assertFails(t, err, wire.CodeModelUnreachable, "the model at "+srv.URL+" can't be reached: the connection was refused",
 		"Is the model server running (Ollama: `ollama serve`, then `ollama pull "+modeltest.DefaultModel+"`)?",
 		"Set [model] base_url to where it listens and [model] model to a model it serves")
 }
@@ -278,7 +279,7 @@ func TestUnreachable(t *testing.T) {
 func TestUnresolvable(t *testing.T) {
 	c := client(t, "http://no-such-host.invalid/v1", nil)
 	_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.ModelUnreachable, "the model at http://no-such-host.invalid/v1 can't be reached: the name no-such-host.invalid does not resolve")
+	assertFails(t, err, wire.CodeModelUnreachable, "the model at http://no-such-host.invalid/v1 can't be reached: the name no-such-host.invalid does not resolve")
 }
 
 func TestUnauthorized(t *testing.T) {
@@ -287,12 +288,12 @@ func TestUnauthorized(t *testing.T) {
 		t.Setenv("TH_TEST_MODEL_KEY", "wrong")
 		c := client(t, srv.URL, func(m *config.ModelConfig) { m.APIKeyEnv = "TH_TEST_MODEL_KEY" })
 		_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-		assertFails(t, err, errcode.ModelUnauthorized, "the model at "+srv.URL+" refused the API key from the environment variable TH_TEST_MODEL_KEY ([model] api_key_env) (HTTP 401 Unauthorized: Incorrect API key provided.): check that key")
+		assertFails(t, err, wire.CodeModelUnauthorized, "the model at "+srv.URL+" refused the API key from the environment variable TH_TEST_MODEL_KEY ([model] api_key_env) (HTTP 401 Unauthorized: Incorrect API key provided.): check that key")
 	})
 	t.Run("no key", func(t *testing.T) {
 		c := client(t, srv.URL, nil)
 		_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-		assertFails(t, err, errcode.ModelUnauthorized, "the model at "+srv.URL+" wants an API key (HTTP 401 Unauthorized: Incorrect API key provided.), and none is configured: set [model] api_key_env")
+		assertFails(t, err, wire.CodeModelUnauthorized, "the model at "+srv.URL+" wants an API key (HTTP 401 Unauthorized: Incorrect API key provided.), and none is configured: set [model] api_key_env")
 	})
 	t.Run("forbidden, key file", func(t *testing.T) {
 		srv := modeltest.New(t, modeltest.Options{})
@@ -303,7 +304,7 @@ func TestUnauthorized(t *testing.T) {
 		}
 		c := client(t, srv.URL, func(m *config.ModelConfig) { m.APIKeyFile = file })
 		_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-		assertFails(t, err, errcode.ModelUnauthorized, "refused access with the API key from the file "+file+" ([model] api_key_file) (HTTP 403 Forbidden: You are not allowed to use this model.)")
+		assertFails(t, err, wire.CodeModelUnauthorized, "refused access with the API key from the file "+file+" ([model] api_key_file) (HTTP 403 Forbidden: You are not allowed to use this model.)")
 	})
 	t.Run("key echoed back", func(t *testing.T) {
 		srv := modeltest.New(t, modeltest.Options{})
@@ -311,7 +312,7 @@ func TestUnauthorized(t *testing.T) {
 		t.Setenv("TH_TEST_MODEL_KEY", "sk-secret-1")
 		c := client(t, srv.URL, func(m *config.ModelConfig) { m.APIKeyEnv = "TH_TEST_MODEL_KEY" })
 		_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-		assertFails(t, err, errcode.ModelUnauthorized, "Incorrect API key provided: [the API key].")
+		assertFails(t, err, wire.CodeModelUnauthorized, "Incorrect API key provided: [the API key].")
 		if strings.Contains(err.Error(), "sk-secret-1") {
 			t.Errorf("the error quotes the key: %v", err)
 		}
@@ -322,7 +323,7 @@ func TestModelNotFound(t *testing.T) {
 	srv := modeltest.New(t, modeltest.Options{Models: []string{"llama3.2", "qwen2.5"}})
 	c := client(t, srv.URL, func(m *config.ModelConfig) { m.Model = "gpt-5" })
 	_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.ModelNotFound, `the model "gpt-5" is not served by `+srv.URL+
+	assertFails(t, err, wire.CodeModelNotFound, `the model "gpt-5" is not served by `+srv.URL+
 		" (HTTP 404 Not Found: The model `gpt-5` does not exist or you do not have access to it.): set [model] model to one it serves: \"llama3.2\", \"qwen2.5\"")
 }
 
@@ -331,7 +332,7 @@ func TestWrongBaseURL(t *testing.T) {
 	root := strings.TrimSuffix(srv.URL, "/v1")
 	c := client(t, root, nil)
 	_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.ModelFailed, root+"/chat/completions does not exist (HTTP 404 Not Found: 404 page not found): is [model] base_url right?")
+	assertFails(t, err, wire.CodeModelFailed, root+"/chat/completions does not exist (HTTP 404 Not Found: 404 page not found): is [model] base_url right?")
 }
 
 func TestRateLimited(t *testing.T) {
@@ -344,7 +345,7 @@ func TestRateLimited(t *testing.T) {
 		srv := modeltest.New(t, modeltest.Options{})
 		srv.Script(limited("1"), limited("1"))
 		_, err := client(t, srv.URL, nil).Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-		assertFails(t, err, errcode.ModelRateLimited, "the model at "+srv.URL+" is refusing calls for now (HTTP 429 Too Many Requests: Rate limit reached.), still after waiting 1 s as it asked: try again later")
+		assertFails(t, err, wire.CodeModelRateLimited, "the model at "+srv.URL+" is refusing calls for now (HTTP 429 Too Many Requests: Rate limit reached.), still after waiting 1 s as it asked: try again later")
 		if n := len(srv.Requests()); n != 2 {
 			t.Errorf("%d requests, want 2: the call and its one retry", n)
 		}
@@ -371,7 +372,7 @@ func TestRateLimited(t *testing.T) {
 		srv := modeltest.New(t, modeltest.Options{})
 		srv.Script(limited(""))
 		_, err := client(t, srv.URL, nil).Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-		assertFails(t, err, errcode.ModelRateLimited, "(HTTP 429 Too Many Requests: Rate limit reached.), without saying when to try again")
+		assertFails(t, err, wire.CodeModelRateLimited, "(HTTP 429 Too Many Requests: Rate limit reached.), without saying when to try again")
 		if n := len(srv.Requests()); n != 1 {
 			t.Errorf("%d requests, want 1", n)
 		}
@@ -380,7 +381,7 @@ func TestRateLimited(t *testing.T) {
 		srv := modeltest.New(t, modeltest.Options{})
 		srv.Script(limited("3600"))
 		_, err := client(t, srv.URL, nil).Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-		assertFails(t, err, errcode.ModelRateLimited, "and asked to wait 3600 s, longer than this call can wait")
+		assertFails(t, err, wire.CodeModelRateLimited, "and asked to wait 3600 s, longer than this call can wait")
 		if n := len(srv.Requests()); n != 1 {
 			t.Errorf("%d requests, want 1", n)
 		}
@@ -407,7 +408,7 @@ func TestServerErrors(t *testing.T) {
 			srv := modeltest.New(t, modeltest.Options{})
 			srv.Script(tt.reply)
 			_, err := client(t, srv.URL, nil).Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-			assertFails(t, err, errcode.ModelFailed, "the model at "+srv.URL+" "+tt.want)
+			assertFails(t, err, wire.CodeModelFailed, "the model at "+srv.URL+" "+tt.want)
 			if n := len(srv.Requests()); n != 1 {
 				t.Errorf("%d requests, want 1: no retries", n)
 			}
@@ -419,7 +420,7 @@ func TestStreamError(t *testing.T) {
 	srv := modeltest.New(t, modeltest.Options{})
 	srv.Script(modeltest.Reply{Chunks: []string{"Half an "}, StreamError: "The model is overloaded."})
 	_, err := client(t, srv.URL, nil).Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.ModelFailed, "the model at "+srv.URL+" stopped with an error after 8 characters of the answer, in 1 piece: The model is overloaded.")
+	assertFails(t, err, wire.CodeModelFailed, "the model at "+srv.URL+" stopped with an error after 8 characters of the answer, in 1 piece: The model is overloaded.")
 }
 
 func TestCutOff(t *testing.T) {
@@ -427,7 +428,7 @@ func TestCutOff(t *testing.T) {
 	srv.Script(modeltest.Reply{Chunks: []string{"Once ", "upon "}, Cut: true})
 	var got []string
 	_, err := client(t, srv.URL, nil).Ask(t.Context(), sdk.ModelRequest{Prompt: "hi", OnText: func(s string) { got = append(got, s) }})
-	assertFails(t, err, errcode.ModelCutOff, "the model at "+srv.URL+" stopped answering midway", "after 10 characters of the answer, in 2 pieces")
+	assertFails(t, err, wire.CodeModelCutOff, "the model at "+srv.URL+" stopped answering midway", "after 10 characters of the answer, in 2 pieces")
 	if len(got) != 2 {
 		t.Errorf("pieces %q before the cut", got)
 	}
@@ -442,7 +443,7 @@ func TestCutOffCleanly(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, err := client(t, srv.URL+"/v1", nil).Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.ModelCutOff, "its stream ended without saying it had finished, after 4 characters of the answer, in 1 piece")
+	assertFails(t, err, wire.CodeModelCutOff, "its stream ended without saying it had finished, after 4 characters of the answer, in 1 piece")
 }
 
 // TestDoneWithoutFinishReason: [DONE] ends an answer whose chunks named
@@ -483,7 +484,7 @@ func TestNotAnAPI(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, err := client(t, srv.URL+"/v1", nil).Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.ModelFailed, "sent a piece of its answer that is not JSON")
+	assertFails(t, err, wire.CodeModelFailed, "sent a piece of its answer that is not JSON")
 }
 
 // TestEndlessAnswer: a server that streams without end is stopped at the
@@ -498,7 +499,7 @@ func TestEndlessAnswer(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, err := client(t, srv.URL+"/v1", nil).Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.ModelFailed, "sent an answer over 16 MiB")
+	assertFails(t, err, wire.CodeModelFailed, "sent an answer over 16 MiB")
 }
 
 // hold scripts a reply whose second chunk waits until the test ends.
@@ -518,7 +519,7 @@ func TestTimeout(t *testing.T) {
 	hold(t, srv)
 	c := client(t, srv.URL, func(m *config.ModelConfig) { m.TimeoutSeconds = 1 })
 	_, err := c.Ask(t.Context(), sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.Timeout, "the model at "+srv.URL+" did not finish answering within 1 s ([model] timeout_seconds), after 6 characters of the answer, in 1 piece: raise timeout_seconds")
+	assertFails(t, err, wire.CodeTimeout, "the model at "+srv.URL+" did not finish answering within 1 s ([model] timeout_seconds), after 6 characters of the answer, in 1 piece: raise timeout_seconds")
 }
 
 func TestCallerDeadline(t *testing.T) {
@@ -527,7 +528,7 @@ func TestCallerDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	_, err := client(t, srv.URL, nil).Ask(ctx, sdk.ModelRequest{Prompt: "hi"})
-	assertFails(t, err, errcode.Timeout, "the call's time ran out while the model at "+srv.URL+" was answering, after 6 characters of the answer, in 1 piece")
+	assertFails(t, err, wire.CodeTimeout, "the call's time ran out while the model at "+srv.URL+" was answering, after 6 characters of the answer, in 1 piece")
 }
 
 func TestCallerCancels(t *testing.T) {

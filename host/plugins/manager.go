@@ -29,8 +29,8 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/errcode"
 	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
@@ -534,7 +534,7 @@ func (p *Plugin) current(ctx context.Context) (*hostside.KindClient, *plugin.Cli
 		p.mu.Lock()
 		if p.stopping {
 			p.mu.Unlock()
-			return nil, nil, &sdk.Error{Code: errcode.PluginUnavailable, Message: fmt.Sprintf("the %s plugin was stopped: toolhost is shutting down", p.kind)}
+			return nil, nil, &sdk.Error{Code: wire.CodePluginUnavailable, Message: fmt.Sprintf("the %s plugin was stopped: toolhost is shutting down", p.kind)}
 		}
 		if p.kc != nil && p.client.Exited() {
 			// Its process ended and watch has not seen it yet.
@@ -556,7 +556,7 @@ func (p *Plugin) current(ctx context.Context) (*hostside.KindClient, *plugin.Cli
 			if downErr == nil {
 				downErr = fmt.Errorf("the %s plugin is not running", p.kind)
 			}
-			return nil, nil, &sdk.Error{Code: errcode.PluginUnavailable, Message: downErr.Error()}
+			return nil, nil, &sdk.Error{Code: wire.CodePluginUnavailable, Message: downErr.Error()}
 		}
 	}
 }
@@ -576,7 +576,7 @@ func (p *Plugin) Check(ctx context.Context, tool sdk.Tool, catalog []sdk.Tool) (
 
 // Sessions is the client of the plugin's Sessions service (conversation
 // sandboxes), on the plugin process running now; a kind that keeps none
-// answers its calls with errcode.Unsupported.
+// answers its calls with wire.CodeUnsupported.
 func (p *Plugin) Sessions(ctx context.Context) (*hostside.SessionsClient, error) {
 	kc, _, err := p.current(ctx)
 	if err != nil {
@@ -599,7 +599,7 @@ func (p *Plugin) Invoke(ctx context.Context, inv hostside.Invocation, onEvent fu
 			time.Sleep(25 * time.Millisecond)
 		}
 		p.m.opts.Logger.Error("plugin stream broke during a run", "kind", p.kind, "run", inv.RunID, "error", err, "exited", client.Exited())
-		return nil, &sdk.Error{Code: errcode.PluginCrashed, Message: fmt.Sprintf("the %s plugin stopped during the run (it is being restarted); the run did not finish", p.kind)}
+		return nil, &sdk.Error{Code: wire.CodePluginCrashed, Message: fmt.Sprintf("the %s plugin stopped during the run (it is being restarted); the run did not finish", p.kind)}
 	}
 	return res, err
 }

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/hostside"
@@ -31,22 +31,12 @@ import (
 // unless its session is tainted and has a network: code could carry what
 // it read out.
 
-// Error codes of runs ended by an approval.
-const (
-	CodeDeclined        = "declined"
-	CodeApprovalExpired = "approval_expired"
-)
-
 // Who decides approvals ([approvals] by).
 const (
 	ByCaller    = "caller"    // the principal who started the run, an admin or an approver
 	ByAdmins    = "admins"    // admins only, never on a run they started
 	ByApprovers = "approvers" // approver tokens only, never on a run they started
 )
-
-// CodeSelfApproval is the error code of a decision by the token that
-// started the run, where [approvals] by is not "caller".
-const CodeSelfApproval = "self_approval"
 
 // ApprovalPolicy is what [approvals] says.
 type ApprovalPolicy struct {
@@ -240,7 +230,7 @@ func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args jso
 	a.all[p.ID] = p
 	a.forgetOld(now)
 	a.mu.Unlock()
-	ev := Event{Type: client.TypeApprovalRequired, Approval: p.ID, Tool: run.Tool, Args: args, Why: why}
+	ev := Event{Type: wire.TypeApprovalRequired, Approval: p.ID, Tool: run.Tool, Args: args, Why: why}
 	for _, r := range d.lineage(run) {
 		r.append(ev)
 	}
@@ -248,21 +238,21 @@ func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args jso
 	timer := clock.After(expire)
 	select {
 	case dec := <-p.decided:
-		if dec == "approve" {
+		if dec == wire.DecisionApprove {
 			return nil
 		}
-		return &sdk.Error{Code: CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
+		return &sdk.Error{Code: wire.CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
 	case <-timer:
 		if a.settle(p, "expired") {
 			waited := clock.Now().Sub(now).Round(time.Second)
-			return &sdk.Error{Code: CodeApprovalExpired, Message: fmt.Sprintf(
+			return &sdk.Error{Code: wire.CodeApprovalExpired, Message: fmt.Sprintf(
 				"nobody approved the call of %s in %s, so it expired and did not run ([approvals] expire_minutes); call it again and approve it in time", run.Tool, waited)}
 		}
 		dec := <-p.decided
-		if dec == "approve" {
+		if dec == wire.DecisionApprove {
 			return nil
 		}
-		return &sdk.Error{Code: CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
+		return &sdk.Error{Code: wire.CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
 	case <-ctx.Done():
 		a.settle(p, "cancelled")
 		return ctx.Err()
@@ -363,24 +353,24 @@ func (d *Dispatcher) Approvals(who Decider) []Approval {
 // ByCaller, forbidden for one who may see but not decide,
 // already_decided for one decided before.
 func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, error) {
-	if decision != "approve" && decision != "decline" {
-		return Approval{}, &sdk.Error{Code: "bad_args", Message: fmt.Sprintf("the decision must be \"approve\" or \"decline\", not %q", decision)}
+	if decision != wire.DecisionApprove && decision != wire.DecisionDecline {
+		return Approval{}, &sdk.Error{Code: wire.CodeBadArgs, Message: fmt.Sprintf("the decision must be \"approve\" or \"decline\", not %q", decision)}
 	}
 	if who.Viewer && !who.Approver {
-		return Approval{}, &sdk.Error{Code: "forbidden", Message: fmt.Sprintf("%s is a viewer and may not decide approvals", who.Name)}
+		return Approval{}, &sdk.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("%s is a viewer and may not decide approvals", who.Name)}
 	}
 	a := d.approvals()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.all[id]
 	if !ok || !seesApproval(p, who) {
-		return Approval{}, &sdk.Error{Code: "not_found", Message: "there is no approval with that id waiting for you"}
+		return Approval{}, &sdk.Error{Code: wire.CodeNotFound, Message: "there is no approval with that id waiting for you"}
 	}
 	if !a.mayDecide(p, who) {
 		return p.Approval, a.refusal(p, who)
 	}
 	if p.Decision != "" {
-		return p.Approval, &sdk.Error{Code: CodeAlreadyDecided, Message: fmt.Sprintf("the approval was already decided (%s): a call is approved or declined once", describeDecision(p.Decision))}
+		return p.Approval, &sdk.Error{Code: wire.CodeAlreadyDecided, Message: fmt.Sprintf("the approval was already decided (%s): a call is approved or declined once", describeDecision(p.Decision))}
 	}
 	p.Decision = decision
 	p.decided <- decision
@@ -392,20 +382,17 @@ func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, 
 func (a *approvals) refusal(p *pending, who Decider) error {
 	deciders := map[string]string{ByAdmins: "an admin", ByApprovers: "a token with approver = true"}[a.policy.By]
 	if ownRun(p, who) {
-		return &sdk.Error{Code: CodeSelfApproval, Message: fmt.Sprintf(
+		return &sdk.Error{Code: wire.CodeSelfApproval, Message: fmt.Sprintf(
 			"%s started this run, and on this host the token that starts a run may not approve it ([approvals] by = %q): %s decides it, with a token the caller does not hold", who.Name, a.policy.By, deciders)}
 	}
-	return &sdk.Error{Code: "forbidden", Message: fmt.Sprintf("only %s decides approvals on this host ([approvals] by = %q)", deciders, a.policy.By)}
+	return &sdk.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("only %s decides approvals on this host ([approvals] by = %q)", deciders, a.policy.By)}
 }
-
-// CodeAlreadyDecided is the error code of a second decision.
-const CodeAlreadyDecided = "already_decided"
 
 func describeDecision(d string) string {
 	switch d {
-	case "approve":
+	case wire.DecisionApprove:
 		return "approved"
-	case "decline":
+	case wire.DecisionDecline:
 		return "declined"
 	case "expired":
 		return "it expired"

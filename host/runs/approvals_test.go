@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
@@ -48,7 +49,7 @@ func (k *changeKind) Invoke(ctx context.Context, inv hostside.Invocation, _ func
 		}
 		return res.Result, nil
 	}
-	return nil, &sdk.Error{Code: errcode.UnknownTool, Message: "no such tool"}
+	return nil, &sdk.Error{Code: wire.CodeUnknownTool, Message: "no such tool"}
 }
 
 func changeDispatcher(t *testing.T) (*Dispatcher, *changeKind) {
@@ -130,7 +131,7 @@ func TestAChangeRunWaitsForApprovalThenRuns(t *testing.T) {
 	}
 	// A second decision, either way, is refused: it is decided once.
 	for _, dec := range []string{"approve", "decline"} {
-		if _, err := d.Decide(ev.Approval, ed, dec); errcode.Code(err) != CodeAlreadyDecided || !strings.Contains(err.Error(), "already decided (approved)") {
+		if _, err := d.Decide(ev.Approval, ed, dec); errcode.Code(err) != wire.CodeAlreadyDecided || !strings.Contains(err.Error(), "already decided (approved)") {
 			t.Errorf("second %s: %v", dec, err)
 		}
 	}
@@ -146,20 +147,20 @@ func TestDeclineEndsTheRunWithoutInvokingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := waitAsked(t, run)
-	if _, err := d.Decide(ev.Approval, ed, "maybe"); errcode.Code(err) != errcode.BadArgs {
+	if _, err := d.Decide(ev.Approval, ed, "maybe"); errcode.Code(err) != wire.CodeBadArgs {
 		t.Errorf("a decision that is neither: %v", err)
 	}
-	if _, err := d.Decide(ev.Approval, Decider{Name: "eve"}, "approve"); errcode.Code(err) != errcode.NotFound {
+	if _, err := d.Decide(ev.Approval, Decider{Name: "eve"}, "approve"); errcode.Code(err) != wire.CodeNotFound {
 		t.Errorf("another caller: %v", err)
 	}
 	if _, err := d.Decide(ev.Approval, ed, "decline"); err != nil {
 		t.Fatal(err)
 	}
 	last := end(t, run)
-	if last.Error == nil || last.Error.Code != CodeDeclined || k.sent.Load() != 0 {
+	if last.Error == nil || last.Error.Code != wire.CodeDeclined || k.sent.Load() != 0 {
 		t.Fatalf("ended %+v, sent %d", last, k.sent.Load())
 	}
-	if _, err := d.Decide(ev.Approval, Decider{Name: "root", Admin: true}, "approve"); errcode.Code(err) != CodeAlreadyDecided {
+	if _, err := d.Decide(ev.Approval, Decider{Name: "root", Admin: true}, "approve"); errcode.Code(err) != wire.CodeAlreadyDecided {
 		t.Errorf("approve after decline: %v", err)
 	}
 }
@@ -224,10 +225,10 @@ func TestAnApprovalExpiresSayingHowLongItWaited(t *testing.T) {
 	}
 	clock.advance(time.Minute)
 	last := end(t, run)
-	if last.Error == nil || last.Error.Code != CodeApprovalExpired || !strings.Contains(last.Error.Message, "in 3m0s") || k.sent.Load() != 0 {
+	if last.Error == nil || last.Error.Code != wire.CodeApprovalExpired || !strings.Contains(last.Error.Message, "in 3m0s") || k.sent.Load() != 0 {
 		t.Fatalf("ended %+v", last)
 	}
-	if _, err := d.Decide(ev.Approval, ed, "approve"); errcode.Code(err) != CodeAlreadyDecided || !strings.Contains(err.Error(), "expired") {
+	if _, err := d.Decide(ev.Approval, ed, "approve"); errcode.Code(err) != wire.CodeAlreadyDecided || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("approve after expiry: %v", err)
 	}
 	if k.sent.Load() != 0 {
@@ -243,10 +244,10 @@ func TestCancelWhileWaitingEndsTheRunCancelled(t *testing.T) {
 	}
 	ev := waitAsked(t, run)
 	run.Cancel()
-	if last := end(t, run); last.Error == nil || last.Error.Code != errcode.Cancelled {
+	if last := end(t, run); last.Error == nil || last.Error.Code != wire.CodeCancelled {
 		t.Fatalf("ended %+v", last)
 	}
-	if _, err := d.Decide(ev.Approval, ed, "approve"); errcode.Code(err) != CodeAlreadyDecided {
+	if _, err := d.Decide(ev.Approval, ed, "approve"); errcode.Code(err) != wire.CodeAlreadyDecided {
 		t.Errorf("approve after cancel: %v", err)
 	}
 	if k.sent.Load() != 0 || d.Going("ed") != 0 || len(d.Approvals(ed)) != 0 {
@@ -322,10 +323,10 @@ func TestWhoDecides(t *testing.T) {
 	if len(d.Approvals(other)) != 0 || len(d.Approvals(viewer)) != 0 || len(d.Approvals(admin)) != 1 {
 		t.Error("listed to the wrong people")
 	}
-	if _, err := d.Decide(id, viewer, "approve"); errcode.Code(err) != errcode.Forbidden {
+	if _, err := d.Decide(id, viewer, "approve"); errcode.Code(err) != wire.CodeForbidden {
 		t.Errorf("viewer: %v", err)
 	}
-	if _, err := d.Decide(id, other, "approve"); errcode.Code(err) != errcode.NotFound {
+	if _, err := d.Decide(id, other, "approve"); errcode.Code(err) != wire.CodeNotFound {
 		t.Errorf("another editor: %v", err)
 	}
 	if _, err := d.Decide(id, admin, "approve"); err != nil {
@@ -337,7 +338,7 @@ func TestWhoDecides(t *testing.T) {
 	if len(d.Approvals(ed)) != 0 {
 		t.Error("by admins, the caller is offered it")
 	}
-	if _, err := d.Decide(id, ed, "approve"); errcode.Code(err) != CodeSelfApproval || !strings.Contains(err.Error(), "an admin decides it") {
+	if _, err := d.Decide(id, ed, "approve"); errcode.Code(err) != wire.CodeSelfApproval || !strings.Contains(err.Error(), "an admin decides it") {
 		t.Errorf("caller under by=admins: %v", err)
 	}
 	if _, err := d.Decide(id, admin, "decline"); err != nil {
@@ -382,13 +383,13 @@ func TestApproverTokensDecide(t *testing.T) {
 	if len(d.Approvals(ed)) != 0 || len(d.Approvals(root)) != 0 || len(d.Approvals(alice)) != 1 {
 		t.Error("by approvers, listed to the wrong people")
 	}
-	if _, err := d.Decide(id, ed, "approve"); errcode.Code(err) != CodeSelfApproval || !strings.Contains(err.Error(), "approver = true decides it") {
+	if _, err := d.Decide(id, ed, "approve"); errcode.Code(err) != wire.CodeSelfApproval || !strings.Contains(err.Error(), "approver = true decides it") {
 		t.Errorf("caller under by=approvers: %v", err)
 	}
-	if _, err := d.Decide(id, edApprover, "approve"); errcode.Code(err) != CodeSelfApproval {
+	if _, err := d.Decide(id, edApprover, "approve"); errcode.Code(err) != wire.CodeSelfApproval {
 		t.Errorf("an approver token's own run: %v", err)
 	}
-	if _, err := d.Decide(id, root, "approve"); errcode.Code(err) != errcode.Forbidden {
+	if _, err := d.Decide(id, root, "approve"); errcode.Code(err) != wire.CodeForbidden {
 		t.Errorf("admin under by=approvers: %v", err)
 	}
 	if _, err := d.Decide(id, alice, "approve"); err != nil {
@@ -396,10 +397,10 @@ func TestApproverTokensDecide(t *testing.T) {
 	}
 
 	d.SetApprovals(ApprovalPolicy{By: ByAdmins})
-	if _, err := d.Decide(ask("root"), root, "approve"); errcode.Code(err) != CodeSelfApproval {
+	if _, err := d.Decide(ask("root"), root, "approve"); errcode.Code(err) != wire.CodeSelfApproval {
 		t.Errorf("an admin's own run under by=admins: %v", err)
 	}
-	if _, err := d.Decide(ask("ed"), alice, "approve"); errcode.Code(err) != errcode.Forbidden {
+	if _, err := d.Decide(ask("ed"), alice, "approve"); errcode.Code(err) != wire.CodeForbidden {
 		t.Errorf("an approver under by=admins: %v", err)
 	}
 	local := Decider{Name: "local", Admin: true, Local: true}

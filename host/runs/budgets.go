@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // BudgetWindow is the sliding window budgets are counted over.
@@ -93,7 +93,7 @@ func (d *Dispatcher) clock() func() time.Time {
 }
 
 // charge checks the principal's budgets and records the run's start as
-// one step, or refuses the call (errcode.Budget) saying which budget, the
+// one step, or refuses the call (wire.CodeBudget) saying which budget, the
 // use and when it resets.
 func (d *Dispatcher) charge(id string, req Request, tool *tools.Tool) error {
 	return d.chargeFor(id, req, tool, "the call of "+req.Tool)
@@ -137,7 +137,7 @@ func budgetError(who, budget, setting, use string, oldest, now time.Time, what s
 	if oldest.IsZero() || resets.Before(now) {
 		resets = now
 	}
-	return &sdk.Error{Code: errcode.Budget, Message: fmt.Sprintf(
+	return &sdk.Error{Code: wire.CodeBudget, Message: fmt.Sprintf(
 		"%s used up its %s budget (%s): %s in the last hour; %s was refused. It resets at %s (in %s), when the oldest use counted is an hour old; ask an admin to raise it if that is too little",
 		who, budget, setting, use, what, resets.UTC().Format("15:04:05 UTC"), resets.Sub(now).Round(time.Second))}
 }

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/errcode"
 	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
@@ -144,7 +144,7 @@ func TestRunsPerHourIsRefusedPastItAndResetsAnHourLater(t *testing.T) {
 		clock.advance(10 * time.Minute)
 	}
 	_, err := d.Start(Request{Tool: "count", Args: json.RawMessage(`{}`), Principal: "ed"})
-	refusedWith(t, err, errcode.Budget, `the token "ed"`, "runs_per_hour", "3 runs of 3", "resets at 13:00:00 UTC (in 30m0s)")
+	refusedWith(t, err, wire.CodeBudget, `the token "ed"`, "runs_per_hour", "3 runs of 3", "resets at 13:00:00 UTC (in 30m0s)")
 	if n := k.count("count"); n != 3 {
 		t.Errorf("the tool ran %d times; want 3", n)
 	}
@@ -166,7 +166,7 @@ func TestRunsPerHourIsRefusedPastItAndResetsAnHourLater(t *testing.T) {
 	}
 	wait(t, run)
 	_, err = d.Start(Request{Tool: "count", Args: json.RawMessage(`{}`), Principal: "ed"})
-	refusedWith(t, err, errcode.Budget, "3 runs of 3")
+	refusedWith(t, err, wire.CodeBudget, "3 runs of 3")
 }
 
 // TestSandboxSecondsAreCountedForSandboxedRunsOnly: runs of the python
@@ -182,7 +182,7 @@ func TestSandboxSecondsAreCountedForSandboxedRunsOnly(t *testing.T) {
 		wait(t, run)
 	}
 	_, err := d.Start(Request{Tool: "box", Principal: "ed"})
-	refusedWith(t, err, errcode.Budget, "sandbox_cpu_seconds_per_hour", "12.0 sandbox seconds of 10")
+	refusedWith(t, err, wire.CodeBudget, "sandbox_cpu_seconds_per_hour", "12.0 sandbox seconds of 10")
 	if k.count("box") != 2 {
 		t.Errorf("box ran %d times; want 2", k.count("box"))
 	}
@@ -218,7 +218,7 @@ func TestNestedCallsCountAgainstTheSameToken(t *testing.T) {
 		t.Errorf("count ran %d times; want 2", k.count("count"))
 	}
 	_, err = d.Start(Request{Tool: "count", Principal: "ed"})
-	refusedWith(t, err, errcode.Budget, "runs_per_hour")
+	refusedWith(t, err, wire.CodeBudget, "runs_per_hour")
 }
 
 // TestARunRefusedForItsPlaceIsNotCounted: a call refused for
@@ -232,7 +232,7 @@ func TestARunRefusedForItsPlaceIsNotCounted(t *testing.T) {
 	}
 	for range 3 {
 		_, err := d.Start(Request{Tool: "count", Principal: "ed"})
-		refusedWith(t, err, errcode.TooManyRuns)
+		refusedWith(t, err, wire.CodeTooManyRuns)
 	}
 	close(k.gate)
 	wait(t, hold)

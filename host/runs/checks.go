@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // This file meters checks: POST /api/v1/tools/check hands a tool
@@ -19,9 +19,9 @@ import (
 // with the cap's error code (too_many_runs, budget), as a call is.
 
 // StartCheck meters a check of def by principal, or says why it may not
-// start: errcode.Forbidden when the principal may no longer run tools,
-// errcode.TooManyRuns when its runs and checks hold all its places,
-// errcode.Budget when a budget is used up. end, called once when the
+// start: wire.CodeForbidden when the principal may no longer run tools,
+// wire.CodeTooManyRuns when its runs and checks hold all its places,
+// wire.CodeBudget when a budget is used up. end, called once when the
 // check is over, gives the place back and records its seconds.
 func (d *Dispatcher) StartCheck(principal string, def config.Tool) (end func(), err error) {
 	kind, _ := def.Run["type"].(string)
@@ -58,10 +58,10 @@ func (d *Dispatcher) holdPlace(principal string) error {
 		c = d.callers(principal)
 	}
 	if c.Refused != "" {
-		return &sdk.Error{Code: errcode.Forbidden, Message: c.Refused}
+		return &sdk.Error{Code: wire.CodeForbidden, Message: c.Refused}
 	}
 	if c.MaxRunning > 0 && d.places[principal] >= c.MaxRunning {
-		return &sdk.Error{Code: errcode.TooManyRuns, Message: fmt.Sprintf(
+		return &sdk.Error{Code: wire.CodeTooManyRuns, Message: fmt.Sprintf(
 			"%s already has %d runs and checks going (%s); wait for one to finish or cancel one", c.Who, d.places[principal], c.Setting)}
 	}
 	d.places[principal]++

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // TestChecksAreMeteredLikeRuns: a check of a python tool holds a place
@@ -23,7 +23,7 @@ func TestChecksAreMeteredLikeRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = d.StartCheck("ed", def)
-	refusedWith(t, err, errcode.TooManyRuns, `the token "ed" already has 1 runs and checks going`)
+	refusedWith(t, err, wire.CodeTooManyRuns, `the token "ed" already has 1 runs and checks going`)
 	if g := d.Going("ed"); g != 1 {
 		t.Errorf("a check holds %d places", g)
 	}
@@ -41,7 +41,7 @@ func TestChecksAreMeteredLikeRuns(t *testing.T) {
 		t.Errorf("use after one check: %+v", use)
 	}
 	_, err = d.StartCheck("ed", def)
-	refusedWith(t, err, errcode.Budget, "sandbox_cpu_seconds_per_hour", "the check of py was refused")
+	refusedWith(t, err, wire.CodeBudget, "sandbox_cpu_seconds_per_hour", "the check of py was refused")
 	if g := d.Going("ed"); g != 0 {
 		t.Errorf("a refused check holds %d places", g)
 	}
@@ -80,9 +80,9 @@ func TestAFloodPastMaxRunningWritesNothing(t *testing.T) {
 	def := config.Tool{Name: "py", Run: map[string]any{"type": SandboxKind, "code": "print(1)"}}
 	for range 50 {
 		_, err := d.Start(Request{Tool: "count", Principal: "ed"})
-		refusedWith(t, err, errcode.TooManyRuns)
+		refusedWith(t, err, wire.CodeTooManyRuns)
 		_, err = d.StartCheck("ed", def)
-		refusedWith(t, err, errcode.TooManyRuns)
+		refusedWith(t, err, wire.CodeTooManyRuns)
 	}
 	if w := ledger.writes.Load() - before; w != 0 {
 		t.Errorf("100 calls and checks refused too_many_runs made %d writes to the ledger, want none", w)

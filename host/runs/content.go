@@ -3,25 +3,25 @@ package runs
 import (
 	"slices"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk"
 )
 
 // A result's content between the plugin protocol's types and the client
 // protocol's: the same fields, part by part. No parts is nil either way.
 
-func contentToClient(parts []sdk.Content) []client.Content {
+func contentToClient(parts []sdk.Content) []wire.Content {
 	if len(parts) == 0 {
 		return nil
 	}
-	out := make([]client.Content, len(parts))
+	out := make([]wire.Content, len(parts))
 	for i, c := range parts {
-		out[i] = client.Content{Type: c.Type, Text: c.Text, Data: c.Data, MIMEType: c.MIMEType, URI: c.URI}
+		out[i] = wire.Content{Type: c.Type, Text: c.Text, Data: c.Data, MIMEType: c.MIMEType, URI: c.URI}
 	}
 	return out
 }
 
-func contentToSDK(parts []client.Content) []sdk.Content {
+func contentToSDK(parts []wire.Content) []sdk.Content {
 	if len(parts) == 0 {
 		return nil
 	}
@@ -33,7 +33,7 @@ func contentToSDK(parts []client.Content) []sdk.Content {
 }
 
 // contentSize is what a result's content holds in memory.
-func contentSize(parts []client.Content) int {
+func contentSize(parts []wire.Content) int {
 	n := 0
 	for _, c := range parts {
 		n += 32 + len(c.Type) + len(c.Text) + len(c.Data) + len(c.MIMEType) + len(c.URI)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
@@ -64,12 +64,12 @@ func TestContentAndLogReachTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := contentToClient(contentParts)
-	if end.Type != client.TypeResult || string(end.Result) != `{"w":1}` || !reflect.DeepEqual(end.Content, want) {
+	if end.Type != wire.TypeResult || string(end.Result) != `{"w":1}` || !reflect.DeepEqual(end.Content, want) {
 		t.Fatalf("the end = %+v; want the value and %+v", end, want)
 	}
 	var logs []string
 	for _, e := range readAll(t, run, 0) {
-		if e.Type == client.TypeLog {
+		if e.Type == wire.TypeLog {
 			logs = append(logs, fmt.Sprintf("%s %s", e.Level, e.Message))
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -171,21 +171,21 @@ func (d *Dispatcher) Start(req Request) (*Run, error) {
 func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, error) {
 	tool, ok := d.registry.Get(req.Tool)
 	if !ok {
-		return nil, &sdk.Error{Code: errcode.UnknownTool, Message: fmt.Sprintf("there is no tool named %q", req.Tool)}
+		return nil, &sdk.Error{Code: wire.CodeUnknownTool, Message: fmt.Sprintf("there is no tool named %q", req.Tool)}
 	}
 	args, err := tools.CheckArgs(tool, req.Args)
 	if err != nil {
-		return nil, &sdk.Error{Code: errcode.BadArgs, Message: err.Error()}
+		return nil, &sdk.Error{Code: wire.CodeBadArgs, Message: err.Error()}
 	}
 	if err := d.gate(req, tool); err != nil {
 		return nil, err
 	}
 	if req.Parent != "" && d.depth(req.Parent) >= MaxNesting {
-		return nil, &sdk.Error{Code: errcode.TooDeep, Message: fmt.Sprintf("tools called tools more than %d deep; the call to %s was refused", MaxNesting, req.Tool)}
+		return nil, &sdk.Error{Code: wire.CodeTooDeep, Message: fmt.Sprintf("tools called tools more than %d deep; the call to %s was refused", MaxNesting, req.Tool)}
 	}
 	inv, ok := d.plugins(tool.Kind)
 	if !ok {
-		return nil, &sdk.Error{Code: errcode.PluginUnavailable, Message: fmt.Sprintf("the %s kind is not running", tool.Kind)}
+		return nil, &sdk.Error{Code: wire.CodePluginUnavailable, Message: fmt.Sprintf("the %s kind is not running", tool.Kind)}
 	}
 	req.Tool = tool.Name
 	// A call that would be refused a place is refused before it is charged:
@@ -220,10 +220,10 @@ func (d *Dispatcher) placeLocked(req Request) (lender *Run, free bool, c Caller,
 		c = d.callers(req.Principal)
 	}
 	if c.Refused != "" {
-		return nil, false, c, &sdk.Error{Code: errcode.Forbidden, Message: c.Refused}
+		return nil, false, c, &sdk.Error{Code: wire.CodeForbidden, Message: c.Refused}
 	}
 	if d.stopping != "" {
-		return nil, false, c, &sdk.Error{Code: errcode.ShuttingDown, Message: d.stopping}
+		return nil, false, c, &sdk.Error{Code: wire.CodeShuttingDown, Message: d.stopping}
 	}
 	if parent := d.runs[req.Parent]; parent != nil && parent.holds && parent.lentTo == nil && parent.Principal == req.Principal {
 		return parent, false, c, nil
@@ -233,7 +233,7 @@ func (d *Dispatcher) placeLocked(req Request) (lender *Run, free bool, c Caller,
 
 // tooManyRunsLocked is the refusal of a call whose principal holds all its places.
 func (d *Dispatcher) tooManyRunsLocked(req Request, c Caller) error {
-	return &sdk.Error{Code: errcode.TooManyRuns, Message: fmt.Sprintf("%s already has %d runs going (%s); wait for one to finish or cancel one", c.Who, d.places[req.Principal], c.Setting)}
+	return &sdk.Error{Code: wire.CodeTooManyRuns, Message: fmt.Sprintf("%s already has %d runs going (%s); wait for one to finish or cancel one", c.Who, d.places[req.Principal], c.Setting)}
 }
 
 // refusedAtOnce is the refusal that admit without waiting would give req
@@ -343,11 +343,11 @@ func (d *Dispatcher) nestedCall(parentRunID, what string) (*Run, *sdk.Error) {
 	defer d.mu.Unlock()
 	parent, ok := d.runs[parentRunID]
 	if !ok || parent.Done() {
-		return nil, &sdk.Error{Code: errcode.UnknownRun, Message: fmt.Sprintf("%s must be made by a run that is going on, named by its id", what)}
+		return nil, &sdk.Error{Code: wire.CodeUnknownRun, Message: fmt.Sprintf("%s must be made by a run that is going on, named by its id", what)}
 	}
 	if d.callers != nil {
 		if c := d.callers(parent.Principal); c.Refused != "" {
-			return nil, &sdk.Error{Code: errcode.Forbidden, Message: c.Refused}
+			return nil, &sdk.Error{Code: wire.CodeForbidden, Message: c.Refused}
 		}
 	}
 	root := parentRunID
@@ -355,7 +355,7 @@ func (d *Dispatcher) nestedCall(parentRunID, what string) (*Run, *sdk.Error) {
 		root = p
 	}
 	if d.calls[root] >= MaxNestedCalls {
-		return nil, &sdk.Error{Code: errcode.TooManyCalls, Message: fmt.Sprintf(
+		return nil, &sdk.Error{Code: wire.CodeTooManyCalls, Message: fmt.Sprintf(
 			"the run %s already made %d nested calls of tools and the model, the most one call may make; %s was refused", root, MaxNestedCalls, what)}
 	}
 	d.calls[root]++
@@ -381,7 +381,7 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 	var streams []streamKey
 	texts := map[streamKey]*textStream{}
 	var mu sync.Mutex // onEvent may be called while the result is being appended
-	var content []client.Content
+	var content []wire.Content
 	inv = d.approving(run, tool, inv)
 	result, err := inv.Invoke(ctx, hostside.Invocation{
 		Tool: tool.SDK(), Args: args, RunID: run.ID, Principal: run.Principal, Session: run.Session,
@@ -390,9 +390,9 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 		defer mu.Unlock()
 		switch {
 		case e.Stdout != nil || e.Stderr != nil:
-			k, data := streamKey{client.TypeStdout, e.Node}, e.Stdout
+			k, data := streamKey{wire.TypeStdout, e.Node}, e.Stdout
 			if e.Stdout == nil {
-				k, data = streamKey{client.TypeStderr, e.Node}, e.Stderr
+				k, data = streamKey{wire.TypeStderr, e.Node}, e.Stderr
 			}
 			ts := texts[k]
 			if ts == nil {
@@ -405,9 +405,9 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 			}
 		case e.Progress != nil:
 			f := e.Progress.Fraction
-			run.append(Event{Type: client.TypeProgress, Fraction: &f, Message: e.Progress.Message, Node: e.Progress.Node})
+			run.append(Event{Type: wire.TypeProgress, Fraction: &f, Message: e.Progress.Message, Node: e.Progress.Node})
 		case e.Log != nil && e.Log.ToCaller:
-			run.append(Event{Type: client.TypeLog, Level: callerLogLevel(e.Log.Level), Message: e.Log.Message})
+			run.append(Event{Type: wire.TypeLog, Level: callerLogLevel(e.Log.Level), Message: e.Log.Message})
 		case e.Log != nil:
 			d.log.Named(tool.Kind).Info(e.Log.Message, "run", run.ID, "level", e.Log.Level)
 		case e.Content != nil:
@@ -420,12 +420,12 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 			run.append(Event{Type: k.typ, Data: s, Node: k.node})
 		}
 	}
-	end := Event{Type: "result", Result: result, Content: content}
+	end := Event{Type: wire.TypeResult, Result: result, Content: content}
 	mu.Unlock()
 	if ue := errcode.FromRun(ctx, err); ue != nil {
-		end = Event{Type: "error", Error: &ErrorBody{Code: ue.Code, Message: ue.Message}}
+		end = Event{Type: wire.TypeError, Error: &ErrorBody{Code: ue.Code, Message: ue.Message}}
 		var why cancelReason
-		if ue.Code == errcode.Cancelled && errors.As(context.Cause(ctx), &why) {
+		if ue.Code == wire.CodeCancelled && errors.As(context.Cause(ctx), &why) {
 			end.Error.Message = string(why)
 		}
 	}
@@ -558,11 +558,11 @@ func follow(ctx context.Context, run *Run, onEvent func(sdk.Event)) (Event, erro
 		}
 		for _, e := range batch {
 			switch e.Type {
-			case client.TypeStdout:
+			case wire.TypeStdout:
 				onEvent(sdk.Event{Stdout: []byte(e.Data), Node: e.Node})
-			case client.TypeStderr:
+			case wire.TypeStderr:
 				onEvent(sdk.Event{Stderr: []byte(e.Data), Node: e.Node})
-			case client.TypeProgress:
+			case wire.TypeProgress:
 				f := 0.0
 				if e.Fraction != nil {
 					f = *e.Fraction
@@ -587,7 +587,7 @@ func (d *Dispatcher) AskModel(ctx context.Context, req sdk.ModelRequest) (sdk.Mo
 	m := d.model
 	d.mu.Unlock()
 	if m == nil {
-		return sdk.ModelAnswer{}, &sdk.Error{Code: errcode.Unsupported, Message: "this host has no model configured: set [model] base_url and model in its config"}
+		return sdk.ModelAnswer{}, &sdk.Error{Code: wire.CodeUnsupported, Message: "this host has no model configured: set [model] base_url and model in its config"}
 	}
 	return m.Ask(ctx, req)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
@@ -36,19 +37,19 @@ func (k endKind) Invoke(ctx context.Context, inv hostside.Invocation, _ func(sdk
 func TestARunEndsWithOneCodeWhateverItsKindReturned(t *testing.T) {
 	errs := map[string]error{
 		"after_cancel_reset":   errors.New("read unix @->/tmp/plugin: connection reset by peer"),
-		"after_cancel_failed":  &sdk.Error{Code: errcode.Failed, Message: "the plugin failed"},
-		"after_cancel_timeout": &sdk.Error{Code: errcode.Timeout, Message: "it took too long"},
+		"after_cancel_failed":  &sdk.Error{Code: wire.CodeFailed, Message: "the plugin failed"},
+		"after_cancel_timeout": &sdk.Error{Code: wire.CodeTimeout, Message: "it took too long"},
 		"wrapped":              fmt.Errorf("calling: %w", &sdk.Error{Code: "http_status", Message: "the server answered 404"}),
 		"plain":                errors.New("something broke"),
 		"canceled_error":       fmt.Errorf("stream: %w", context.Canceled),
 	}
 	want := map[string]errcode.Error{
-		"after_cancel_reset":   {Code: errcode.Cancelled, Message: "the run was cancelled"},
-		"after_cancel_failed":  {Code: errcode.Cancelled, Message: "the run was cancelled"},
-		"after_cancel_timeout": {Code: errcode.Timeout, Message: "it took too long"},
+		"after_cancel_reset":   {Code: wire.CodeCancelled, Message: "the run was cancelled"},
+		"after_cancel_failed":  {Code: wire.CodeCancelled, Message: "the run was cancelled"},
+		"after_cancel_timeout": {Code: wire.CodeTimeout, Message: "it took too long"},
 		"wrapped":              {Code: "http_status", Message: "the server answered 404"},
-		"plain":                {Code: errcode.Failed, Message: "something broke"},
-		"canceled_error":       {Code: errcode.Cancelled, Message: "the run was cancelled"},
+		"plain":                {Code: wire.CodeFailed, Message: "something broke"},
+		"canceled_error":       {Code: wire.CodeCancelled, Message: "the run was cancelled"},
 	}
 	reg := tools.NewRegistry()
 	var list []*tools.Tool
@@ -78,7 +79,7 @@ func TestARunEndsWithOneCodeWhateverItsKindReturned(t *testing.T) {
 // (CancelAll) ends "cancelled" with the host's reason, whatever its kind
 // answered; a caller's cancel keeps the plain message.
 func TestARunStoppedByTheHostSaysWhy(t *testing.T) {
-	errs := map[string]error{"after_cancel_failed": &sdk.Error{Code: errcode.Failed, Message: "the plugin failed"}}
+	errs := map[string]error{"after_cancel_failed": &sdk.Error{Code: wire.CodeFailed, Message: "the plugin failed"}}
 	reg := tools.NewRegistry()
 	reg.Replace([]*tools.Tool{{Tool: config.Tool{Name: "after_cancel_failed", Description: "A test tool.", Effect: "read"},
 		Kind: "end", Run: json.RawMessage(`{"type":"end"}`)}})
@@ -90,7 +91,7 @@ func TestARunStoppedByTheHostSaysWhy(t *testing.T) {
 	}
 	const why = "the host is stopping, so its runs were stopped"
 	d.CancelAll(why)
-	if last := wait(t, run); last.Error == nil || last.Error.Code != errcode.Cancelled || last.Error.Message != why {
+	if last := wait(t, run); last.Error == nil || last.Error.Code != wire.CodeCancelled || last.Error.Message != why {
 		t.Errorf("a run stopped by the host ended with %+v; want cancelled: %q", last.Error, why)
 	}
 }
@@ -100,7 +101,7 @@ func TestARunStoppedByTheHostSaysWhy(t *testing.T) {
 func TestARefusedCallIsAnSDKError(t *testing.T) {
 	d, _ := nestDispatcher(t, 1)
 	_, err := d.Start(Request{Tool: "nope", Principal: "ed"})
-	if !errors.Is(err, &sdk.Error{Code: errcode.UnknownTool}) || errcode.Code(err) != errcode.UnknownTool {
+	if !errors.Is(err, &sdk.Error{Code: wire.CodeUnknownTool}) || errcode.Code(err) != wire.CodeUnknownTool {
 		t.Fatalf("calling a tool that isn't there: %#v; want an *sdk.Error of code unknown_tool", err)
 	}
 }

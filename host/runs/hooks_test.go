@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -18,11 +19,11 @@ func TestGateRefusesBeforeTheRun(t *testing.T) {
 	d.SetGate(func(req Request, tool *tools.Tool) error {
 		seen = append(seen, req)
 		if tool.Name == "quick" && req.Session == "" {
-			return &sdk.Error{Code: errcode.BadArgs, Message: "quick needs a session"}
+			return &sdk.Error{Code: wire.CodeBadArgs, Message: "quick needs a session"}
 		}
 		return nil
 	})
-	if _, err := d.Start(Request{Tool: "quick", Principal: "ed"}); errcode.Code(err) != errcode.BadArgs || err.Error() != "quick needs a session" {
+	if _, err := d.Start(Request{Tool: "quick", Principal: "ed"}); errcode.Code(err) != wire.CodeBadArgs || err.Error() != "quick needs a session" {
 		t.Fatalf("got %v", err)
 	}
 	if n := len(d.List()); n != 0 || d.Going("ed") != 0 {
@@ -34,7 +35,7 @@ func TestGateRefusesBeforeTheRun(t *testing.T) {
 	}
 	defer parent.Cancel()
 	res, err := d.CallTool(context.Background(), sdk.ToolCall{ParentRunID: parent.ID, Tool: "quick"})
-	if err != nil || res.Error == nil || res.Error.Code != errcode.BadArgs {
+	if err != nil || res.Error == nil || res.Error.Code != wire.CodeBadArgs {
 		t.Fatalf("nested: %+v, %v", res, err)
 	}
 	run, err := d.Start(Request{Tool: "quick", Principal: "ed", Session: "conv"})

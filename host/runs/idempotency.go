@@ -9,9 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // MaxKeyLength bounds an idempotency key, in bytes.
@@ -22,11 +21,11 @@ const maxRecorded = 1 << 20
 
 // keyOutcome is the end of a key's run as the ledger keeps it.
 type keyOutcome struct {
-	Stdout  string           `json:"stdout,omitempty"`
-	Stderr  string           `json:"stderr,omitempty"`
-	Result  json.RawMessage  `json:"result,omitempty"`
-	Content []client.Content `json:"content,omitempty"`
-	Error   *ErrorBody       `json:"error,omitempty"`
+	Stdout  string          `json:"stdout,omitempty"`
+	Stderr  string          `json:"stderr,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Content []wire.Content  `json:"content,omitempty"`
+	Error   *ErrorBody      `json:"error,omitempty"`
 }
 
 // SetKeyKeep sets how long an idempotency key holds after its call
@@ -42,7 +41,7 @@ func (d *Dispatcher) SetKeyKeep(keep time.Duration) {
 // compared as canonical JSON) within the keep time returns the run it
 // started, going on or ended, or, once that is forgotten or the host
 // restarted, a run made from its recorded outcome. The same key for
-// another call is refused (errcode.IdempotencyConflict).
+// another call is refused (wire.CodeIdempotencyConflict).
 func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 	a := &d.acct
 	a.keyMu.Lock()
@@ -55,11 +54,11 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 		keep = d.keep
 	}
 	if len(req.IdempotencyKey) > MaxKeyLength {
-		return nil, &sdk.Error{Code: errcode.BadArgs, Message: fmt.Sprintf("the idempotency key is %d bytes long; a key may be at most %d: use a shorter one, e.g. a UUID", len(req.IdempotencyKey), MaxKeyLength)}
+		return nil, &sdk.Error{Code: wire.CodeBadArgs, Message: fmt.Sprintf("the idempotency key is %d bytes long; a key may be at most %d: use a shorter one, e.g. a UUID", len(req.IdempotencyKey), MaxKeyLength)}
 	}
 	hash, err := callHash(req)
 	if err != nil {
-		return nil, &sdk.Error{Code: errcode.BadArgs, Message: err.Error()}
+		return nil, &sdk.Error{Code: wire.CodeBadArgs, Message: err.Error()}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -70,7 +69,7 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 	}
 	if found && t.Sub(prev.Created) < keep {
 		if prev.ArgsHash != hash {
-			return nil, &sdk.Error{Code: errcode.IdempotencyConflict, Message: fmt.Sprintf(
+			return nil, &sdk.Error{Code: wire.CodeIdempotencyConflict, Message: fmt.Sprintf(
 				"the idempotency key %q was already used %s ago for another call (of %s, or with other arguments or session); a key names one call: send a new key for a new call",
 				req.IdempotencyKey, t.Sub(prev.Created).Round(time.Second), prev.Tool)}
 		}
@@ -78,7 +77,7 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 			return run, nil
 		}
 		if !prev.Done {
-			return nil, &sdk.Error{Code: errcode.Interrupted, Message: fmt.Sprintf(
+			return nil, &sdk.Error{Code: wire.CodeInterrupted, Message: fmt.Sprintf(
 				"the call with the idempotency key %q (run %s) was running when the host stopped, so whether it acted is unknown; check, then send a new key to run it again",
 				req.IdempotencyKey, prev.Run)}
 		}
@@ -131,15 +130,15 @@ func (d *Dispatcher) replay(req Request, prev KeyEntry) (*Run, error) {
 	run := newRun(prev.Run, req, spillConfig{}, func(error) {})
 	run.Started = prev.Created
 	if out.Stdout != "" {
-		run.append(Event{Type: client.TypeStdout, Data: out.Stdout})
+		run.append(Event{Type: wire.TypeStdout, Data: out.Stdout})
 	}
 	if out.Stderr != "" {
-		run.append(Event{Type: client.TypeStderr, Data: out.Stderr})
+		run.append(Event{Type: wire.TypeStderr, Data: out.Stderr})
 	}
 	if out.Error != nil {
-		run.append(Event{Type: "error", Error: out.Error})
+		run.append(Event{Type: wire.TypeError, Error: out.Error})
 	} else {
-		run.append(Event{Type: "result", Result: out.Result, Content: out.Content})
+		run.append(Event{Type: wire.TypeResult, Result: out.Result, Content: out.Content})
 	}
 	d.mu.Lock()
 	d.runs[run.ID] = run

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolhost/toolhost/sdk/errcode"
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // TestTheSameKeyRunsOnce: a call sent again with its key (its arguments
@@ -86,10 +86,10 @@ func TestTheSameKeyForAnotherCallIsAConflict(t *testing.T) {
 	} {
 		req.Principal, req.IdempotencyKey = "ed", "k"
 		_, err := d.Start(req)
-		refusedWith(t, err, errcode.IdempotencyConflict, `the idempotency key "k" was already used`, "send a new key")
+		refusedWith(t, err, wire.CodeIdempotencyConflict, `the idempotency key "k" was already used`, "send a new key")
 	}
 	_, err = d.Start(Request{Tool: "count", Principal: "ed", IdempotencyKey: strings.Repeat("k", MaxKeyLength+1)})
-	refusedWith(t, err, errcode.BadArgs, "at most 255")
+	refusedWith(t, err, wire.CodeBadArgs, "at most 255")
 	clock.advance(11 * time.Minute)
 	run, err = d.Start(Request{Tool: "count", Args: json.RawMessage(`{"n":2}`), Principal: "ed", IdempotencyKey: "k"})
 	if err != nil {
@@ -136,7 +136,7 @@ func TestAKeyOutlivesTheDispatcher(t *testing.T) {
 		t.Errorf("the replayed run can't be read back by its id")
 	}
 	_, err = d2.Start(Request{Tool: "hold", Principal: "ed", IdempotencyKey: "cut"})
-	refusedWith(t, err, errcode.Interrupted, held.ID, "whether it acted is unknown")
+	refusedWith(t, err, wire.CodeInterrupted, held.ID, "whether it acted is unknown")
 	if k2.count("hold") != 0 {
 		t.Errorf("the interrupted call ran again")
 	}

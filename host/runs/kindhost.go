@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // ForKind is the sdk.Host served to the plugin of one kind. Its nested
@@ -54,7 +54,7 @@ func (d *Dispatcher) runsOfKind(id, kind, what string) *sdk.Error {
 		d.log.Warn("a plugin named a run of another kind as the parent of its nested call; refused",
 			"plugin", kind, "run", id, "run_kind", run.kind, "call", what)
 	}
-	return &sdk.Error{Code: errcode.UnknownRun, Message: fmt.Sprintf(
+	return &sdk.Error{Code: wire.CodeUnknownRun, Message: fmt.Sprintf(
 		"%s must be made by a run that this plugin (the %s kind) is running, named by its id (the RunID of its invocation)", what, kind)}
 }
 

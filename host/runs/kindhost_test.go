@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
@@ -57,11 +58,11 @@ func TestANestedCallMustComeFromThePluginRunningItsParent(t *testing.T) {
 		{"an unknown run", own, "rnope"},
 	} {
 		res, err := tc.host.CallTool(ctx, sdk.ToolCall{ParentRunID: tc.run, Tool: "quick"})
-		if err != nil || res.Error == nil || res.Error.Code != errcode.UnknownRun || !strings.Contains(res.Error.Message, "a call of quick must be made by a run that this plugin") {
+		if err != nil || res.Error == nil || res.Error.Code != wire.CodeUnknownRun || !strings.Contains(res.Error.Message, "a call of quick must be made by a run that this plugin") {
 			t.Errorf("%s: a call: %+v %v; want unknown_run", tc.name, res.Error, err)
 		}
 		_, err = tc.host.AskModel(ctx, sdk.ModelRequest{ParentRunID: tc.run, Prompt: "hi"})
-		if errcode.Code(err) != errcode.UnknownRun || !strings.Contains(err.Error(), "a question for the model must be made by a run that this plugin") {
+		if errcode.Code(err) != wire.CodeUnknownRun || !strings.Contains(err.Error(), "a question for the model must be made by a run that this plugin") {
 			t.Errorf("%s: a question: %v; want unknown_run", tc.name, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
@@ -148,10 +149,10 @@ func TestNestedCallsUnderOneRunAreCapped(t *testing.T) {
 		t.Fatalf("the last call allowed: %v", err)
 	}
 	res, err := d.CallTool(ctx, sdk.ToolCall{ParentRunID: parent.ID, Tool: "quick"})
-	if err != nil || res.Error == nil || res.Error.Code != errcode.TooManyCalls || !strings.Contains(res.Error.Message, "1000 nested calls") {
+	if err != nil || res.Error == nil || res.Error.Code != wire.CodeTooManyCalls || !strings.Contains(res.Error.Message, "1000 nested calls") {
 		t.Fatalf("the call past the cap: %+v %v", res.Error, err)
 	}
-	if _, err := d.AskModel(ctx, sdk.ModelRequest{ParentRunID: parent.ID, Prompt: "hi"}); errcode.Code(err) != errcode.TooManyCalls {
+	if _, err := d.AskModel(ctx, sdk.ModelRequest{ParentRunID: parent.ID, Prompt: "hi"}); errcode.Code(err) != wire.CodeTooManyCalls {
 		t.Fatalf("a question past the cap: %v", err)
 	}
 	other, err := d.Start(Request{Tool: "hold", Principal: "ed"})
@@ -187,7 +188,7 @@ func TestAskingTheModel(t *testing.T) {
 	defer parent.Cancel()
 	ctx := context.Background()
 	_, err = d.AskModel(ctx, sdk.ModelRequest{ParentRunID: parent.ID, Prompt: "a b"})
-	if errcode.Code(err) != errcode.Unsupported || !strings.Contains(err.Error(), "[model]") {
+	if errcode.Code(err) != wire.CodeUnsupported || !strings.Contains(err.Error(), "[model]") {
 		t.Fatalf("no model: %v", err)
 	}
 	d.SetModel(echoModel{})
@@ -196,11 +197,11 @@ func TestAskingTheModel(t *testing.T) {
 	if err != nil || ans.Text != "a b" || strings.Join(pieces, "|") != "a |b " {
 		t.Fatalf("answer %+v %v, pieces %q", ans, err, pieces)
 	}
-	if _, err := d.AskModel(ctx, sdk.ModelRequest{ParentRunID: "rnope", Prompt: "a"}); errcode.Code(err) != errcode.UnknownRun {
+	if _, err := d.AskModel(ctx, sdk.ModelRequest{ParentRunID: "rnope", Prompt: "a"}); errcode.Code(err) != wire.CodeUnknownRun {
 		t.Fatalf("unknown run: %v", err)
 	}
 	d.SetCallers(func(string) Caller { return Caller{Refused: "the token was removed"} })
-	if _, err := d.AskModel(ctx, sdk.ModelRequest{ParentRunID: parent.ID, Prompt: "a"}); errcode.Code(err) != errcode.Forbidden {
+	if _, err := d.AskModel(ctx, sdk.ModelRequest{ParentRunID: parent.ID, Prompt: "a"}); errcode.Code(err) != wire.CodeForbidden {
 		t.Fatalf("removed token: %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/tools"
 	"github.com/toolhost/toolhost/sdk"
@@ -53,7 +53,7 @@ func TestProgressKeepsItsNode(t *testing.T) {
 	}
 	var got []string
 	for _, e := range readAll(t, run, 0) {
-		if e.Type == client.TypeProgress {
+		if e.Type == wire.TypeProgress {
 			got = append(got, fmt.Sprintf("%s|%g|%s", e.Node, *e.Fraction, e.Message))
 		}
 	}

@@ -18,13 +18,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // Event is one event of a run, as clients see it: the protocol's own
 // type. A run keeps its events without an ID; each client's copy carries
 // the id of that client's call.
-type Event = client.Event
+type Event = wire.Event
 
 // eventSize is roughly what an event holds in memory.
 func eventSize(e Event) int {
@@ -36,7 +36,7 @@ func eventSize(e Event) int {
 }
 
 // ErrorBody is a run's error: a short code and a sentence.
-type ErrorBody = client.Error
+type ErrorBody = wire.Error
 
 // DefaultMemoryBytes is how much of a run's events stays in memory before
 // the oldest move to the run's file.
@@ -92,7 +92,7 @@ func newRun(id string, req Request, spill spillConfig, cancel context.CancelCaus
 		ID: id, Tool: req.Tool, Principal: req.Principal, Session: req.Session, IdempotencyKey: req.IdempotencyKey,
 		Started: time.Now(), cancel: cancel, spill: spill, changed: make(chan struct{}),
 	}
-	r.append(Event{Type: "started", Tool: req.Tool})
+	r.append(Event{Type: wire.TypeStarted, Tool: req.Tool})
 	return r
 }
 
@@ -300,9 +300,9 @@ func (r *Run) Printed() (stdout, stderr string, err error) {
 	var o, e strings.Builder
 	err = r.walk(func(ev Event) {
 		switch ev.Type {
-		case client.TypeStdout:
+		case wire.TypeStdout:
 			o.WriteString(ev.Data)
-		case client.TypeStderr:
+		case wire.TypeStderr:
 			e.WriteString(ev.Data)
 		}
 	})
@@ -312,8 +312,8 @@ func (r *Run) Printed() (stdout, stderr string, err error) {
 // Record is the run's record and output as GET /api/v1/runs/{id} gives
 // it: who started it and when, what it printed and its last seq so far,
 // its end once it has ended, and its events unless withEvents is false.
-func (r *Run) Record(withEvents bool) (client.RunRecord, error) {
-	rec := client.RunRecord{
+func (r *Run) Record(withEvents bool) (wire.RunRecord, error) {
+	rec := wire.RunRecord{
 		Run: r.ID, Tool: r.Tool, Principal: r.Principal, Session: r.Session, IdempotencyKey: r.IdempotencyKey,
 		Started: r.Started.UTC(), LastSeq: -1,
 	}
@@ -323,9 +323,9 @@ func (r *Run) Record(withEvents bool) (client.RunRecord, error) {
 	var last Event
 	err := r.walk(func(ev Event) {
 		switch ev.Type {
-		case client.TypeStdout:
+		case wire.TypeStdout:
 			o.WriteString(ev.Data)
-		case client.TypeStderr:
+		case wire.TypeStderr:
 			e.WriteString(ev.Data)
 		}
 		if withEvents {

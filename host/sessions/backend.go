@@ -23,6 +23,7 @@ import (
 	"io"
 	"regexp"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
@@ -81,13 +82,13 @@ func CheckID(id string) error {
 		return nil
 	}
 	if id == "" {
-		return errcode.New(errcode.BadArgs, "no session was named: "+IDRule)
+		return errcode.New(wire.CodeBadArgs, "no session was named: "+IDRule)
 	}
 	shown := id
 	if len(shown) > 40 {
 		shown = shown[:40] + "…"
 	}
-	return errcode.Errorf(errcode.BadArgs, "%q is not a session id: %s", shown, IDRule)
+	return errcode.Errorf(wire.CodeBadArgs, "%q is not a session id: %s", shown, IDRule)
 }
 
 // BackendID is a session's id behind the plugin boundary: "s" and the
@@ -103,7 +104,7 @@ func BackendID(principal, session string) string {
 // session of someone else: the same code and words, so that an answer
 // never tells which.
 func NotFound(session string) error {
-	return errcode.Errorf(errcode.NotFound, "there is no session %q (a session belongs to the token that made it)", session)
+	return errcode.Errorf(wire.CodeNotFound, "there is no session %q (a session belongs to the token that made it)", session)
 }
 
 // describe names a session in logs.

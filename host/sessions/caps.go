@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
@@ -55,13 +56,13 @@ func (s *Service) checkNewSession(ctx context.Context, st *Store, principal, ses
 	switch {
 	case mine >= s.cfg.MaxSessionsPerPrincipal:
 		s.refused[CapSessionsPerPrincipal]++
-		return errcode.Errorf(errcode.TooManySessions,
+		return errcode.Errorf(wire.CodeTooManySessions,
 			"the session %q can't be started: the token %q already has %d sessions, the most one token may have ([sessions] max_sessions_per_principal in %s); "+
 				"delete one it no longer needs (DELETE /api/v1/sessions/ID), or wait for one to go unused for %d hours",
 			session, principal, mine, s.where(), s.cfg.KeepHours)
 	case all >= s.cfg.MaxSessions:
 		s.refused[CapSessions]++
-		return errcode.Errorf(errcode.TooManySessions,
+		return errcode.Errorf(wire.CodeTooManySessions,
 			"the session %q can't be started: this host already keeps %d sessions, the most it may ([sessions] max_sessions in %s); "+
 				"try again once sessions were deleted or went unused for %d hours",
 			session, all, s.where(), s.cfg.KeepHours)
@@ -102,12 +103,12 @@ func (s *Service) Transfer(principal string) (func(), error) {
 	switch {
 	case s.transfers[principal] >= s.cfg.MaxTransfersPerPrincipal:
 		s.refused[CapTransfersPerPrincipal]++
-		return nil, errcode.Errorf(errcode.TooManyTransfers,
+		return nil, errcode.Errorf(wire.CodeTooManyTransfers,
 			"the token %q already has %d file transfers going, the most one token may have at once ([sessions] max_transfers_per_principal in %s); "+
 				"try again once one has finished", principal, s.transfers[principal], s.where())
 	case s.transferring >= s.cfg.MaxTransfers:
 		s.refused[CapTransfers]++
-		return nil, errcode.Errorf(errcode.TooManyTransfers,
+		return nil, errcode.Errorf(wire.CodeTooManyTransfers,
 			"this host already has %d file transfers going, the most it allows at once ([sessions] max_transfers in %s); try again in a moment",
 			s.transferring, s.where())
 	}

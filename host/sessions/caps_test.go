@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/sessions/sessionstest"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 const testFile = "/etc/toolhost/toolhost.toml"
@@ -34,7 +34,7 @@ func (u untouchable) Read([]byte) (int, error) {
 // store nor the backend.
 func (f *fixture) refusedLeavesNothing(t *testing.T, principal, session string) {
 	t.Helper()
-	if _, err := f.svc.Get(context.Background(), principal, session); code(err) != errcode.NotFound {
+	if _, err := f.svc.Get(context.Background(), principal, session); code(err) != wire.CodeNotFound {
 		t.Errorf("a refused %s of %s is in the store: %v", session, principal, err)
 	}
 	if f.back.Has(sessions.BackendID(principal, session)) {
@@ -63,16 +63,16 @@ func TestSessionCaps(t *testing.T) {
 		`([sessions] max_sessions_per_principal in /etc/toolhost/toolhost.toml); delete one it no longer needs ` +
 		`(DELETE /api/v1/sessions/ID), or wait for one to go unused for 24 hours`
 	_, err := f.svc.WriteFile(ctx, "ann", "c", "x.txt", untouchable{t})
-	if code(err) != errcode.TooManySessions || err.Error() != wantAnn {
+	if code(err) != wire.CodeTooManySessions || err.Error() != wantAnn {
 		t.Errorf("ann's third session by upload: %v", err)
 	}
 	if f.back.Writes() != writes {
 		t.Error("a refused upload reached the backend")
 	}
-	if _, err := f.svc.SetNetwork(ctx, "ann", "c", "web"); code(err) != errcode.TooManySessions {
+	if _, err := f.svc.SetNetwork(ctx, "ann", "c", "web"); code(err) != wire.CodeTooManySessions {
 		t.Errorf("ann's third session by a network change: %v", err)
 	}
-	if _, err := inv.Invoke(ctx, invocation("r1", "ann", "c", "run_python", `{"code":"1"}`), nil); code(err) != errcode.TooManySessions {
+	if _, err := inv.Invoke(ctx, invocation("r1", "ann", "c", "run_python", `{"code":"1"}`), nil); code(err) != wire.CodeTooManySessions {
 		t.Errorf("ann's third session by a run: %v", err)
 	}
 	if n := len(kind.Invocations()); n != 0 {
@@ -93,7 +93,7 @@ func TestSessionCaps(t *testing.T) {
 	}
 	wantHost := `the session "y" can't be started: this host already keeps 3 sessions, the most it may ` +
 		`([sessions] max_sessions in /etc/toolhost/toolhost.toml); try again once sessions were deleted or went unused for 24 hours`
-	if _, err := f.svc.WriteFile(ctx, "bob", "y", "x.txt", untouchable{t}); code(err) != errcode.TooManySessions || err.Error() != wantHost {
+	if _, err := f.svc.WriteFile(ctx, "bob", "y", "x.txt", untouchable{t}); code(err) != wire.CodeTooManySessions || err.Error() != wantHost {
 		t.Errorf("bob's session past the host's cap: %v", err)
 	}
 	f.refusedLeavesNothing(t, "bob", "y")
@@ -130,7 +130,7 @@ func TestCheckNew(t *testing.T) {
 		t.Errorf("ann's session that is there: %v", err)
 	}
 	err := f.svc.CheckNew(ctx, "ann", "b")
-	if code(err) != errcode.TooManySessions || !strings.HasPrefix(err.Error(), `the session "b" can't be started: the token "ann" already has 1 sessions`) {
+	if code(err) != wire.CodeTooManySessions || !strings.HasPrefix(err.Error(), `the session "b" can't be started: the token "ann" already has 1 sessions`) {
 		t.Errorf("ann's second session: %v", err)
 	}
 	if got := f.svc.Refusals()[sessions.CapSessionsPerPrincipal]; got != 1 {
@@ -166,10 +166,10 @@ func TestLoweredSessionCapsSpareSessionsThere(t *testing.T) {
 		}
 	}
 	_, err := f.svc.WriteFile(ctx, "ann", "d", "x.txt", untouchable{t})
-	if code(err) != errcode.TooManySessions || !strings.Contains(err.Error(), `already has 3 sessions, the most one token may have`) {
+	if code(err) != wire.CodeTooManySessions || !strings.Contains(err.Error(), `already has 3 sessions, the most one token may have`) {
 		t.Errorf("a new session after the reload: %v", err)
 	}
-	if _, err := f.svc.WriteFile(ctx, "bob", "d", "x.txt", untouchable{t}); code(err) != errcode.TooManySessions ||
+	if _, err := f.svc.WriteFile(ctx, "bob", "d", "x.txt", untouchable{t}); code(err) != wire.CodeTooManySessions ||
 		!strings.Contains(err.Error(), "this host already keeps 3 sessions") {
 		t.Errorf("bob's first session after the reload: %v", err)
 	}
@@ -193,7 +193,7 @@ func TestTransferCaps(t *testing.T) {
 	}
 	wantAnn := `the token "ann" already has 2 file transfers going, the most one token may have at once ` +
 		`([sessions] max_transfers_per_principal in /etc/toolhost/toolhost.toml); try again once one has finished`
-	if _, err := f.svc.Transfer("ann"); code(err) != errcode.TooManyTransfers || err.Error() != wantAnn {
+	if _, err := f.svc.Transfer("ann"); code(err) != wire.CodeTooManyTransfers || err.Error() != wantAnn {
 		t.Errorf("ann's third transfer: %v", err)
 	}
 	b1, err := f.svc.Transfer("bob")
@@ -202,7 +202,7 @@ func TestTransferCaps(t *testing.T) {
 	}
 	wantHost := `this host already has 3 file transfers going, the most it allows at once ` +
 		`([sessions] max_transfers in /etc/toolhost/toolhost.toml); try again in a moment`
-	if _, err := f.svc.Transfer("bob"); code(err) != errcode.TooManyTransfers || err.Error() != wantHost {
+	if _, err := f.svc.Transfer("bob"); code(err) != wire.CodeTooManyTransfers || err.Error() != wantHost {
 		t.Errorf("bob's second transfer: %v", err)
 	}
 	a1()
@@ -228,11 +228,11 @@ func TestTransferCaps(t *testing.T) {
 	c1, _ := f.svc.Transfer("ann")
 	c2, _ := f.svc.Transfer("ann")
 	f.setCaps(20, 200, 1, 16)
-	if _, err := f.svc.Transfer("ann"); code(err) != errcode.TooManyTransfers {
+	if _, err := f.svc.Transfer("ann"); code(err) != wire.CodeTooManyTransfers {
 		t.Errorf("a transfer past the lowered cap: %v", err)
 	}
 	c1()
-	if _, err := f.svc.Transfer("ann"); code(err) != errcode.TooManyTransfers {
+	if _, err := f.svc.Transfer("ann"); code(err) != wire.CodeTooManyTransfers {
 		t.Errorf("one going, cap 1: %v", err)
 	}
 	c2()
@@ -261,7 +261,7 @@ func TestStop(t *testing.T) {
 	}
 	for _, p := range []string{"bob", "ann"} {
 		s := map[string]string{"bob": "c", "ann": "nope"}[p]
-		if err := f.svc.Stop(ctx, p, s); code(err) != errcode.NotFound || err.Error() != sessions.NotFound(s).Error() {
+		if err := f.svc.Stop(ctx, p, s); code(err) != wire.CodeNotFound || err.Error() != sessions.NotFound(s).Error() {
 			t.Errorf("stop of %s by %s: %v", s, p, err)
 		}
 	}
@@ -328,7 +328,7 @@ func TestAFailedUploadTakesBackTheSessionItMade(t *testing.T) {
 		t.Errorf("a session a run used while the upload that made it went on: %v", err)
 	}
 	// ann is at her cap with a and b: the session taken back held no place.
-	if _, err := f.svc.WriteFile(ctx, "ann", "c", "x.txt", untouchable{t}); code(err) != errcode.TooManySessions {
+	if _, err := f.svc.WriteFile(ctx, "ann", "c", "x.txt", untouchable{t}); code(err) != wire.CodeTooManySessions {
 		t.Errorf("a third session: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
 	"github.com/toolhost/toolhost/sdk/hostside"
@@ -45,7 +46,7 @@ func (s *Service) Admit(principal, role, session, tool string, run json.RawMessa
 		return s.Forbidden(principal, role)
 	}
 	if session == "" {
-		return errcode.Errorf(errcode.BadArgs, "%s runs in a conversation's sandbox and needs a session: give \"session\" with the call "+
+		return errcode.Errorf(wire.CodeBadArgs, "%s runs in a conversation's sandbox and needs a session: give \"session\" with the call "+
 			"(on POST /api/v1/tools/%s/call, ?session=ID); %s", tool, tool, IDRule)
 	}
 	return CheckID(session)
@@ -79,7 +80,7 @@ func (w *sessionInvoker) Invoke(ctx context.Context, inv hostside.Invocation, on
 	if inv.Session == "" {
 		// The gate refuses such a call before it runs; a kind's nested
 		// call made without one lands here.
-		return nil, errcode.Errorf(errcode.BadArgs, "%s runs in a conversation's sandbox and needs a session", inv.Tool.Name)
+		return nil, errcode.Errorf(wire.CodeBadArgs, "%s runs in a conversation's sandbox and needs a session", inv.Tool.Name)
 	}
 	if _, _, err := s.prepared(ctx); err != nil {
 		return nil, err

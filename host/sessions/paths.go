@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
@@ -22,11 +23,11 @@ func CheckPath(p string) error {
 		if len(shown) > 80 {
 			shown = shown[:80] + "…"
 		}
-		return errcode.Errorf(errcode.BadPath, "%q is not a path in the session: %s; %s", shown, why, PathRule)
+		return errcode.Errorf(wire.CodeBadPath, "%q is not a path in the session: %s; %s", shown, why, PathRule)
 	}
 	switch {
 	case p == "":
-		return errcode.New(errcode.BadPath, "no file was named: "+PathRule)
+		return errcode.New(wire.CodeBadPath, "no file was named: "+PathRule)
 	case len(p) > 4096:
 		return bad("it is longer than 4096 bytes")
 	case !utf8.ValidString(p):

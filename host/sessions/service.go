@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/internal/closethen"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -154,11 +155,11 @@ func (s *Service) parts() (*Store, Backend, error) {
 		if s.cfgFile != "" {
 			where = s.cfgFile
 		}
-		return nil, nil, errcode.Errorf(errcode.Unsupported, "conversation sandboxes are off on this host: [sessions] enabled = true in %s turns them on", where)
+		return nil, nil, errcode.Errorf(wire.CodeUnsupported, "conversation sandboxes are off on this host: [sessions] enabled = true in %s turns them on", where)
 	case s.unavailable != "":
-		return nil, nil, errcode.Errorf(errcode.PluginUnavailable, "conversation sandboxes can't be used now: %s", s.unavailable)
+		return nil, nil, errcode.Errorf(wire.CodePluginUnavailable, "conversation sandboxes can't be used now: %s", s.unavailable)
 	case s.store == nil || s.backend == nil:
-		return nil, nil, errcode.New(errcode.PluginUnavailable, "conversation sandboxes are not ready yet: the host is starting")
+		return nil, nil, errcode.New(wire.CodePluginUnavailable, "conversation sandboxes are not ready yet: the host is starting")
 	}
 	return s.store, s.backend, nil
 }
@@ -204,7 +205,7 @@ func (s *Service) Forbidden(name, role string) error {
 	if who == "admins" {
 		allowed = "admins only"
 	}
-	return errcode.Errorf(errcode.Forbidden, "%s is %s, and conversation sandboxes are for %s ([sessions] who = %q)", name, article(role), allowed, who)
+	return errcode.Errorf(wire.CodeForbidden, "%s is %s, and conversation sandboxes are for %s ([sessions] who = %q)", name, article(role), allowed, who)
 }
 
 func article(role string) string {
@@ -236,7 +237,7 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 		if !create {
 			return Session{}, nil, NotFound(session)
 		}
-		return Session{}, nil, errcode.Errorf(errcode.Failed, "the session %q is being deleted; call again in a moment to start it afresh", session)
+		return Session{}, nil, errcode.Errorf(wire.CodeFailed, "the session %q is being deleted; call again in a moment to start it afresh", session)
 	}
 	se, ok, err := st.Get(ctx, principal, session)
 	if err != nil {
@@ -318,13 +319,13 @@ func (s *Service) Expires(se Session) time.Time {
 // network, on the same files.
 func (s *Service) SetNetwork(ctx context.Context, principal, session, network string) (Session, error) {
 	if !slices.Contains(config.SessionNetworks, network) {
-		return Session{}, errcode.Errorf(errcode.BadArgs, "a session's network is \"off\", \"web\" or \"packages\", not %q", network)
+		return Session{}, errcode.Errorf(wire.CodeBadArgs, "a session's network is \"off\", \"web\" or \"packages\", not %q", network)
 	}
 	s.mu.Lock()
 	noProxy := !s.proxy.IsValid()
 	s.mu.Unlock()
 	if network == config.SessionNetworkPackages && noProxy {
-		return Session{}, errcode.New(errcode.Unsupported, "this host runs no egress proxy, so a session can't have the \"packages\" network: "+
+		return Session{}, errcode.New(wire.CodeUnsupported, "this host runs no egress proxy, so a session can't have the \"packages\" network: "+
 			"list the package index's hosts in [sessions] package_hosts and restart the host")
 	}
 	st, b, err := s.prepared(ctx)
@@ -367,7 +368,7 @@ func (s *Service) Stop(ctx context.Context, principal, session string) error {
 		return err
 	}
 	defer release()
-	if err := b.Stop(ctx, se.Backend); err != nil && !errcode.Has(err, errcode.NotFound) {
+	if err := b.Stop(ctx, se.Backend); err != nil && !errcode.Has(err, wire.CodeNotFound) {
 		return fmt.Errorf("the sandbox of the session %q could not be stopped: %w; its files are kept", session, err)
 	}
 	s.log.Info("session sandbox stopped", "session", describe(se))
@@ -411,7 +412,7 @@ func (s *Service) remove(ctx context.Context, st *Store, b Backend, se Session) 
 		delete(s.deleting, se.Backend)
 		s.mu.Unlock()
 	}()
-	if err := b.Delete(ctx, se.Backend); err != nil && !errcode.Has(err, errcode.NotFound) {
+	if err := b.Delete(ctx, se.Backend); err != nil && !errcode.Has(err, wire.CodeNotFound) {
 		return fmt.Errorf("the session %q can't be deleted: %w", se.ID, err)
 	}
 	return st.Delete(ctx, se.Principal, se.ID)
@@ -507,7 +508,7 @@ func (s *Service) Files(ctx context.Context, principal, session string) ([]File,
 	}
 	defer release()
 	files, err := b.ListFiles(ctx, se.Backend)
-	if errcode.Has(err, errcode.NotFound) {
+	if errcode.Has(err, wire.CodeNotFound) {
 		return []File{}, nil // a session with no workspace yet has no files
 	}
 	return files, err

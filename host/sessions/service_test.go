@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/sessions/sessionstest"
@@ -93,7 +94,7 @@ func TestCheckIDAndPath(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"", ".", "..", strings.Repeat("x", 129), "a b", "a/b", "../x", "é", "a\x00"} {
-		if err := sessions.CheckID(id); code(err) != errcode.BadArgs {
+		if err := sessions.CheckID(id); code(err) != wire.CodeBadArgs {
 			t.Errorf("%q: %v", id, err)
 		}
 	}
@@ -105,7 +106,7 @@ func TestCheckIDAndPath(t *testing.T) {
 	for _, p := range []string{"", "/etc/passwd", "..", "../x", "a/../../b", "a/./b", ".", "a//b", "a/", "a\x00b", "a\nb",
 		"\xff", strings.Repeat("n", 256), strings.Repeat("a/", 2049) + "a"} {
 		err := sessions.CheckPath(p)
-		if code(err) != errcode.BadPath {
+		if code(err) != wire.CodeBadPath {
 			t.Errorf("%q: %v", p, err)
 		}
 	}
@@ -184,7 +185,7 @@ func TestDeleteRemovesWorkspaceThenRecord(t *testing.T) {
 	if f.back.Has(id) {
 		t.Error("the workspace is still there")
 	}
-	if _, err := f.svc.Get(ctx, "ann", "c"); code(err) != errcode.NotFound {
+	if _, err := f.svc.Get(ctx, "ann", "c"); code(err) != wire.CodeNotFound {
 		t.Errorf("after delete: %v", err)
 	}
 	// A session with no workspace yet (made by a network change) is
@@ -240,7 +241,7 @@ func TestExpiry(t *testing.T) {
 	if f.back.Has(sessions.BackendID("ann", "old")) {
 		t.Error("old's workspace is still there")
 	}
-	if _, err := f.svc.Get(ctx, "ann", "old"); code(err) != errcode.NotFound {
+	if _, err := f.svc.Get(ctx, "ann", "old"); code(err) != wire.CodeNotFound {
 		t.Errorf("old after expiry: %v", err)
 	}
 	for _, s := range []string{"fresh", "busy"} {
@@ -323,7 +324,7 @@ func TestInvokerMapsSessionAndWritesLedger(t *testing.T) {
 			onEvent(sdk.Event{Stderr: []byte("Killed")})
 			return json.RawMessage(`{"exit_code":137,"stdout":"12345","stderr":"Killed","stopped":"memory","message":"the run used more than 512 MiB"}`), nil
 		case "r-crash":
-			return nil, errcode.New(errcode.PluginCrashed, "the python plugin stopped")
+			return nil, errcode.New(wire.CodePluginCrashed, "the python plugin stopped")
 		}
 		return json.RawMessage(`{"exit_code":0}`), nil
 	}}
@@ -336,7 +337,7 @@ func TestInvokerMapsSessionAndWritesLedger(t *testing.T) {
 	if _, err := f.svc.SetNetwork(ctx, "ann", "conv", "packages"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inv.Invoke(ctx, invocation("r-crash", "ann", "conv", "run_bash", `{"command":"pip install x"}`), nil); code(err) != errcode.PluginCrashed {
+	if _, err := inv.Invoke(ctx, invocation("r-crash", "ann", "conv", "run_bash", `{"command":"pip install x"}`), nil); code(err) != wire.CodePluginCrashed {
 		t.Fatalf("got %v", err)
 	}
 	plain := hostside.Invocation{Tool: sdk.Tool{Name: "get_json", Run: json.RawMessage(`{"type":"http"}`)}, RunID: "r-http", Principal: "ann", Session: "conv"}
@@ -393,9 +394,9 @@ func TestAdmit(t *testing.T) {
 	}{
 		{"editor", "c1", py, ""},
 		{"admin", "c1", py, ""},
-		{"viewer", "c1", py, errcode.Forbidden},
-		{"editor", "", py, errcode.BadArgs},
-		{"editor", "a/b", py, errcode.BadArgs},
+		{"viewer", "c1", py, wire.CodeForbidden},
+		{"editor", "", py, wire.CodeBadArgs},
+		{"editor", "a/b", py, wire.CodeBadArgs},
 		{"viewer", "", json.RawMessage(`{"type":"python","code":"def run(): pass"}`), ""},
 		{"editor", "a/b", json.RawMessage(`{"type":"http"}`), ""},
 		{"viewer", "", json.RawMessage(`{"type":"weather","session":"python"}`), ""},
@@ -408,12 +409,12 @@ func TestAdmit(t *testing.T) {
 	c.Who = "admins"
 	f.svc.SetConfig(c, "/etc/toolhost.toml")
 	err := f.svc.Admit("ed", "editor", "c1", "run_python", py)
-	if code(err) != errcode.Forbidden || err.Error() != `ed is an editor, and conversation sandboxes are for admins only ([sessions] who = "admins")` {
+	if code(err) != wire.CodeForbidden || err.Error() != `ed is an editor, and conversation sandboxes are for admins only ([sessions] who = "admins")` {
 		t.Errorf("editor under who = admins: %v", err)
 	}
 	c.Enabled = false
 	f.svc.SetConfig(c, "/etc/toolhost.toml")
-	if err := f.svc.Admit("ad", "admin", "c1", "run_python", py); code(err) != errcode.Unsupported {
+	if err := f.svc.Admit("ad", "admin", "c1", "run_python", py); code(err) != wire.CodeUnsupported {
 		t.Errorf("off: %v", err)
 	}
 }
@@ -455,10 +456,10 @@ func TestReconcileSparesASessionMadeMeanwhile(t *testing.T) {
 func TestSetNetwork(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if _, err := f.svc.SetNetwork(ctx, "ann", "c", "everything"); code(err) != errcode.BadArgs {
+	if _, err := f.svc.SetNetwork(ctx, "ann", "c", "everything"); code(err) != wire.CodeBadArgs {
 		t.Errorf("bad network: %v", err)
 	}
-	if _, err := f.svc.SetNetwork(ctx, "ann", "c", "packages"); code(err) != errcode.Unsupported {
+	if _, err := f.svc.SetNetwork(ctx, "ann", "c", "packages"); code(err) != wire.CodeUnsupported {
 		t.Errorf("packages with no proxy: %v", err)
 	}
 	se, err := f.svc.SetNetwork(ctx, "ann", "c", "web")

@@ -14,9 +14,9 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/errcode"
 	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
@@ -136,7 +136,7 @@ func (r *Registry) Add(t *Tool) bool {
 // checking it again later may pass.
 func Unchecked(err error) bool {
 	var cu *hostside.CheckUnavailableError
-	return errors.As(err, &cu) || errors.Is(err, &sdk.Error{Code: errcode.PluginUnavailable})
+	return errors.As(err, &cu) || errors.Is(err, &sdk.Error{Code: wire.CodePluginUnavailable})
 }
 
 // CheckAll checks each tool with its kind's plugin. It returns the tools

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 )
 
@@ -14,23 +14,23 @@ import (
 // {"type":"function","function":{"name","description","parameters"}},
 // with toolhost's effect and kind: the protocol's own type, and the
 // default format of a tool list.
-type FunctionSpec = client.Tool
+type FunctionSpec = wire.Tool
 
 // Function is the function part of a FunctionSpec.
-type Function = client.Function
+type Function = wire.Function
 
 // The formats a tool list can be given in (GET /api/v1/tools?format=…,
 // list_tools' "format").
 const (
 	// FormatToolhost is the default: FunctionSpec, with effect and kind.
-	FormatToolhost = client.FormatToolhost
+	FormatToolhost = wire.FormatToolhost
 	// FormatOpenAI is OpenAI's function tool, as its Chat Completions API
 	// takes it; with strict, in its strict mode.
-	FormatOpenAI = client.FormatOpenAI
+	FormatOpenAI = wire.FormatOpenAI
 	// FormatAnthropic is Anthropic's tool: name, description, input_schema.
-	FormatAnthropic = client.FormatAnthropic
+	FormatAnthropic = wire.FormatAnthropic
 	// FormatMCP is MCP's Tool: name, description, inputSchema, annotations.
-	FormatMCP = client.FormatMCP
+	FormatMCP = wire.FormatMCP
 )
 
 // Formats are the formats a tool list can be given in, the default first.
@@ -148,8 +148,8 @@ func (t *Tool) Spec() FunctionSpec {
 // listed in required, the optional ones taking null, which Schema already
 // gives them) with "strict": true; a tool strict mode can't describe is
 // given as it is with "strict": false, and why says why.
-func (t *Tool) OpenAI(strict bool) (spec client.OpenAITool, why string) {
-	fn := client.OpenAIFunction{Name: t.Name, Description: t.Description, Parameters: t.Schema()}
+func (t *Tool) OpenAI(strict bool) (spec wire.OpenAITool, why string) {
+	fn := wire.OpenAIFunction{Name: t.Name, Description: t.Description, Parameters: t.Schema()}
 	if strict {
 		why = t.notStrict()
 		fn.Strict = new(why == "")
@@ -161,7 +161,7 @@ func (t *Tool) OpenAI(strict bool) (spec client.OpenAITool, why string) {
 			fn.Parameters["required"] = all
 		}
 	}
-	return client.OpenAITool{Type: "function", Function: fn}, why
+	return wire.OpenAITool{Type: "function", Function: fn}, why
 }
 
 // notStrict says why strict mode can't describe the tool: a json param
@@ -184,20 +184,20 @@ func (t *Tool) notStrict() string {
 }
 
 // Anthropic returns the tool as Anthropic's Messages API takes it.
-func (t *Tool) Anthropic() client.AnthropicTool {
-	return client.AnthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.Schema()}
+func (t *Tool) Anthropic() wire.AnthropicTool {
+	return wire.AnthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.Schema()}
 }
 
 // MCP returns the tool as MCP's tools/list gives it: Schema as the input
 // schema, and the effect as hints (a read tool is read-only, a change
 // tool destructive).
-func (t *Tool) MCP() client.MCPTool {
-	m := client.MCPTool{Name: t.Name, Description: t.Description, InputSchema: t.Schema()}
+func (t *Tool) MCP() wire.MCPTool {
+	m := wire.MCPTool{Name: t.Name, Description: t.Description, InputSchema: t.Schema()}
 	switch t.Effect {
 	case "read":
-		m.Annotations = &client.MCPAnnotations{ReadOnlyHint: true}
+		m.Annotations = &wire.MCPAnnotations{ReadOnlyHint: true}
 	case "change":
-		m.Annotations = &client.MCPAnnotations{DestructiveHint: new(true)}
+		m.Annotations = &wire.MCPAnnotations{DestructiveHint: new(true)}
 	}
 	return m
 }
@@ -206,7 +206,7 @@ func (t *Tool) MCP() client.MCPTool {
 // the openai format only), notStrict lists the tools strict mode can't
 // describe, given with "strict": false, and why. A format not known, or
 // strict with another format, is an error saying what is taken.
-func Specs(list []*Tool, format string, strict bool) (specs []any, notStrict []client.NotStrict, err error) {
+func Specs(list []*Tool, format string, strict bool) (specs []any, notStrict []wire.NotStrict, err error) {
 	if format == "" {
 		format = FormatToolhost
 	}
@@ -224,7 +224,7 @@ func Specs(list []*Tool, format string, strict bool) (specs []any, notStrict []c
 		case FormatOpenAI:
 			spec, why := t.OpenAI(strict)
 			if why != "" {
-				notStrict = append(notStrict, client.NotStrict{Name: t.Name, Why: why})
+				notStrict = append(notStrict, wire.NotStrict{Name: t.Name, Why: why})
 			}
 			specs = append(specs, spec)
 		case FormatAnthropic:

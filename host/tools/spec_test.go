@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 )
 
@@ -80,7 +80,7 @@ func TestFormats(t *testing.T) {
 	if got, want := marshal(t, specs), `[{"type":"function","function":{"name":"put","description":"Put one.","parameters":{"additionalProperties":false,"properties":{"v":{}},"required":[],"type":"object"},"strict":false}}]`; got != want {
 		t.Errorf("not strict:\n%s\nwant\n%s", got, want)
 	}
-	if want := []client.NotStrict{{Name: "put", Why: "v is a json param (any JSON value), and strict mode takes no object without its keys listed"}}; marshal(t, notStrict) != marshal(t, want) {
+	if want := []wire.NotStrict{{Name: "put", Why: "v is a json param (any JSON value), and strict mode takes no object without its keys listed"}}; marshal(t, notStrict) != marshal(t, want) {
 		t.Errorf("not strict: %+v, want %+v", notStrict, want)
 	}
 	if got := marshal(t, change.MCP().Annotations); got != `{"destructiveHint":true}` {

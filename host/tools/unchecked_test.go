@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk"
-	"github.com/toolhost/toolhost/sdk/errcode"
 	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestUncheckedIsByTypeAndCodeNotByText(t *testing.T) {
 	for _, err := range []error{
 		&hostside.CheckUnavailableError{Reason: "the sandbox did not start"},
-		fmt.Errorf("checking t: %w", &sdk.Error{Code: errcode.PluginUnavailable, Message: "the python plugin is not running"}),
+		fmt.Errorf("checking t: %w", &sdk.Error{Code: wire.CodePluginUnavailable, Message: "the python plugin is not running"}),
 	} {
 		if !Unchecked(err) {
 			t.Errorf("%v: not taken as unchecked", err)
@@ -25,7 +25,7 @@ func TestUncheckedIsByTypeAndCodeNotByText(t *testing.T) {
 	}
 	for _, err := range []error{
 		errors.New("plugin_unavailable"),
-		&sdk.Error{Code: errcode.PluginCrashed, Message: "plugin_unavailable"},
+		&sdk.Error{Code: wire.CodePluginCrashed, Message: "plugin_unavailable"},
 		sdk.FieldErrors{{Path: "run.url", Message: "plugin_unavailable"}},
 	} {
 		if Unchecked(err) {

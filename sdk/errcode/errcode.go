@@ -1,150 +1,59 @@
-// Package errcode is toolhost's one error vocabulary: the Error that a
-// kind returns, the plugin protocol carries, the host keeps on a run and a
-// client reads as {"code","message"}, and the codes it may carry.
+// Package errcode is what a kind and the host do with toolhost's one
+// error type, wire.Error ({"code","message"}: a kind returns it, the
+// plugin protocol carries it, the host keeps it on a run and a client
+// reads it): make one (New, Errorf), read its code through wrapping (Code,
+// Has), and decide how a run ended (FromRun). Every code is declared once,
+// in package wire; errcode names the ones a kind returns or meets, so a
+// plugin writes errcode.BadArgs as it always has.
 //
-// It imports nothing but the standard library, so a kind (through the
-// sdk, whose Error is this one), the host and a client alike can use it
-// without pulling in the plugin transport. docs/protocol.md lists the
-// codes and what each means for a client.
+// It imports nothing but the standard library and package wire (a leaf),
+// so a kind (through the sdk, whose Error is this one), the host and a
+// client alike can use it without pulling in the plugin transport.
+// docs/protocol.md lists the codes and what each means for a client.
 package errcode
 
 import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/toolhost/toolhost/client/wire"
 )
 
-// The codes of the host and the protocol. A kind may add its own (the http
-// kind's http_status, the python kind's memory …); a client treats a code
-// it does not know as Failed.
+// The codes a kind returns or meets (an argument, a session's file, a
+// nested call, the host's model), re-exported for kinds: a plugin imports
+// the SDK, and names them errcode.BadArgs … as it always has. Each is
+// declared once, with its meaning, in package wire (CodeBadArgs …),
+// where the host's other codes are; these only name them, and a test
+// keeps it so.
 const (
-	// Failed: the run failed for a reason no other code names.
-	Failed = "failed"
-	// Cancelled: the run was cancelled (by its caller, or the host
-	// stopping). Decided by FromRun only.
-	Cancelled = "cancelled"
-	// Timeout: the run took longer than it may.
-	Timeout = "timeout"
-	// PluginCrashed: the kind's plugin died during the run; it is being
-	// restarted.
-	PluginCrashed = "plugin_crashed"
-	// PluginUnavailable: the tool's kind is not running (not started,
-	// restarting, or the host is shutting down).
-	PluginUnavailable = "plugin_unavailable"
-	// BadArgs: the arguments don't match the tool's params.
-	BadArgs = "bad_args"
-	// UnknownTool: no tool of that name is served.
-	UnknownTool = "unknown_tool"
-	// TooDeep: tools called tools deeper than the host allows.
-	TooDeep = "too_deep"
-	// NotFound: no such session, or no such file in it (a session of
-	// another caller is not found either).
-	NotFound = "not_found"
-	// BadPath: a path that leaves its folder (.., absolute, a symbolic link
-	// pointing out) or names what is not a regular file.
-	BadPath = "bad_path"
-	// DiskFull: a session's workspace has no room left ([sessions] disk_mb),
-	// or the host's session folder has no room for a new one (its free
-	// space, less [python] sessions_keep_free_mb).
-	DiskFull = "disk_full"
-	// TooManySandboxes: every sandbox the host may run at once ([python.pool]
-	// max, tool runs and conversation sandboxes together) is running code,
-	// none idle to stop; try again when a run has ended.
-	TooManySandboxes = "too_many_sandboxes"
-	// TooManyCalls: a run and the runs under it made more nested calls
-	// (of tools and the model) than the host allows one call to make.
-	TooManyCalls = "too_many_calls"
-	// Forbidden: the caller's role does not allow it, or the run is
-	// someone else's.
-	Forbidden = "forbidden"
-	// TooManyRuns: the caller already has its max_running runs going.
-	TooManyRuns = "too_many_runs"
-	// TooManySessions: making one more conversation session would pass
-	// [sessions] max_sessions_per_principal (the caller's) or max_sessions
-	// (the host's); the message says which. Sessions already there keep
-	// working.
-	TooManySessions = "too_many_sessions"
-	// TooManyTransfers: the caller (max_transfers_per_principal) or the
-	// host (max_transfers) already has its most file uploads and
-	// downloads of sessions going; refused at once, try again shortly.
-	TooManyTransfers = "too_many_transfers"
-	// UnknownRun: no such run, or it was forgotten.
-	UnknownRun = "unknown_run"
-	// Unsupported: the host does not offer what was asked (e.g. a model).
-	Unsupported = "unsupported"
-	// NoHost: a test kit's host that serves no nested calls (sdktest).
-	NoHost = "no_host"
-	// BadFrame: a websocket frame that is not one of the protocol's.
-	BadFrame = "bad_frame"
-	// TooLarge: a frame or a request body over its limit.
-	TooLarge = "too_large"
-	// TooSlow: a websocket client read nothing while its replies piled
-	// up past twice its queue's limit; it was disconnected.
-	TooSlow = "too_slow"
-	// ShuttingDown: the host is stopping and closed the websocket; connect
-	// again once it is back.
-	ShuttingDown = "shutting_down"
-	// UnsupportedProtocol: the client asked for a protocol version the
-	// host does not speak.
-	UnsupportedProtocol = "unsupported_protocol"
-	// Unauthorized: no token, or a wrong one.
-	Unauthorized = "unauthorized"
-	// TokenRevoked: the token a connection signed in with was removed.
-	TokenRevoked = "token_revoked"
-	// TokenDowngraded: the token's role was lowered.
-	TokenDowngraded = "token_downgraded"
-	// Budget: the caller used up one of its budgets per hour
-	// (runs_per_hour, sandbox_cpu_seconds_per_hour); the message says
-	// which, the use and when it resets.
-	Budget = "budget"
-	// IdempotencyConflict: an idempotency key sent again with another
-	// call (another tool, session or arguments).
-	IdempotencyConflict = "idempotency_conflict"
-	// Interrupted: the call of an idempotency key was running when the
-	// host stopped; whether it acted is unknown.
-	Interrupted = "interrupted"
-
-	// The model's codes: why the host's model ([model] in its config)
-	// gave no answer. A run that asked it ends with the code unless its
-	// kind says otherwise. No model configured is Unsupported; a model
-	// that took longer than [model] timeout_seconds is Timeout.
-
-	// ModelUnreachable: the model's server can't be reached (nothing
-	// listens at base_url, the name does not resolve, TLS fails).
-	ModelUnreachable = "model_unreachable"
-	// ModelUnauthorized: the model's server refused the API key, or wants
-	// one and none is configured (HTTP 401 or 403).
-	ModelUnauthorized = "model_unauthorized"
-	// ModelNotFound: the model's server does not serve the configured
-	// model (HTTP 404).
-	ModelNotFound = "model_not_found"
-	// ModelRateLimited: the model's server is refusing calls for now
-	// (HTTP 429), still after the one wait it asked for.
-	ModelRateLimited = "model_rate_limited"
-	// ModelFailed: the model's server failed (HTTP 5xx), refused the
-	// request for another reason, or sent an error in its answer.
-	ModelFailed = "model_failed"
-	// ModelCutOff: the answer stopped midway: the stream ended without
-	// the model saying it had finished.
-	ModelCutOff = "model_cut_off"
+	Failed            = wire.CodeFailed
+	Cancelled         = wire.CodeCancelled
+	Timeout           = wire.CodeTimeout
+	PluginUnavailable = wire.CodePluginUnavailable
+	BadArgs           = wire.CodeBadArgs
+	UnknownTool       = wire.CodeUnknownTool
+	TooDeep           = wire.CodeTooDeep
+	NotFound          = wire.CodeNotFound
+	BadPath           = wire.CodeBadPath
+	DiskFull          = wire.CodeDiskFull
+	TooManySandboxes  = wire.CodeTooManySandboxes
+	TooManyCalls      = wire.CodeTooManyCalls
+	TooLarge          = wire.CodeTooLarge
+	Unsupported       = wire.CodeUnsupported
+	NoHost            = wire.CodeNoHost
+	ModelUnreachable  = wire.CodeModelUnreachable
+	ModelUnauthorized = wire.CodeModelUnauthorized
+	ModelNotFound     = wire.CodeModelNotFound
+	ModelRateLimited  = wire.CodeModelRateLimited
+	ModelFailed       = wire.CodeModelFailed
+	ModelCutOff       = wire.CodeModelCutOff
 )
 
 // Error is a failure as the user reads it: a short machine-readable code
-// and a sentence for people. Its JSON is the protocol's error object.
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// Error is the sentence alone: it is what people read.
-func (e *Error) Error() string { return e.Message }
-
-// Is makes errors.Is(err, &Error{Code: c}) true for any *Error of code c,
-// whatever its message.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t != nil && t.Code != "" && t.Code == e.Code
-}
+// and a sentence for people. Its JSON is the protocol's error object; it is
+// wire's Error, the one error type.
+type Error = wire.Error
 
 // New makes an *Error.
 func New(code, message string) *Error { return &Error{Code: code, Message: message} }

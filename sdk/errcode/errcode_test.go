@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // TestTheErrorIsTheProtocolsErrorObject: the one error type marshals to
@@ -34,7 +36,7 @@ func TestErrorsMatchByCode(t *testing.T) {
 	if !errors.Is(err, &Error{Code: PluginUnavailable}) || !Has(err, PluginUnavailable) || Code(err) != PluginUnavailable {
 		t.Fatalf("a wrapped plugin_unavailable is not found")
 	}
-	if errors.Is(err, &Error{Code: PluginCrashed}) || Has(err, "") || Has(errors.New("plugin_unavailable"), PluginUnavailable) {
+	if errors.Is(err, &Error{Code: wire.CodePluginCrashed}) || Has(err, "") || Has(errors.New("plugin_unavailable"), PluginUnavailable) {
 		t.Fatalf("a code matched what it is not")
 	}
 	if Code(errors.New("x")) != "" || Code(nil) != "" {
@@ -54,13 +56,13 @@ func TestFromRunDecidesCancellation(t *testing.T) {
 		want *Error
 	}{
 		{"no error", done, nil, nil},
-		{"plain", live, errors.New("boom"), &Error{Failed, "boom"}},
-		{"coded", live, fmt.Errorf("x: %w", New("http_status", "404")), &Error{"http_status", "404"}},
-		{"ctx error", live, fmt.Errorf("x: %w", context.Canceled), &Error{Cancelled, "the run was cancelled"}},
-		{"cancelled, plain", done, errors.New("connection reset"), &Error{Cancelled, "the run was cancelled"}},
-		{"cancelled, failed", done, New(Failed, "it failed"), &Error{Cancelled, "the run was cancelled"}},
-		{"cancelled, timeout kept", done, New(Timeout, "too long"), &Error{Timeout, "too long"}},
-		{"nil ctx", nil, errors.New("boom"), &Error{Failed, "boom"}},
+		{"plain", live, errors.New("boom"), &Error{Code: Failed, Message: "boom"}},
+		{"coded", live, fmt.Errorf("x: %w", New("http_status", "404")), &Error{Code: "http_status", Message: "404"}},
+		{"ctx error", live, fmt.Errorf("x: %w", context.Canceled), &Error{Code: Cancelled, Message: "the run was cancelled"}},
+		{"cancelled, plain", done, errors.New("connection reset"), &Error{Code: Cancelled, Message: "the run was cancelled"}},
+		{"cancelled, failed", done, New(Failed, "it failed"), &Error{Code: Cancelled, Message: "the run was cancelled"}},
+		{"cancelled, timeout kept", done, New(Timeout, "too long"), &Error{Code: Timeout, Message: "too long"}},
+		{"nil ctx", nil, errors.New("boom"), &Error{Code: Failed, Message: "boom"}},
 	}
 	for _, c := range cases {
 		got := FromRun(c.ctx, c.err)

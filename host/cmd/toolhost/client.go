@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/client"
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
@@ -35,9 +36,9 @@ func (c *clientFlags) options() client.Options {
 // explain says a client error in the CLI's words: which flag to fix.
 func (c *clientFlags) explain(err error) error {
 	switch errcode.Code(err) {
-	case errcode.Unauthorized:
+	case wire.CodeUnauthorized:
 		return fmt.Errorf("the host at %s needs a good token (give it with --token or TOOLHOST_TOKEN)", c.addr)
-	case errcode.Forbidden:
+	case wire.CodeForbidden:
 		return fmt.Errorf("the host at %s refused the connection: %w", c.addr, err)
 	}
 	return err
@@ -251,7 +252,7 @@ func streamCall(ctx context.Context, cf clientFlags, name string, args json.RawM
 		// The host could not be reached again, or ctx ended.
 		fmt.Fprintf(stderr, "toolhost: %v\n", err)
 		return 2
-	case ce.Code == errcode.TokenRevoked || ce.Code == errcode.TokenDowngraded:
+	case ce.Code == wire.CodeTokenRevoked || ce.Code == wire.CodeTokenDowngraded:
 		// The host ended this connection for good (its token was revoked
 		// or downgraded by a reload): reconnecting would not help.
 		fmt.Fprintf(stderr, "toolhost: %s (%s)\n", ce.Message, ce.Code)
@@ -262,7 +263,7 @@ func streamCall(ctx context.Context, cf clientFlags, name string, args json.RawM
 	case run == "":
 		// Refused before it ran.
 		if raw {
-			b, _ := json.Marshal(client.ErrorFrame{Type: "error", ID: "cli", Error: *ce})
+			b, _ := json.Marshal(client.ErrorFrame{Type: wire.TypeError, ID: "cli", Error: *ce})
 			fmt.Fprintln(stdout, string(b))
 		} else {
 			fmt.Fprintf(stderr, "toolhost: %s (%s)\n", ce.Message, ce.Code)

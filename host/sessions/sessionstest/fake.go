@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
 	"github.com/toolhost/toolhost/sdk/hostside"
@@ -66,7 +67,7 @@ func (b *Backend) ListFiles(_ context.Context, id string) ([]sdk.SessionFile, er
 	defer b.mu.Unlock()
 	ws, ok := b.workspaces[id]
 	if !ok {
-		return nil, errcode.New(errcode.NotFound, "no such session")
+		return nil, errcode.New(wire.CodeNotFound, "no such session")
 	}
 	dirs := map[string]bool{}
 	var out []sdk.SessionFile
@@ -92,10 +93,10 @@ func (b *Backend) ReadFile(_ context.Context, id, path string, max int64) ([]byt
 	defer b.mu.Unlock()
 	data, ok := b.workspaces[id][path]
 	if !ok {
-		return nil, errcode.Errorf(errcode.NotFound, "there is no file %s", path)
+		return nil, errcode.Errorf(wire.CodeNotFound, "there is no file %s", path)
 	}
 	if max > 0 && int64(len(data)) > max {
-		return nil, errcode.Errorf(errcode.TooLarge, "%s is larger than %d bytes", path, max)
+		return nil, errcode.Errorf(wire.CodeTooLarge, "%s is larger than %d bytes", path, max)
 	}
 	return slices.Clone(data), nil
 }
@@ -135,7 +136,7 @@ func (b *Backend) RemoveFile(_ context.Context, id, path string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.workspaces[id][path]; !ok {
-		return errcode.Errorf(errcode.NotFound, "there is no file %s", path)
+		return errcode.Errorf(wire.CodeNotFound, "there is no file %s", path)
 	}
 	delete(b.workspaces[id], path)
 	return nil
@@ -171,7 +172,7 @@ func (b *Backend) Delete(_ context.Context, id string) error {
 		return b.FailDelete
 	}
 	if _, ok := b.workspaces[id]; !ok {
-		return errcode.New(errcode.NotFound, "no such session")
+		return errcode.New(wire.CodeNotFound, "no such session")
 	}
 	delete(b.workspaces, id)
 	b.deleted = append(b.deleted, id)

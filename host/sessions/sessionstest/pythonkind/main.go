@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/toolhost/toolhost/client/wire"
 	"io"
 	"strconv"
 	"strings"
@@ -48,7 +49,7 @@ func (k kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.Ra
 		return json.RawMessage(`"not a session tool"`), nil
 	}
 	if call.Session == "" {
-		return nil, &sdk.Error{Code: "bad_args", Message: call.Tool.Name + " needs a session"}
+		return nil, &sdk.Error{Code: wire.CodeBadArgs, Message: call.Tool.Name + " needs a session"}
 	}
 	var args struct{ Code, Command string }
 	_ = json.Unmarshal(call.Args, &args)
