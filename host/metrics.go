@@ -75,11 +75,20 @@ type capCollector struct{ h *Host }
 var capRefusalsDesc = prometheus.NewDesc("toolhost_cap_refusals_total",
 	"Requests refused because they would pass a cap of the config, by the cap's setting (e.g. sessions.max_sessions_per_principal).", []string{"cap"}, nil)
 
-func (c capCollector) Describe(ch chan<- *prometheus.Desc) { ch <- capRefusalsDesc }
+var pacedRefusalsDesc = prometheus.NewDesc("toolhost_paced_refusals_total",
+	"Refusals (429) written only after their turn: the token was refused more often than its pace allows (api.RefusalRate a second).", nil, nil)
+
+func (c capCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- capRefusalsDesc
+	ch <- pacedRefusalsDesc
+}
 
 func (c capCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, n := range c.h.sessions.svc.Refusals() {
 		ch <- prometheus.MustNewConstMetric(capRefusalsDesc, prometheus.CounterValue, float64(n), name)
+	}
+	if c.h.api != nil {
+		ch <- prometheus.MustNewConstMetric(pacedRefusalsDesc, prometheus.CounterValue, float64(c.h.api.PacedRefusals()))
 	}
 }
 

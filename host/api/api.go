@@ -95,6 +95,9 @@ type Server struct {
 	// waits are the websocket's waits that tests shorten (wsconn.go); zero
 	// means the default.
 	waits wsWaits
+
+	// pace paces each token's refusals (pace.go).
+	pace refusalPace
 }
 
 // signedIn is a caller that stays signed in for a while: a websocket, or
@@ -250,17 +253,16 @@ func localName(hostport string) bool {
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, auth.Identity)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tokens := s.tokens.Load()
-		if !tokens.Required() {
-			h(w, r, auth.Local())
-			return
+		id := auth.Local()
+		if tokens.Required() {
+			tok, _ := auth.Bearer(r)
+			var ok bool
+			if id, ok = tokens.Check(tok); !ok {
+				s.unauthorized(w, r)
+				return
+			}
 		}
-		tok, _ := auth.Bearer(r)
-		id, ok := tokens.Check(tok)
-		if !ok {
-			s.unauthorized(w, r)
-			return
-		}
-		h(w, r, id)
+		h(&pacedWriter{ResponseWriter: w, pace: func() { s.pace.wait(r.Context(), id.Name) }}, r, id)
 	}
 }
 

@@ -144,3 +144,35 @@ func TestChecksCountAgainstTheBudget(t *testing.T) {
 		t.Errorf("another token's check: %d %v", status, body)
 	}
 }
+
+// TestAFloodOfRefusalsIsPaced: a token refused again and again, faster
+// than its pace, gets each refusal (the right one, 429 budget) only after
+// its turn, counted as paced; another token's refusal within its own pace
+// is written at once.
+func TestAFloodOfRefusalsIsPaced(t *testing.T) {
+	h := newTestHost(t, Options{Check: fakeCheck, Tokens: tokens("ed", "editor", "eve", "editor")})
+	h.api.pace.rate, h.api.pace.burst = 10, 5
+	h.runs.SetBudgets(func(p string) runs.Budget {
+		return runs.Budget{RunsPerHour: 1, Who: fmt.Sprintf("the token %q", p), RunsSetting: "its runs_per_hour"}
+	})
+	for _, token := range []string{"ed-token", "eve-token"} {
+		if status, body := checkOnce(t, h, token, "quick"); status != 200 {
+			t.Fatalf("a check under the budget: %d %v", status, body)
+		}
+	}
+	for i := range 20 {
+		if status, body := checkOnce(t, h, "ed-token", "quick"); status != http.StatusTooManyRequests || errCode(body) != "budget" {
+			t.Fatalf("refusal %d of the flood: %d %v, want 429 budget", i, status, body)
+		}
+	}
+	paced := h.api.PacedRefusals()
+	if paced == 0 {
+		t.Fatal("20 refusals at once, past a burst of 5, and none waited for its turn")
+	}
+	if status, body := checkOnce(t, h, "eve-token", "quick"); status != http.StatusTooManyRequests || errCode(body) != "budget" {
+		t.Fatalf("eve's refusal: %d %v", status, body)
+	}
+	if h.api.PacedRefusals() != paced {
+		t.Error("another token's first refusal waited for the flooding token's pace")
+	}
+}
