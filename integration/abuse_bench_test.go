@@ -76,13 +76,6 @@ func BenchmarkVictimUnderAbuse(b *testing.B) {
 			took, used.host/took, used.plugins/took, used.test/took, (used.total-used.host-used.plugins-used.test)/took)
 		stop()
 		<-done
-		if m := h.do(ctx, h.victim, "GET", "/metrics", nil); true {
-			for _, l := range strings.Split(string(m.body), "\n") {
-				if strings.Contains(l, "pool") || strings.Contains(l, "sandboxes") {
-					b.Log(l)
-				}
-			}
-		}
 	}
 	b.Logf("the attack's answers: sessions %v, disk %v, burners %v, checks %v, downloads %v", &at.sessions, &at.fill, &at.burners, &at.checks, &at.gets)
 	i50, _, i99 := quantiles(idle)
