@@ -31,7 +31,7 @@ type Places struct {
 	reclaim   map[int]func(context.Context) bool
 	next      int
 
-	wmu     sync.Mutex             // held while weights are written, so they are written in order
+	wmu     sync.Mutex            // held while weights are written, so they are written in order
 	running map[string][]*Sandbox // Weigh's sandboxes, by owner
 }
 
