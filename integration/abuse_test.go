@@ -148,12 +148,12 @@ enabled = true
 disk_mb = %d
 memory_mb = 256
 idle_minutes = 1
-seconds = 30
+seconds = %d
 max_sessions_per_principal = %d
 max_sessions = %d
 max_transfers_per_principal = %d
 `, sha(a.attacker), sha(a.victim), abuseMaxRunning, runscBin, rootfs, pyState, filepath.Join(fs, "sessions"), prefix,
-			abuseKeepFreeMB, abusePoolMax, abuseSessionMB, abuseSessionsPerPrincipal, abuseMaxSessions, abuseTransfersPerPrincipal),
+			abuseKeepFreeMB, abusePoolMax, abuseSessionMB, int(slow(30*time.Second).Seconds()), abuseSessionsPerPrincipal, abuseMaxSessions, abuseTransfersPerPrincipal),
 	})
 	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: runscBin, Root: filepath.Join(pyState, "runsc")})
 	if err != nil {

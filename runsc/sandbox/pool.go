@@ -261,6 +261,9 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		p.mu.Unlock()
 		p.destroyInBackground(sb)
 	}
+	if opts.Limits.CPUShares == 0 {
+		opts.Limits.CPUShares = fullShares // as a handed-out one has (on cgroup v2 the default is more)
+	}
 	sb, err = p.opts.Manager.Start(ctx, opts)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -557,6 +560,7 @@ func (p *Pool) destroyInBackground(sb *Sandbox) {
 
 // awaitReady reads the first process's ready line from Control.
 func (s *Sandbox) awaitReady(ctx context.Context, line string) error {
+	began := time.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(time.Minute)
@@ -580,6 +584,10 @@ func (s *Sandbox) awaitReady(ctx context.Context, line string) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("waiting for the sandbox to be ready: %w", ctx.Err())
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("the sandbox was not ready within %s (a machine short of CPU starts sandboxes slowly): %s",
+					time.Since(began).Round(time.Second), s.stderrTail())
 			}
 			return fmt.Errorf("the sandbox ended before it was ready: %s", s.stderrTail())
 		}

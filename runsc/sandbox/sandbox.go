@@ -116,6 +116,10 @@ const (
 )
 
 // Options describe one sandbox.
+// lowPriorityReadyWait bounds the start of a LowPriority sandbox when its context has no
+// deadline (a minute for others): with few CPU shares on a saturated host it starts late.
+const lowPriorityReadyWait = 5 * time.Minute
+
 type Options struct {
 	// Args is the first process: typically a runner that reads one request from fd 3.
 	Args []string
@@ -125,7 +129,8 @@ type Options struct {
 	Owner string `json:"-"`
 	// LowPriority marks a run that may wait behind others' (a tool's check): a Pool starts it
 	// cold, never handing it a ready sandbox or refilling for it, and it runs with the pool's
-	// StartShares, yielding the CPU to calls. Not part of the sandbox's shape.
+	// StartShares, yielding the CPU to calls; its start may take lowPriorityReadyWait. Not part
+	// of the sandbox's shape.
 	LowPriority bool `json:"-"`
 	// Lifetime is OneRun (the default) or LongLived.
 	Lifetime Lifetime
@@ -320,7 +325,14 @@ func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err erro
 		return nil, fmt.Errorf("starting the sandbox: %w", err)
 	}
 	if opts.Ready != "" {
-		if err := sb.awaitReady(ctx, opts.Ready); err != nil {
+		readyCtx := ctx
+		if _, ok := ctx.Deadline(); !ok && opts.LowPriority {
+			// Few shares on a busy host start slowly: wait longer than awaitReady's minute.
+			var cancel context.CancelFunc
+			readyCtx, cancel = context.WithTimeout(ctx, lowPriorityReadyWait)
+			defer cancel()
+		}
+		if err := sb.awaitReady(readyCtx, opts.Ready); err != nil {
 			return nil, err
 		}
 	}
