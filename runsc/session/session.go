@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/internal/pathtrust"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -29,11 +30,11 @@ type Network string
 // The network modes of a session.
 const (
 	// NetworkOff: loopback only (the default).
-	NetworkOff Network = "off"
+	NetworkOff Network = config.SessionNetworkOff
 	// NetworkWeb: public addresses on ports 80 and 443, as a python tool with network = true.
-	NetworkWeb Network = "web"
+	NetworkWeb Network = config.SessionNetworkWeb
 	// NetworkPackages: the egress proxy at Options.ProxyAddr and nothing else.
-	NetworkPackages Network = "packages"
+	NetworkPackages Network = config.SessionNetworkPackages
 )
 
 // Defaults of Options.
