@@ -18,17 +18,16 @@ type SessionsConfig struct {
 	// Who may use conversation sandboxes: "editors" (editors and admins,
 	// the default) or "admins". Viewers never may.
 	Who string
-	// Seconds is the most one run in a session may take on the clock.
-	// Default 60, 1..600.
+	// Seconds is the most one run in a session may take on the clock
+	// (SessionSeconds*).
 	Seconds int
 	// DiskMB is the size of each session's workspace (/work), a limit
-	// that holds. Default 1024, 16..1048576.
+	// that holds (SessionDiskMB*).
 	DiskMB int
-	// MemoryMB is the memory of each session's sandbox. Default 512,
-	// 16..65536.
+	// MemoryMB is the memory of each session's sandbox (SessionMemoryMB*).
 	MemoryMB int
-	// IdleMinutes: a sandbox unused this long is stopped; its files stay.
-	// Default 15, 1..1440.
+	// IdleMinutes: a sandbox unused this long is stopped; its files stay
+	// (SessionIdleMinutes*).
 	IdleMinutes int
 	// KeepHours: a session unused this long is deleted, its files with
 	// it. Default 24, 1..8760.
@@ -72,6 +71,33 @@ type SessionsConfig struct {
 	MaxTransfers int
 }
 
+// The defaults and ranges of the [sessions] numbers a session's sandbox is
+// made with. These are the only ones: the host sends the values to the kind
+// that keeps the sessions (the python kind), which takes them as they are
+// and uses these defaults for what it has not been sent yet.
+const (
+	SessionSecondsDefault = 60
+	SessionSecondsMin     = 1
+	SessionSecondsMax     = 600
+
+	// SessionDiskMBMin: the workspace is an ext4 image, which needs some
+	// room for its own metadata.
+	SessionDiskMBDefault = 1024
+	SessionDiskMBMin     = 16
+	SessionDiskMBMax     = 1 << 20
+
+	// SessionMemoryMBMin is the least the python kind has taken since it
+	// kept sessions: a session's sandbox runs the kind's agent, a Python
+	// process, beside the code. (gVisor's own 64 MiB are added on top.)
+	SessionMemoryMBDefault = 512
+	SessionMemoryMBMin     = 64
+	SessionMemoryMBMax     = 65536
+
+	SessionIdleMinutesDefault = 15
+	SessionIdleMinutesMin     = 1
+	SessionIdleMinutesMax     = 1440
+)
+
 // The networks a session may have.
 const (
 	SessionNetworkOff      = "off"
@@ -85,7 +111,8 @@ var SessionNetworks = []string{SessionNetworkOff, SessionNetworkWeb, SessionNetw
 
 func defaultSessions() SessionsConfig {
 	return SessionsConfig{
-		Who: "editors", Seconds: 60, DiskMB: 1024, MemoryMB: 512, IdleMinutes: 15, KeepHours: 24,
+		Who: "editors", Seconds: SessionSecondsDefault, DiskMB: SessionDiskMBDefault, MemoryMB: SessionMemoryMBDefault,
+		IdleMinutes: SessionIdleMinutesDefault, KeepHours: 24,
 		Network: SessionNetworkOff, PackageHosts: []string{},
 		MaxSessionsPerPrincipal: 20, MaxSessions: 200, MaxTransfersPerPrincipal: 4, MaxTransfers: 16,
 	}
@@ -98,10 +125,10 @@ func (d *decoder) decodeSessions(v any, s *SessionsConfig) {
 	if t.str("who", &s.Who) {
 		d.oneOf(t.at("who"), s.Who, "editors", "admins")
 	}
-	t.int("seconds", &s.Seconds, 1, 600)
-	t.int("disk_mb", &s.DiskMB, 16, 1<<20)
-	t.int("memory_mb", &s.MemoryMB, 16, 65536)
-	t.int("idle_minutes", &s.IdleMinutes, 1, 1440)
+	t.int("seconds", &s.Seconds, SessionSecondsMin, SessionSecondsMax)
+	t.int("disk_mb", &s.DiskMB, SessionDiskMBMin, SessionDiskMBMax)
+	t.int("memory_mb", &s.MemoryMB, SessionMemoryMBMin, SessionMemoryMBMax)
+	t.int("idle_minutes", &s.IdleMinutes, SessionIdleMinutesMin, SessionIdleMinutesMax)
 	t.int("keep_hours", &s.KeepHours, 1, 8760)
 	if t.str("network", &s.Network) {
 		d.oneOf(t.at("network"), s.Network, SessionNetworks...)

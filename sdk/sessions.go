@@ -55,17 +55,6 @@ type SessionKeeper interface {
 	Reconcile(ctx context.Context, keep []string) (removed []string, err error)
 }
 
-// The networks a session's sandbox may have (Call.SessionNetwork).
-const (
-	// SessionNetworkOff: no network.
-	SessionNetworkOff = "off"
-	// SessionNetworkWeb: public addresses on ports 80 and 443.
-	SessionNetworkWeb = "web"
-	// SessionNetworkPackages: only the host's egress proxy, at
-	// Call.SessionProxy.
-	SessionNetworkPackages = "packages"
-)
-
 // FileChunkSize is how much of a file one message of ReadFile or WriteFile
 // carries: well under gRPC's 4 MiB bound on a message.
 const FileChunkSize = 256 << 10

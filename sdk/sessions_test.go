@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
 	"github.com/toolhost/toolhost/sdk/hostside"
@@ -247,7 +248,7 @@ func TestSessionsEveryCall(t *testing.T) {
 
 	// A run in a session carries its network and proxy to the kind.
 	_, err = c.KindClient.Invoke(ctx, hostside.Invocation{Tool: sdktest.Tool(t, "run_bash", map[string]any{"type": "echo"}),
-		Args: json.RawMessage(`{}`), RunID: "r1", Session: sessA, SessionNetwork: sdk.SessionNetworkPackages,
+		Args: json.RawMessage(`{}`), RunID: "r1", Session: sessA, SessionNetwork: config.SessionNetworkPackages,
 		SessionProxy: "http://" + sessA + ":tok@10.200.0.1:3128"}, nil)
 	if err != nil {
 		t.Fatal(err)

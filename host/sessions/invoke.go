@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/client/wire"
+	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
 	"github.com/toolhost/toolhost/sdk/hostside"
@@ -91,7 +92,7 @@ func (w *sessionInvoker) Invoke(ctx context.Context, inv hostside.Invocation, on
 	}
 	defer release()
 	inv.Session, inv.SessionNetwork, inv.SessionProxy = se.Backend, se.Network, ""
-	if se.Network == sdk.SessionNetworkPackages {
+	if se.Network == config.SessionNetworkPackages {
 		inv.SessionProxy = s.ProxyURL(se.Backend)
 	}
 	var mu sync.Mutex

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/internal/closethen"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/runsc/session"
@@ -24,14 +25,6 @@ import (
 // serves a session (toolhost check, a host with [sessions] off) never takes the folder's lock.
 
 var _ sdk.SessionKeeper = (*kind)(nil)
-
-// The defaults of [sessions] the host may leave 0, and the ranges the kind takes.
-const (
-	defaultSessionSeconds = 60
-	maxSessionSeconds     = 600
-	defaultSessionMemory  = 512
-	defaultSessionIdle    = 15
-)
 
 // sessions holds the kind's session manager and what it was made with.
 type sessions struct {
@@ -54,23 +47,29 @@ func newSessions(log hclog.Logger) *sessions {
 	return &sessions{log: log, conf: withSessionDefaults(sdk.SessionsConfig{})}
 }
 
+// withSessionDefaults fills in what of [sessions] the kind has not been sent (0) with config's
+// defaults, the host's own: the kind serves the same sessions before the host's Configure as after
+// one that sends the defaults.
 func withSessionDefaults(c sdk.SessionsConfig) sdk.SessionsConfig {
 	if c.DiskMB == 0 {
-		c.DiskMB = session.DefaultDiskMB
+		c.DiskMB = config.SessionDiskMBDefault
 	}
 	if c.MemoryMB == 0 {
-		c.MemoryMB = defaultSessionMemory
+		c.MemoryMB = config.SessionMemoryMBDefault
 	}
 	if c.IdleMinutes == 0 {
-		c.IdleMinutes = defaultSessionIdle
+		c.IdleMinutes = config.SessionIdleMinutesDefault
 	}
 	if c.Seconds == 0 {
-		c.Seconds = defaultSessionSeconds
+		c.Seconds = config.SessionSecondsDefault
 	}
 	return c
 }
 
-// checkSessionsConfig says what of the host's [sessions] the kind can't take.
+// checkSessionsConfig says what of the host's [sessions] is outside config's ranges. The host
+// decodes [sessions] with the same ranges and never sends such a value: this only keeps a host
+// of another version, or another program on the protocol, from making sandboxes the kind can't
+// run.
 func checkSessionsConfig(c sdk.SessionsConfig) error {
 	var errs []error
 	in := func(name string, v, lo, hi int) {
@@ -78,13 +77,13 @@ func checkSessionsConfig(c sdk.SessionsConfig) error {
 			errs = append(errs, fmt.Errorf("[sessions] %s must be from %d to %d, not %d", name, lo, hi, v))
 		}
 	}
-	in("disk_mb", c.DiskMB, 4, 1<<20)
-	in("memory_mb", c.MemoryMB, 64, 65536)
+	in("disk_mb", c.DiskMB, config.SessionDiskMBMin, config.SessionDiskMBMax)
+	in("memory_mb", c.MemoryMB, config.SessionMemoryMBMin, config.SessionMemoryMBMax)
 	if c.Pids != 0 {
 		in("pids", c.Pids, 16, 65536)
 	}
-	in("idle_minutes", c.IdleMinutes, 1, 1440)
-	in("seconds", c.Seconds, 1, maxSessionSeconds)
+	in("idle_minutes", c.IdleMinutes, config.SessionIdleMinutesMin, config.SessionIdleMinutesMax)
+	in("seconds", c.Seconds, config.SessionSecondsMin, config.SessionSecondsMax)
 	if err := errors.Join(errs...); err != nil {
 		return sdk.Errorf(errcode.BadArgs, "%v", err)
 	}

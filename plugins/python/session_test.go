@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/runsc/sandboxtest"
@@ -106,7 +107,7 @@ func callIn(t *testing.T, c *sdktest.Conn, id string, tool sdk.Tool, args map[st
 		run sdktest.Run
 	)
 	run.Result, run.Err = c.KindClient.Invoke(ctx, hostside.Invocation{Tool: tool, Args: raw, RunID: "rsess",
-		Session: id, SessionNetwork: sdk.SessionNetworkOff}, func(e sdk.Event) {
+		Session: id, SessionNetwork: config.SessionNetworkOff}, func(e sdk.Event) {
 		mu.Lock()
 		run.Events = append(run.Events, e)
 		mu.Unlock()

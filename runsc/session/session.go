@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/internal/pathtrust"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -29,19 +30,23 @@ type Network string
 // The network modes of a session.
 const (
 	// NetworkOff: loopback only (the default).
-	NetworkOff Network = "off"
+	NetworkOff Network = config.SessionNetworkOff
 	// NetworkWeb: public addresses on ports 80 and 443, as a python tool with network = true.
-	NetworkWeb Network = "web"
+	NetworkWeb Network = config.SessionNetworkWeb
 	// NetworkPackages: the egress proxy at Options.ProxyAddr and nothing else.
-	NetworkPackages Network = "packages"
+	NetworkPackages Network = config.SessionNetworkPackages
 )
 
-// Defaults of Options.
+// Defaults of Options and Run. Those of a session's disk, memory, idle stop and run time are
+// [sessions]' own, from config: the python kind passes the host's values, and a 0 left here
+// means the same as a [sessions] that leaves the key out.
 const (
-	DefaultDiskMB   = 1024
-	DefaultIdleStop = 15 * time.Minute
+	DefaultDiskMB   = config.SessionDiskMBDefault
+	DefaultIdleStop = config.SessionIdleMinutesDefault * time.Minute
+	// DefaultMemoryBytes is a sandbox's memory when Limits.MemoryBytes is 0.
+	DefaultMemoryBytes = config.SessionMemoryMBDefault << 20
 	// DefaultTimeout is a run's time when Run.Timeout is 0.
-	DefaultTimeout = 60 * time.Second
+	DefaultTimeout = config.SessionSecondsDefault * time.Second
 	// DefaultPlaceWait is how long a run waits for a sandbox place when all are taken.
 	DefaultPlaceWait = 10 * time.Second
 	// DefaultKeepFreeMB is the room session disks leave free on their filesystem.
@@ -62,7 +67,7 @@ type Options struct {
 	// DiskMB is the size of a new workspace image (DefaultDiskMB when 0). An image made smaller
 	// grows to it when next mounted; one made larger stays as it is.
 	DiskMB int
-	// Limits are each sandbox's: memory (gVisor's own included), pids, CPU. Memory 512 MiB,
+	// Limits are each sandbox's: memory (gVisor's own included), pids, CPU. DefaultMemoryBytes,
 	// 512 pids, one CPU and 1024 open files when left 0.
 	Limits sandbox.Limits
 	// IdleStop: a sandbox unused this long is stopped, its files kept (DefaultIdleStop when 0).
@@ -226,7 +231,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	opts.KeepFreeMB = max(opts.KeepFreeMB, 0)
 	if opts.Limits.MemoryBytes <= 0 {
-		opts.Limits.MemoryBytes = 512 << 20
+		opts.Limits.MemoryBytes = DefaultMemoryBytes
 	}
 	if opts.Limits.Pids <= 0 {
 		opts.Limits.Pids = 512

@@ -106,10 +106,10 @@ type Call struct {
 	// SessionKeeper, the backend id of the session whose sandbox runs it.
 	Session string
 	// SessionNetwork is the network of the session's sandbox when Session
-	// is set: SessionNetworkOff, SessionNetworkWeb or
-	// SessionNetworkPackages ("" from an older host: off).
+	// is set: one of config.SessionNetworks, "off", "web" or "packages"
+	// ("" from an older host: off).
 	SessionNetwork string
-	// SessionProxy is the egress proxy's URL for SessionNetworkPackages,
+	// SessionProxy is the egress proxy's URL for network "packages",
 	// with the session's own credentials (http://USER:PASS@ADDR).
 	SessionProxy string
 	// Host reaches back into the host (nested tool calls). It is never nil;
