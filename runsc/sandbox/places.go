@@ -233,11 +233,10 @@ const fullShares = 1024
 // Weigh counts sb, running code, as one of owner's running sandboxes until done is called
 // (once, however often): owner's running sandboxes share fullShares of CPU weight between them,
 // each getting an equal part (at least 2 shares), rewritten as their number changes. A sandbox
-// of no owner ("") weighs fullShares on its own. A weight that can't be written (the sandbox
+// of no owner ("") keeps the weight it has. A weight that can't be written (the sandbox
 // just ended) is skipped: the sandbox goes on with the weight it had.
 func (p *Places) Weigh(owner string, sb *Sandbox) (done func()) {
 	if owner == "" {
-		_ = sb.setCPUShares(fullShares)
 		return func() {}
 	}
 	p.wmu.Lock()

@@ -43,8 +43,7 @@ type PoolOptions struct {
 	// Starts bounds how many sandboxes the pool starts at once (default: the number of CPUs).
 	Starts int
 	// StartShares is cpu.shares of a sandbox while it starts and waits (default 256; a handed-out
-	// one gets 1024), so filling the pool yields the CPU to running calls. A start begun while
-	// the shape has none ready and some in use gets 1024: the next call waits for it.
+	// one gets 1024), so filling the pool yields the CPU to running calls.
 	StartShares uint64
 	// CheckEvery is how often ready sandboxes are checked for life (default one second). A Get
 	// checks the one it hands out too.
@@ -188,7 +187,8 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		}
 	}()
 	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes && !opts.LowPriority
-	if opts.LowPriority {
+	if opts.LowPriority && p.callsInUse() > 0 {
+		// It starts with few shares while calls run (at a host's start, with none, it doesn't).
 		opts.Limits.CPUShares = p.opts.StartShares
 	}
 	var sb *Sandbox
@@ -261,9 +261,6 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		p.mu.Unlock()
 		p.destroyInBackground(sb)
 	}
-	if opts.Limits.CPUShares == 0 {
-		opts.Limits.CPUShares = fullShares // as a handed-out one has (on cgroup v2 the default is more)
-	}
 	sb, err = p.opts.Manager.Start(ctx, opts)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -273,11 +270,22 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	}
 	p.inUse[sb] = sh
 	sb.owner = opts.Owner
-	sb.unweigh = func() {}
-	if !opts.LowPriority {
-		sb.unweigh = p.places.Weigh(opts.Owner, sb)
-	}
+	sb.lowPriority = opts.LowPriority
+	sb.unweigh = p.places.Weigh(opts.Owner, sb)
 	return sb, nil
+}
+
+// callsInUse is how many sandboxes are handed out for runs that aren't low priority.
+func (p *Pool) callsInUse() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for sb := range p.inUse {
+		if !sb.lowPriority {
+			n++
+		}
+	}
+	return n
 }
 
 // takeReadyLocked takes the first live ready sandbox of sh, removing dead ones it finds.
@@ -512,14 +520,8 @@ func (p *Pool) start(sh *poolShape) {
 	}
 	p.mu.Lock()
 	sh.running++
-	opts := sh.opts
-	if len(sh.ready) == 0 && sh.inUse > 0 {
-		// Drained while runs go on: the next call waits for this start (or starts one cold,
-		// with full shares), so it doesn't yield to running calls.
-		opts.Limits.CPUShares = fullShares
-	}
 	p.mu.Unlock()
-	sb, err := p.opts.Manager.Start(p.ctx, opts)
+	sb, err := p.opts.Manager.Start(p.ctx, sh.opts)
 	<-p.starts
 	p.mu.Lock()
 	sh.starting--

@@ -324,7 +324,7 @@ func TestAnOwnersSandboxesShareOneWeight(t *testing.T) {
 }
 
 // TestALowPriorityRunLeavesTheReadyOnes: a low-priority Get (a tool's check) starts a sandbox
-// cold with the pool's start shares, though one is ready: the ready one stays for a call.
+// cold, though one is ready: the ready one stays for a call. Started, it has its owner's weight.
 func TestALowPriorityRunLeavesTheReadyOnes(t *testing.T) {
 	t.Parallel()
 	m := newTestManager(t, NetworkOptions{})
@@ -348,8 +348,8 @@ func TestALowPriorityRunLeavesTheReadyOnes(t *testing.T) {
 	if ids := p.ReadyIDs(); len(ids) != 1 || ids[0] != ready {
 		t.Errorf("ready after a low-priority run started: %v; want the same %s", ids, ready)
 	}
-	if got, want := cpuShares(m.Cgroups(), sb.ID), sharesAs(m.Cgroups(), 128); got != want {
-		t.Errorf("the low-priority sandbox's CPU shares = %d; want %d (the pool's 128 start shares)", got, want)
+	if got, want := cpuShares(m.Cgroups(), sb.ID), sharesAs(m.Cgroups(), 1024); got != want {
+		t.Errorf("the started low-priority sandbox's CPU shares = %d; want %d (its owner's 1024)", got, want)
 	}
 	if st := shapeStats(p); st.HandedOut != 0 || st.Cold != 1 {
 		t.Errorf("stats %+v; want none handed out, one cold", st)

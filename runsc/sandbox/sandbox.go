@@ -128,9 +128,10 @@ type Options struct {
 	// the sandbox's shape.
 	Owner string `json:"-"`
 	// LowPriority marks a run that may wait behind others' (a tool's check): a Pool starts it
-	// cold, never handing it a ready sandbox or refilling for it, and it runs with the pool's
-	// StartShares, yielding the CPU to calls; its start may take lowPriorityReadyWait. Not part
-	// of the sandbox's shape.
+	// cold, never handing it a ready sandbox or refilling for it; while calls run it starts with
+	// the pool's StartShares, yielding the CPU to them (its start may then take
+	// lowPriorityReadyWait), and runs with its owner's weight once started. Not part of the
+	// sandbox's shape.
 	LowPriority bool `json:"-"`
 	// Lifetime is OneRun (the default) or LongLived.
 	Lifetime Lifetime
@@ -215,10 +216,11 @@ type Sandbox struct {
 	opts Options
 	// owner is the Owner of the Get that handed it out: whose place in Places it holds;
 	// unweigh ends its count among the owner's running sandboxes (Places.Weigh).
-	owner   string
-	unweigh func()
-	dir     string
-	net     *sandboxNet
+	owner       string
+	lowPriority bool
+	unweigh     func()
+	dir         string
+	net         *sandboxNet
 	// baseline is what the cgroup's counters held at hand-out (cgroup v2 can't reset them).
 	baseline Stats
 	started  time.Time
