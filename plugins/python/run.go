@@ -136,7 +136,6 @@ func (k *kind) runInSandbox(ctx context.Context, c configured, t runTable, owner
 		outputBytes: c.cfg.MaxOutputBytes, network: t.Network, connCap: networkOptions(c.cfg).ConnectionCap()}
 	opts := sandboxOptions(c.cfg, t)
 	opts.Owner = owner
-	opts.LowPriority = req.Mode == "check" // a check yields to calls (see checksOwner)
 	sb, err := c.pool.Get(ctx, opts)
 	if err != nil {
 		switch {
