@@ -193,10 +193,9 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	}
 	var sb *Sandbox
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, errors.New("the sandbox pool is closed")
-	}
+	// A closed pool (its kind was reconfigured while this run began) keeps nothing ready: the
+	// run starts its sandbox cold on the manager, which stays open until the runs on it end.
+	pooled = pooled && !p.closed
 	sh := p.shapeLocked(opts)
 	now := time.Now()
 	sh.inUse++
@@ -229,13 +228,15 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		}
 		p.mu.Lock()
 		sh.waiting--
-		if err := ctx.Err(); err != nil || p.closed {
+		if err := ctx.Err(); err != nil {
 			sh.inUse--
 			p.mu.Unlock()
-			if err == nil {
-				return nil, errors.New("the sandbox pool is closed")
-			}
 			return nil, fmt.Errorf("waiting for a sandbox to start: %w", err)
+		}
+		if p.closed {
+			// The start it waited for was given up with the pool: a reload must not fail the
+			// runs that were waiting, so this one starts cold.
+			break
 		}
 	}
 	if sb != nil {
@@ -347,7 +348,9 @@ func (p *Pool) ReadyIDs() []string {
 }
 
 // Close stops filling the pool, destroys its ready sandboxes and waits for starts under way to
-// end. Sandboxes handed out are the caller's to Destroy.
+// end. Sandboxes handed out are the caller's to Destroy. A Get waiting for a start, or made
+// after Close, starts its sandbox cold on the Manager (a reload doesn't fail the runs begun on
+// the pool it replaces).
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {

@@ -493,3 +493,47 @@ func sharesAs(cg *Cgroups, shares uint64) uint64 {
 	}
 	return shares
 }
+
+// TestAGetWaitingWhenThePoolClosesStartsCold: a run waiting for the pool's start when the pool
+// closes (its kind reloaded) still gets a sandbox, started cold, and so does one that comes
+// after; neither is told the pool is closed.
+func TestAGetWaitingWhenThePoolClosesStartsCold(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, NetworkOptions{})
+	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 2, Starts: 1})
+	opts := poolSandbox()
+	p.Warm(opts)
+	waitFor(t, "the pool's first start", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.order) > 0 && p.order[0].running > 0
+	})
+	type result struct {
+		answer string
+		err    error
+	}
+	got := make(chan result, 1)
+	go func() {
+		_, answer, err := tryUse(p, opts)
+		got <- result{answer, err}
+	}()
+	waitFor(t, "the run to wait for the start", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.order[0].waiting > 0
+	}, func() string { return fmt.Sprintf("%+v", shapeStats(p)) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r.err != nil || r.answer != "fresh" {
+		t.Errorf("the run waiting when the pool closed = %q, %v; want a fresh sandbox", r.answer, r.err)
+	}
+	if _, answer, err := tryUse(p, opts); err != nil || answer != "fresh" {
+		t.Errorf("a run after the pool closed = %q, %v; want a fresh sandbox", answer, err)
+	}
+	if st := shapeStats(p); st.Cold != 2 || st.InUse != 0 || st.Ready != 0 {
+		t.Errorf("stats %+v; want both runs cold, nothing in use or ready", st)
+	}
+}
