@@ -47,7 +47,7 @@ const abuseBenchCalls = 40
 // core to about 0.1).
 //
 // Measured on a quiet 2-core machine, with checks also started cold and
-// low priority (sandbox.Options.LowPriority, since taken out: it made a
+// low priority (an option of the sandbox pool, since taken out: it made a
 // host's start and reload run past systemd's time in the VMs): p50 0.69 s
 // idle, 2.4 s under abuse (3.6×); p99 0.89 s, 5.6 s (6.3×): the issue's
 // goal of 2× is not met. A version whose refills of a drained pool started at full

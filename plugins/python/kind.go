@@ -304,8 +304,9 @@ func (k *kind) Metrics(context.Context) []sdk.Metric {
 
 // checksOwner owns the sandboxes of checks among the places (sandbox.Places): a check comes
 // with no principal, so everyone's checks share one owner, whom places go to last while it
-// holds more than a caller's runs. (A check's sandbox isn't sandbox.Options.LowPriority: cold
-// starts for every tool made a host's start and reload in the VMs run past systemd's time.)
+// holds more than a caller's runs. (Checks come from the pool, as calls do: starting every
+// check cold, with few CPU shares, made a host's start and reload in the VMs run past
+// systemd's time.)
 const checksOwner = "(checks)"
 
 // Check checks the run table and compiles the code in a sandbox (never in this process), which

@@ -186,11 +186,7 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 			p.places.Give(opts.Owner)
 		}
 	}()
-	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes && !opts.LowPriority
-	if opts.LowPriority && p.callsInUse() > 0 {
-		// It starts with few shares while calls run (at a host's start, with none, it doesn't).
-		opts.Limits.CPUShares = p.opts.StartShares
-	}
+	pooled := p.opts.Size > 0 && opts.Limits.MemoryBytes <= p.opts.MemoryBytes
 	var sb *Sandbox
 	p.mu.Lock()
 	// A closed pool (its kind was reconfigured while this run began) keeps nothing ready: the
@@ -199,12 +195,9 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	sh := p.shapeLocked(opts)
 	now := time.Now()
 	sh.inUse++
-	if !opts.LowPriority {
-		// Demand the pool keeps sandboxes ready for; a low-priority run's is not.
-		sh.lastGet = now
-		if sh.inUse >= sh.peak {
-			sh.peak, sh.peakAt = sh.inUse, now
-		}
+	sh.lastGet = now
+	if sh.inUse >= sh.peak {
+		sh.peak, sh.peakAt = sh.inUse, now
 	}
 	for pooled {
 		sb = p.takeReadyLocked(sh)
@@ -271,22 +264,8 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	}
 	p.inUse[sb] = sh
 	sb.owner = opts.Owner
-	sb.lowPriority = opts.LowPriority
 	sb.unweigh = p.places.Weigh(opts.Owner, sb)
 	return sb, nil
-}
-
-// callsInUse is how many sandboxes are handed out for runs that aren't low priority.
-func (p *Pool) callsInUse() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for sb := range p.inUse {
-		if !sb.lowPriority {
-			n++
-		}
-	}
-	return n
 }
 
 // takeReadyLocked takes the first live ready sandbox of sh, removing dead ones it finds.

@@ -323,39 +323,6 @@ func TestAnOwnersSandboxesShareOneWeight(t *testing.T) {
 	}
 }
 
-// TestALowPriorityRunLeavesTheReadyOnes: a low-priority Get (a tool's check) starts a sandbox
-// cold, though one is ready: the ready one stays for a call. Started, it has its owner's weight.
-func TestALowPriorityRunLeavesTheReadyOnes(t *testing.T) {
-	t.Parallel()
-	m := newTestManager(t, NetworkOptions{})
-	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 3, StartShares: 128})
-	opts := poolSandbox()
-	p.Warm(opts)
-	waitFor(t, "a ready sandbox", func() bool { return len(p.ReadyIDs()) == 1 })
-	ready := p.ReadyIDs()[0]
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	low := opts
-	low.Owner, low.LowPriority = "checks", true
-	sb, err := p.Get(ctx, low)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Destroy(sb)
-	if sb.ID == ready {
-		t.Fatal("a low-priority run was handed the ready sandbox")
-	}
-	if ids := p.ReadyIDs(); len(ids) != 1 || ids[0] != ready {
-		t.Errorf("ready after a low-priority run started: %v; want the same %s", ids, ready)
-	}
-	if got, want := cpuShares(m.Cgroups(), sb.ID), sharesAs(m.Cgroups(), 1024); got != want {
-		t.Errorf("the started low-priority sandbox's CPU shares = %d; want %d (its owner's 1024)", got, want)
-	}
-	if st := shapeStats(p); st.HandedOut != 0 || st.Cold != 1 {
-		t.Errorf("stats %+v; want none handed out, one cold", st)
-	}
-}
-
 // TestPoolGrowsAndShrinks: demand above Size grows the ready sandboxes up to Max; once it is gone
 // for MaxIdle they go back to Size. Off (Size 0), every Get starts cold and nothing waits.
 func TestPoolGrowsAndShrinks(t *testing.T) {

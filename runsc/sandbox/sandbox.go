@@ -116,10 +116,6 @@ const (
 )
 
 // Options describe one sandbox.
-// lowPriorityReadyWait bounds the start of a LowPriority sandbox when its context has no
-// deadline (a minute for others): with few CPU shares on a saturated host it starts late.
-const lowPriorityReadyWait = 5 * time.Minute
-
 type Options struct {
 	// Args is the first process: typically a runner that reads one request from fd 3.
 	Args []string
@@ -127,12 +123,6 @@ type Options struct {
 	// Places for that owner, so that scarce places are shared fairly among owners. Not part of
 	// the sandbox's shape.
 	Owner string `json:"-"`
-	// LowPriority marks a run that may wait behind others' (a tool's check): a Pool starts it
-	// cold, never handing it a ready sandbox or refilling for it; while calls run it starts with
-	// the pool's StartShares, yielding the CPU to them (its start may then take
-	// lowPriorityReadyWait), and runs with its owner's weight once started. Not part of the
-	// sandbox's shape.
-	LowPriority bool `json:"-"`
 	// Lifetime is OneRun (the default) or LongLived.
 	Lifetime Lifetime
 	// Env is the environment; DefaultEnv() when nil.
@@ -216,11 +206,10 @@ type Sandbox struct {
 	opts Options
 	// owner is the Owner of the Get that handed it out: whose place in Places it holds;
 	// unweigh ends its count among the owner's running sandboxes (Places.Weigh).
-	owner       string
-	lowPriority bool
-	unweigh     func()
-	dir         string
-	net         *sandboxNet
+	owner   string
+	unweigh func()
+	dir     string
+	net     *sandboxNet
 	// baseline is what the cgroup's counters held at hand-out (cgroup v2 can't reset them).
 	baseline Stats
 	started  time.Time
@@ -327,14 +316,7 @@ func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err erro
 		return nil, fmt.Errorf("starting the sandbox: %w", err)
 	}
 	if opts.Ready != "" {
-		readyCtx := ctx
-		if _, ok := ctx.Deadline(); !ok && opts.LowPriority {
-			// Few shares on a busy host start slowly: wait longer than awaitReady's minute.
-			var cancel context.CancelFunc
-			readyCtx, cancel = context.WithTimeout(ctx, lowPriorityReadyWait)
-			defer cancel()
-		}
-		if err := sb.awaitReady(readyCtx, opts.Ready); err != nil {
+		if err := sb.awaitReady(ctx, opts.Ready); err != nil {
 			return nil, err
 		}
 	}
