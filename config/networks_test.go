@@ -10,7 +10,7 @@ import (
 )
 
 // TestSessionNetworksAreDeclaredOnce: the names of a session's networks ("off", "web",
-// "packages") are declared here only; the sdk, runsc/session and the host take them from
+// "packages") are declared here only; the sdk, plugins/python/session and the host take them from
 // config, so that no copy can drift from the wire names docs/protocol.md gives.
 func TestSessionNetworksAreDeclaredOnce(t *testing.T) {
 	decl := regexp.MustCompile(`(?m)^[ \t]*\w+([ \t]+\w+)?[ \t]*=[ \t]*"(off|web|packages)"[ \t]*(//.*)?$`)

@@ -33,7 +33,8 @@ func (h *Host) approvalPolicy(cfg *config.Config) runs.ApprovalPolicy {
 			return se.Network
 		},
 		InSandbox: func(tool *tools.Tool) bool {
-			_, ok := sessions.Language(tool.Run)
+			kind, _ := h.kindInfo(tool.Kind)
+			_, ok := sessions.Language(kind, tool.Run)
 			return ok
 		},
 		OutsideText:  h.outsideText,

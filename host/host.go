@@ -69,6 +69,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 	h.runs = runs.NewDispatcher(h.registry, h.invoker, log.Named("runs"), time.Duration(cfg.Runs.KeepMinutes)*time.Minute)
 	h.runs.SetCallers(callers(cfg))
 	h.runs.SetBudgets(budgets(cfg))
+	h.runs.SetKindInfo(h.kindInfo)
 	h.sessions = newHostSessions(h, cfg)
 	h.runs.SetApprovals(h.approvalPolicy(cfg))
 	h.plugins = plugins.NewManager(plugins.Options{
@@ -96,6 +97,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		ToolFiles:      &toolFiles{h: h},
 		Sessions:       h.sessions.svc,
+		Kinds:          h.kindInfo,
 		Reloads:        func() (uint64, uint64) { return h.reloadsApplied.Load(), h.reloadsRefused.Load() },
 	})
 	return h
@@ -203,7 +205,16 @@ func (h *Host) invoker(kind string) (runs.Invoker, bool) {
 	if !ok {
 		return nil, false
 	}
-	return h.sessions.wrap(kind, p), true
+	return h.sessions.wrap(p), true
+}
+
+// kindInfo is what a running kind said of itself in Describe.
+func (h *Host) kindInfo(kind string) (sdk.Info, bool) {
+	p, ok := h.plugins.Kind(kind)
+	if !ok {
+		return sdk.Info{}, false
+	}
+	return p.Info(), true
 }
 
 func (h *Host) kinds(kind string) (tools.Checker, bool, string) {

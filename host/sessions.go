@@ -2,11 +2,13 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,9 +46,12 @@ type hostSessions struct {
 	// Tests may replace it.
 	backendOf func() (sessions.Backend, error)
 
-	mu         sync.Mutex
-	store      *sessions.Store
-	attached   sessions.Backend
+	mu       sync.Mutex
+	store    *sessions.Store
+	attached sessions.Backend
+	// kind is the kind that keeps the sessions, once attached: the
+	// session tools are its tools.
+	kind       string
 	proxy      *egress.Proxy
 	stopExpiry context.CancelFunc
 }
@@ -66,10 +71,11 @@ func newHostSessions(h *Host, cfg *config.Config) *hostSessions {
 // call of a session tool whose run would make a session past the caps is
 // refused before it starts (sessions.CheckNew).
 func (hs *hostSessions) gate(req runs.Request, tool *tools.Tool) error {
-	if err := hs.svc.Admit(req.Principal, roleOf(hs.h.config(), req.Principal), req.Session, tool.Name, tool.Run); err != nil {
+	kind, _ := hs.h.kindInfo(tool.Kind)
+	if err := hs.svc.Admit(req.Principal, roleOf(hs.h.config(), req.Principal), req.Session, tool.Name, kind, tool.Run); err != nil {
 		return err
 	}
-	if _, ok := sessions.Language(tool.Run); !ok {
+	if _, ok := sessions.Language(kind, tool.Run); !ok {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -94,10 +100,10 @@ func roleOf(cfg *config.Config, principal string) string {
 	return ""
 }
 
-// wrap is the invoker of a kind: the sessions kind's runs its session
-// tools in their sessions.
-func (hs *hostSessions) wrap(kind string, p *plugins.Plugin) runs.Invoker {
-	if kind != sessions.Kind || !hs.enabled {
+// wrap is the invoker of a kind: the one that keeps conversation sandboxes
+// (sdk.Info.ServesSessions) runs its session tools in their sessions.
+func (hs *hostSessions) wrap(p *plugins.Plugin) runs.Invoker {
+	if !p.Info().ServesSessions || !hs.enabled {
 		return p
 	}
 	return hs.svc.Invoker(p)
@@ -134,6 +140,11 @@ func (hs *hostSessions) start(ctx context.Context) {
 		hs.h.log.Error("conversation sandboxes are unavailable", "why", why)
 		hs.svc.SetUnavailable(why)
 	}
+	p, err := hs.sessionsKind()
+	if err != nil {
+		fail(err.Error())
+		return
+	}
 	b, err := hs.backendOf()
 	if err != nil {
 		fail(err.Error())
@@ -142,12 +153,12 @@ func (hs *hostSessions) start(ctx context.Context) {
 	cfg := hs.h.config()
 	hs.startProxy(ctx, cfg)
 	if err := b.Configure(ctx, hs.svc.BackendConfig()); err != nil {
-		fail(fmt.Sprintf("the %s kind refused the [sessions] limits: %v", sessions.Kind, err))
+		fail(fmt.Sprintf("the %s kind refused the [sessions] limits: %v", p.Info().Kind, err))
 		return
 	}
 	hs.svc.Attach(st, b)
 	hs.mu.Lock()
-	hs.attached = b
+	hs.attached, hs.kind = b, p.Info().Kind
 	hs.mu.Unlock()
 	if _, err := hs.svc.Reconcile(ctx); err != nil {
 		hs.h.log.Error("sessions could not be reconciled at start; their files are kept", "error", err)
@@ -198,7 +209,10 @@ func (hs *hostSessions) tools(defs []config.Tool) []config.Tool {
 	if hs.svc.Ready() != nil {
 		return defs
 	}
-	for _, t := range sessions.Tools() {
+	hs.mu.Lock()
+	kind := hs.kind
+	hs.mu.Unlock()
+	for _, t := range sessions.Tools(kind) {
 		if slices.ContainsFunc(defs, func(d config.Tool) bool { return d.Name == t.Name }) {
 			hs.h.log.Warn("a tool of the config has the name of a built-in session tool, which is not served", "tool", t.Name)
 			continue
@@ -268,27 +282,54 @@ type sessionsPlugin interface {
 	Sessions(ctx context.Context) (*hostside.SessionsClient, error)
 }
 
-// pluginBackend finds the python plugin's Sessions service.
-func (hs *hostSessions) pluginBackend() (sessions.Backend, error) {
-	p, ok := hs.h.plugins.Kind(sessions.Kind)
-	if !ok {
-		why := hs.h.unavailable[sessions.Kind]
-		if why == "" {
-			why = "no toolhost-plugin-" + sessions.Kind + " is in the plugin folder"
+// sessionsKind finds the running kind that keeps conversation sandboxes:
+// the one whose plugin says so in Describe (sdk.Info.ServesSessions).
+func (hs *hostSessions) sessionsKind() (*plugins.Plugin, error) {
+	var keepers, running []string
+	var keeper *plugins.Plugin
+	for _, kind := range hs.h.plugins.Kinds() {
+		running = append(running, kind)
+		if p, ok := hs.h.plugins.Kind(kind); ok && p.Info().ServesSessions {
+			keepers, keeper = append(keepers, kind), p
 		}
-		return nil, fmt.Errorf("they need the %s kind, which is not running: %s", sessions.Kind, why)
 	}
-	if !p.Info().ServesSessions {
-		return nil, fmt.Errorf("the %s plugin %s keeps no conversation sandboxes: it is older than this host; build it from the same source (make build)", sessions.Kind, p.Path())
+	switch len(keepers) {
+	case 1:
+		return keeper, nil
+	case 0:
+		why := "they need a kind that keeps them, and none of the running ones does"
+		if len(running) == 0 {
+			why = "they need a kind that keeps them, and no kind is running"
+		} else {
+			why += " (" + strings.Join(running, ", ") + "; a plugin built before this host may not say it does: build it from the same source, make build)"
+		}
+		var down []string
+		for kind, reason := range hs.h.unavailable {
+			down = append(down, fmt.Sprintf("the %s kind is not running: %s", kind, reason))
+		}
+		slices.Sort(down)
+		if len(down) > 0 {
+			why += "; " + strings.Join(down, "; ")
+		}
+		return nil, errors.New(why)
+	}
+	return nil, fmt.Errorf("the kinds %s each keep conversation sandboxes, and a host serves one kind's: take all but one out of the plugin folder", strings.Join(keepers, " and "))
+}
+
+// pluginBackend finds the Sessions service of the kind that keeps them.
+func (hs *hostSessions) pluginBackend() (sessions.Backend, error) {
+	p, err := hs.sessionsKind()
+	if err != nil {
+		return nil, err
 	}
 	sp, ok := any(p).(sessionsPlugin)
 	if !ok {
-		return nil, fmt.Errorf("this build of the host can't reach the %s plugin's Sessions service", sessions.Kind)
+		return nil, fmt.Errorf("this build of the host can't reach the %s plugin's Sessions service", p.Info().Kind)
 	}
 	return &pluginBackend{p: p, sp: sp, hs: hs}, nil
 }
 
-// pluginBackend is the python plugin's Sessions service as a backend. A
+// pluginBackend is a plugin's Sessions service as a backend. A
 // plugin that was restarted since it was configured is configured again,
 // and reconciled with the store, before the next run or file operation.
 type pluginBackend struct {

@@ -234,7 +234,7 @@ func TestSessionsOffOrUnavailable(t *testing.T) {
 	// Enabled, but no python kind: unavailable, saying why.
 	th = startSessionsHost(t, fmt.Sprintf("[plugins]\ndir = %q\n", t.TempDir()), filepath.Join(t.TempDir(), "state"), nil, "")
 	status, body := th.do(t, "GET", "/api/v1/sessions", "ed-token", "")
-	if status != 503 || !strings.Contains(fmt.Sprint(body), "they need the python kind, which is not running") {
+	if status != 503 || !strings.Contains(fmt.Sprint(body), "they need a kind that keeps them, and no kind is running") {
 		t.Errorf("no python kind: %d %v", status, body)
 	}
 	if slices.Contains(toolNames(t, th, "ed-token"), "run_python") {

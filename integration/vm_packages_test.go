@@ -38,7 +38,7 @@ var vmPackages = []struct {
 	{
 		// Each limit's stop and its cause, a killed host and a restart's reconcile; left out:
 		// the network modes and measurements.
-		name: "session", pkg: "runsc/session", suites: []string{"trixie"},
+		name: "session", pkg: "plugins/python/session", suites: []string{"trixie"},
 		run: "^(TestMemoryKillIsClassified|TestPidsLimitIsClassified|TestDiskCapStopsAWriter|TestTimeoutKillsTheRunNotTheSession|" +
 			"TestKilledHostLeavesNoOrphan|TestRestartFindsFilesAndReconcileRemoves|TestExitCodeAndStreams)$",
 	},

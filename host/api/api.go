@@ -72,6 +72,11 @@ type Options struct {
 	// Sessions are the conversation sandboxes of /api/v1/sessions and
 	// /api/v1/runs (sessions.go); nil serves none.
 	Sessions *sessions.Service
+	// Kinds says what each kind said of itself in Describe: whose tools
+	// only admins may write (sdk.Info.AdminWritesOnly), whose run tables
+	// every role may read (OpenRunTable). nil knows no kind: only admins
+	// write any tool, and read any run table.
+	Kinds runs.KindInfo
 }
 
 // Server is the HTTP handler of the API.
@@ -474,8 +479,14 @@ func (s *Server) needsSession(tool string) bool {
 	if !ok {
 		return false
 	}
-	_, session := sessions.Language(t.Run)
-	return session
+	return s.inSession(t)
+}
+
+// inSession says whether a tool runs in a conversation's sandbox.
+func (s *Server) inSession(t *tools.Tool) bool {
+	kind, _ := s.kindInfo(t.Kind)
+	_, ok := sessions.Language(kind, t.Run)
+	return ok
 }
 
 // shown says whether a caller is shown a tool, as visibleSpecs does,
@@ -485,6 +496,5 @@ func (s *Server) shown(id auth.Identity, tool string) bool {
 	if !ok {
 		return false
 	}
-	_, session := sessions.Language(t.Run)
-	return !session || s.showsSessions(id)
+	return !s.inSession(t) || s.showsSessions(id)
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/auth"
-	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/tools"
 )
 
@@ -30,7 +29,7 @@ func (s *Server) visibleTools(id auth.Identity) []*tools.Tool {
 	list := s.opts.Registry.List()
 	out := make([]*tools.Tool, 0, len(list))
 	for _, t := range list {
-		if _, session := sessions.Language(t.Run); session && !show {
+		if s.inSession(t) && !show {
 			continue
 		}
 		out = append(out, t)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"slices"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // ToolFiles are the tool files of tools_dir, which the host serves. The
@@ -88,12 +88,17 @@ func (e *requestError) Error() string { return e.message }
 
 // mayWrite says why id may not write (or remove) a tool whose kinds are
 // given (the kind written, and the kind of the tool it replaces), or nil.
-func mayWrite(id auth.Identity, kinds ...string) error {
-	// A python tool is code that runs on this machine (in gVisor, but
-	// code all the same): only admins may ever write or remove one,
-	// whatever the rule below becomes for the other kinds.
-	if slices.Contains(kinds, "python") && id.Role != auth.Admin {
-		return fmt.Errorf("%s is %s, and python tools may only ever be written or deleted by admins", id.Name, withArticle(id.Role))
+func (s *Server) mayWrite(id auth.Identity, kinds ...string) error {
+	// A kind whose tools are code that runs on this machine (in gVisor,
+	// but code all the same) says so (sdk.Info.AdminWritesOnly): only
+	// admins may ever write or remove one, whatever the rule below becomes
+	// for the other kinds. A kind that can't say (no plugin runs it) is
+	// taken as one.
+	for _, kind := range kinds {
+		info, ok := s.kindInfo(kind)
+		if (!ok || info.AdminWritesOnly) && id.Role != auth.Admin {
+			return fmt.Errorf("%s is %s, and %s tools may only ever be written or deleted by admins", id.Name, withArticle(id.Role), kind)
+		}
 	}
 	if id.Role != auth.Admin {
 		return fmt.Errorf("%s is %s: only admins may write or delete tools", id.Name, withArticle(id.Role))
@@ -264,7 +269,7 @@ func toolJSON(t *tools.Tool) map[string]any {
 // putTool writes a tool's file, for admins: the tool is checked as check
 // checks it, written into tools_dir, and served at once.
 func (s *Server) putTool(w http.ResponseWriter, r *http.Request, id auth.Identity) {
-	if err := mayWrite(id); err != nil {
+	if err := s.mayWrite(id); err != nil {
 		forbidden(w, err.Error())
 		return
 	}
@@ -292,7 +297,7 @@ func (s *Server) putTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		}
 		kinds = append(kinds, old.Def.Type())
 	}
-	if err := mayWrite(id, kinds...); err != nil {
+	if err := s.mayWrite(id, kinds...); err != nil {
 		forbidden(w, err.Error())
 		return
 	}
@@ -330,7 +335,7 @@ func (s *Server) putTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 // deleteTool removes a tool's file, for admins; the tool is no longer
 // served from then on.
 func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Identity) {
-	if err := mayWrite(id); err != nil {
+	if err := s.mayWrite(id); err != nil {
 		forbidden(w, err.Error())
 		return
 	}
@@ -353,7 +358,7 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Iden
 		writeError(w, http.StatusConflict, wire.CodeNotEditable, old.NotEditable)
 		return
 	}
-	if err := mayWrite(id, old.Def.Type()); err != nil {
+	if err := s.mayWrite(id, old.Def.Type()); err != nil {
 		forbidden(w, err.Error())
 		return
 	}
@@ -371,13 +376,27 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Iden
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// kindInfo is what kind said of itself in Describe; ok is false when no
+// plugin serves it.
+func (s *Server) kindInfo(kind string) (sdk.Info, bool) {
+	if s.opts.Kinds == nil {
+		return sdk.Info{}, false
+	}
+	return s.opts.Kinds(kind)
+}
+
+// runIsOpen says whether every signed-in role may read the run tables of
+// kind's tools (GET /api/v1/tools/{name}): a graph's wiring and a prompt's
+// text are what the web UI draws for everyone (sdk.Info.OpenRunTable);
+// other kinds' run tables are for admins.
+func (s *Server) runIsOpen(kind string) bool {
+	info, ok := s.kindInfo(kind)
+	return ok && info.OpenRunTable
+}
+
 // getTool gives a tool's definition, for the web UI's editor: as check
 // gives it (as served, when it is), where it is defined, whether the API
 // may change it, and, to those who may, the file's text.
-// runIsOpen are the kinds whose run tables every signed-in role may read
-// (GET /api/v1/tools/{name}): a graph's wiring and a prompt's text are what
-// the web UI draws for everyone; other kinds' run tables are for admins.
-var runIsOpen = map[string]bool{"graph": true, "prompt": true}
 
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	name, err := toolName(r)
@@ -402,7 +421,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		t.Run, _ = json.Marshal(f.Def.Run)
 		body["tool"], body["served"] = toolJSON(t), false
 	}
-	if kind := f.Def.Type(); id.Role != auth.Admin && !runIsOpen[kind] {
+	if kind := f.Def.Type(); id.Role != auth.Admin && !s.runIsOpen(kind) {
 		// An http tool's headers or a kind's settings may hold a secret
 		// written into the file; the drawings and prompts the editor shows
 		// to everyone hold none.
@@ -413,7 +432,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		body["not_editable"] = f.NotEditable
 	}
 	// The file's text, comments and all, is for those who may edit it.
-	if f.Text != "" && mayWrite(id, f.Def.Type()) == nil {
+	if f.Text != "" && s.mayWrite(id, f.Def.Type()) == nil {
 		body["toml"] = f.Text
 	}
 	writeJSON(w, http.StatusOK, body)

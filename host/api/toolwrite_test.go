@@ -11,6 +11,7 @@ import (
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk"
 )
 
 // fakeFiles are tool files in memory: what the API asks of the host's.
@@ -161,9 +162,27 @@ func TestToolWritesByRole(t *testing.T) {
 	}
 }
 
-// TestPythonToolsOnlyEverByAdmins: the rule for python tools stands on its
+// testKinds are the kinds of the test hosts' tools as their plugins
+// describe them: python's tools are code, only admins write them, and it
+// keeps sessions; graph's run tables are open to every role; a kind no
+// plugin serves is unknown.
+func testKinds(kind string) (sdk.Info, bool) {
+	switch kind {
+	case "python":
+		return sdk.Info{Kind: kind, AdminWritesOnly: true, SandboxRuns: true, ServesSessions: true}, true
+	case "graph":
+		return sdk.Info{Kind: kind, OpenRunTable: true}, true
+	case "fake", "http":
+		return sdk.Info{Kind: kind}, true
+	}
+	return sdk.Info{}, false
+}
+
+// TestPythonToolsOnlyEverByAdmins: the rule for a kind whose tools are
+// code (it says sdk.Info.AdminWritesOnly, as python does) stands on its
 // own, whatever the rule for the other kinds: writing one, or replacing
-// one with another kind, needs an admin.
+// one with another kind, needs an admin; so does a kind no plugin serves,
+// which can't say.
 func TestPythonToolsOnlyEverByAdmins(t *testing.T) {
 	for _, c := range []struct {
 		role  string
@@ -175,9 +194,10 @@ func TestPythonToolsOnlyEverByAdmins(t *testing.T) {
 		{auth.Viewer, []string{"python"}, false},
 		{auth.Admin, []string{"python"}, true},
 		{auth.Admin, []string{"fake", "python"}, true},
+		{auth.Editor, []string{"gone"}, false},
 	} {
-		err := mayWrite(auth.Identity{Name: "x", Role: c.role}, c.kinds...)
-		if (err == nil) != c.ok || (!c.ok && !strings.Contains(err.Error(), "python tools may only ever be written or deleted by admins")) {
+		err := (&Server{opts: Options{Kinds: testKinds}}).mayWrite(auth.Identity{Name: "x", Role: c.role}, c.kinds...)
+		if (err == nil) != c.ok || (!c.ok && !strings.Contains(err.Error(), c.kinds[len(c.kinds)-1]+" tools may only ever be written or deleted by admins")) {
 			t.Errorf("%s writing %v: %v", c.role, c.kinds, err)
 		}
 	}

@@ -43,6 +43,9 @@ func newTestHost(t testing.TB, opts Options) *testHost {
 	t.Helper()
 	h := apitest.Start(t, apitest.Setup{Kind: apitest.Kind{Stamp: true}, Tools: fakeTools(), Spill: 64 << 10}, func(reg *tools.Registry, d *runs.Dispatcher) *Server {
 		opts.Registry, opts.Dispatcher = reg, d
+		if opts.Kinds == nil {
+			opts.Kinds = testKinds
+		}
 		return New(opts)
 	})
 	return &testHost{srv: h.Srv, api: h.API, runs: h.Runs, url: "ws" + strings.TrimPrefix(h.Srv.URL, "http") + "/api/v1/ws"}

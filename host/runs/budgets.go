@@ -14,9 +14,6 @@ import (
 // BudgetWindow is the sliding window budgets are counted over.
 const BudgetWindow = time.Hour
 
-// SandboxKind is the kind whose runs count against a sandbox budget.
-const SandboxKind = "python"
-
 // Budget is what a principal may use per hour; 0 is no limit.
 type Budget struct {
 	RunsPerHour           int
@@ -49,6 +46,9 @@ type accounting struct {
 	ledger  Ledger
 	budgets Budgets
 	now     func() time.Time
+	// kinds says what each kind is: whose runs count against sandbox
+	// budgets (sdk.Info.SandboxRuns).
+	kinds KindInfo
 	// keep is how long an idempotency key holds; 0 is the dispatcher's
 	// keep time.
 	keep time.Duration
@@ -72,6 +72,36 @@ func (d *Dispatcher) SetBudgets(b Budgets) {
 	d.acct.mu.Lock()
 	defer d.acct.mu.Unlock()
 	d.acct.budgets = b
+}
+
+// KindInfo says what a kind said of itself in Describe; ok is false for a
+// kind no plugin serves.
+type KindInfo func(kind string) (info sdk.Info, ok bool)
+
+// SetKindInfo sets where the dispatcher reads what each kind is: whose runs
+// and checks count their seconds against sandbox_cpu_seconds_per_hour
+// (sdk.Info.SandboxRuns). Without it, no kind's do.
+func (d *Dispatcher) SetKindInfo(k KindInfo) {
+	d.acct.mu.Lock()
+	defer d.acct.mu.Unlock()
+	d.acct.kinds = k
+}
+
+// sandboxRuns says whether kind's runs are sandboxed code, whose seconds
+// count against a sandbox budget.
+func (d *Dispatcher) sandboxRuns(kind string) bool {
+	d.acct.mu.Lock()
+	kinds := d.acct.kinds
+	d.acct.mu.Unlock()
+	return kinds.sandboxRuns(kind)
+}
+
+func (k KindInfo) sandboxRuns(kind string) bool {
+	if k == nil {
+		return false
+	}
+	info, ok := k(kind)
+	return ok && info.SandboxRuns
 }
 
 // ledgerOf returns the ledger and the clock; called with acct.mu held.
@@ -109,6 +139,7 @@ func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what st
 	t := now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	sandboxed := a.kinds.sandboxRuns(tool.Kind)
 	if a.budgets != nil {
 		b := a.budgets(req.Principal)
 		if b.RunsPerHour > 0 || b.SandboxSecondsPerHour > 0 {
@@ -119,13 +150,13 @@ func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what st
 			if b.RunsPerHour > 0 && use.Runs >= b.RunsPerHour {
 				return budgetError(b.Who, "runs_per_hour", b.RunsSetting, fmt.Sprintf("%d runs of %d", use.Runs, b.RunsPerHour), use.OldestRun, t, what)
 			}
-			if b.SandboxSecondsPerHour > 0 && tool.Kind == SandboxKind && use.SandboxSeconds >= float64(b.SandboxSecondsPerHour) {
+			if b.SandboxSecondsPerHour > 0 && sandboxed && use.SandboxSeconds >= float64(b.SandboxSecondsPerHour) {
 				return budgetError(b.Who, "sandbox_cpu_seconds_per_hour", b.SecondsSetting,
 					fmt.Sprintf("%.1f sandbox seconds of %d", use.SandboxSeconds, b.SandboxSecondsPerHour), use.OldestSandbox, t, what)
 			}
 		}
 	}
-	e := UsageEntry{Run: id, Principal: req.Principal, Tool: tool.Name, Parent: req.Parent, Started: t, Sandbox: tool.Kind == SandboxKind}
+	e := UsageEntry{Run: id, Principal: req.Principal, Tool: tool.Name, Parent: req.Parent, Started: t, Sandbox: sandboxed}
 	if err := l.StartUsage(ctx, e); err != nil {
 		return fmt.Errorf("the run of %s can't be counted against its budgets: %w", req.Tool, err)
 	}
@@ -162,7 +193,7 @@ func (d *Dispatcher) ended(run *Run, tool *tools.Tool, end Event, began time.Tim
 	d.acct.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if tool.Kind == SandboxKind {
+	if d.sandboxRuns(tool.Kind) {
 		d.endUsage(run.ID, now().Sub(began).Seconds())
 	}
 	if run.IdempotencyKey != "" {

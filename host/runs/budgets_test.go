@@ -99,7 +99,7 @@ func acctDispatcher(t *testing.T, ledger Ledger, b Budget) (*Dispatcher, *acctKi
 			Params: []config.Param{{Name: "n", Kind: "integer"}, {Name: "s", Kind: "text"}}}
 		kind := "acct"
 		if name == "box" {
-			kind = SandboxKind
+			kind = "sandboxed"
 		}
 		list = append(list, &tools.Tool{Tool: def, Kind: kind, Run: json.RawMessage(`{"type":"acct"}`)})
 	}
@@ -107,6 +107,9 @@ func acctDispatcher(t *testing.T, ledger Ledger, b Budget) (*Dispatcher, *acctKi
 	clock := &budgetClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	k := &acctKind{clock: clock, gate: make(chan struct{}), calls: map[string]int{}}
 	d := NewDispatcher(reg, func(string) (Invoker, bool) { return k, true }, nil, time.Hour)
+	d.SetKindInfo(func(kind string) (sdk.Info, bool) {
+		return sdk.Info{Kind: kind, SandboxRuns: kind == "sandboxed"}, true
+	})
 	k.d = d
 	d.SetLedger(ledger, clock.now)
 	d.SetBudgets(func(p string) Budget {

@@ -41,7 +41,7 @@ func (d *Dispatcher) StartCheck(principal string, def config.Tool) (end func(), 
 	return func() {
 		once.Do(func() {
 			d.freePlace(principal)
-			if kind == SandboxKind {
+			if d.sandboxRuns(kind) {
 				d.endUsage(id, d.clock()().Sub(began).Seconds())
 			}
 		})

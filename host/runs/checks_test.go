@@ -17,7 +17,7 @@ import (
 func TestChecksAreMeteredLikeRuns(t *testing.T) {
 	d, _, clock := acctDispatcher(t, NewMemoryLedger(), Budget{SandboxSecondsPerHour: 5})
 	d.SetCallers(func(string) Caller { return Caller{MaxRunning: 1, Who: `the token "ed"`, Setting: "its max_running"} })
-	def := config.Tool{Name: "py", Run: map[string]any{"type": SandboxKind, "code": "print(1)"}}
+	def := config.Tool{Name: "py", Run: map[string]any{"type": "sandboxed", "code": "print(1)"}}
 	end, err := d.StartCheck("ed", def)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestAFloodPastMaxRunningWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := ledger.writes.Load()
-	def := config.Tool{Name: "py", Run: map[string]any{"type": SandboxKind, "code": "print(1)"}}
+	def := config.Tool{Name: "py", Run: map[string]any{"type": "sandboxed", "code": "print(1)"}}
 	for range 50 {
 		_, err := d.Start(Request{Tool: "count", Principal: "ed"})
 		refusedWith(t, err, wire.CodeTooManyRuns)

@@ -13,31 +13,37 @@ import (
 	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
-// Kind is the kind whose tools run in sessions: its run tables say so
-// with "session".
-const Kind = "python"
-
 // Language is what a session tool does in its sandbox, from its run
-// table's "session": "python", "bash", "files" or "file". ok is false for a
-// tool that runs in no session, and for a tool of another kind than Kind
-// (a third-party kind's "session" is its own business).
-func Language(run json.RawMessage) (lang string, ok bool) {
-	var r struct {
-		Type    string `json:"type"`
-		Session string `json:"session"`
-	}
-	if json.Unmarshal(run, &r) != nil || r.Type != Kind || r.Session == "" {
+// table's "session": "python", "bash", "files" or "file". kind is what the
+// tool's kind said of itself in Describe: ok is false for a tool that runs
+// in no session, and for a tool of a kind that keeps no conversation
+// sandboxes (sdk.Info.ServesSessions; its "session" is its own business).
+func Language(kind sdk.Info, run json.RawMessage) (lang string, ok bool) {
+	if !kind.ServesSessions {
 		return "", false
 	}
-	return r.Session, true
+	lang = sessionOf(run)
+	return lang, lang != ""
+}
+
+// sessionOf is the run table's "session", or "".
+func sessionOf(run json.RawMessage) string {
+	var r struct {
+		Session string `json:"session"`
+	}
+	if json.Unmarshal(run, &r) != nil {
+		return ""
+	}
+	return r.Session
 }
 
 // Admit is the host's check of a call before it runs (the dispatcher's
 // gate): a call of a session tool needs sessions served, a caller whose
 // role may use them, and a good session id. Other tools pass as they are.
-// The error is an *errcode.Error the caller reads.
-func (s *Service) Admit(principal, role, session, tool string, run json.RawMessage) error {
-	if _, ok := Language(run); !ok {
+// kind is what the tool's kind said of itself (see Language). The error is
+// an *errcode.Error the caller reads.
+func (s *Service) Admit(principal, role, session, tool string, kind sdk.Info, run json.RawMessage) error {
+	if _, ok := Language(kind, run); !ok {
 		return nil
 	}
 	if err := s.Ready(); err != nil {
@@ -64,7 +70,8 @@ type Invoker interface {
 // run goes on, and the plugin gets its backend id, its network and, for
 // packages, the egress proxy's URL with the session's credentials. When
 // the run ends it is added to the ledger. Calls of other tools pass
-// through unchanged: their Session stays the caller's string.
+// through unchanged: their Session stays the caller's string. inner is
+// the invoker of the kind that keeps the sessions.
 func (s *Service) Invoker(inner Invoker) Invoker { return &sessionInvoker{s: s, inner: inner} }
 
 type sessionInvoker struct {
@@ -73,8 +80,8 @@ type sessionInvoker struct {
 }
 
 func (w *sessionInvoker) Invoke(ctx context.Context, inv hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, error) {
-	lang, ok := Language(inv.Tool.Run)
-	if !ok {
+	lang := sessionOf(inv.Tool.Run)
+	if lang == "" {
 		return w.inner.Invoke(ctx, inv, onEvent)
 	}
 	s := w.s

@@ -382,8 +382,16 @@ func TestInvokerMapsSessionAndWritesLedger(t *testing.T) {
 	}
 }
 
+// kindOf is what the kind of a run table would say of itself: python keeps
+// conversation sandboxes, no other kind does.
+func kindOf(run json.RawMessage) sdk.Info {
+	var r struct{ Type string }
+	_ = json.Unmarshal(run, &r)
+	return sdk.Info{Kind: r.Type, ServesSessions: r.Type == "python"}
+}
+
 // TestAdmit: the gate of session tools: role, session named and good;
-// other tools pass.
+// other tools (of a kind that keeps no sessions, or run in none) pass.
 func TestAdmit(t *testing.T) {
 	f := newFixture(t)
 	py := json.RawMessage(`{"type":"python","session":"python"}`)
@@ -401,20 +409,20 @@ func TestAdmit(t *testing.T) {
 		{"editor", "a/b", json.RawMessage(`{"type":"http"}`), ""},
 		{"viewer", "", json.RawMessage(`{"type":"weather","session":"python"}`), ""},
 	} {
-		if got := code(f.svc.Admit("ed", tc.role, tc.session, "run_python", tc.run)); got != tc.want {
+		if got := code(f.svc.Admit("ed", tc.role, tc.session, "run_python", kindOf(tc.run), tc.run)); got != tc.want {
 			t.Errorf("%+v: %q", tc, got)
 		}
 	}
 	c := enabled()
 	c.Who = "admins"
 	f.svc.SetConfig(c, "/etc/toolhost.toml")
-	err := f.svc.Admit("ed", "editor", "c1", "run_python", py)
+	err := f.svc.Admit("ed", "editor", "c1", "run_python", kindOf(py), py)
 	if code(err) != wire.CodeForbidden || err.Error() != `ed is an editor, and conversation sandboxes are for admins only ([sessions] who = "admins")` {
 		t.Errorf("editor under who = admins: %v", err)
 	}
 	c.Enabled = false
 	f.svc.SetConfig(c, "/etc/toolhost.toml")
-	if err := f.svc.Admit("ad", "admin", "c1", "run_python", py); code(err) != wire.CodeUnsupported {
+	if err := f.svc.Admit("ad", "admin", "c1", "run_python", kindOf(py), py); code(err) != wire.CodeUnsupported {
 		t.Errorf("off: %v", err)
 	}
 }

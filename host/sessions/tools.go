@@ -7,14 +7,14 @@ import (
 // ToolSource is where the built-in session tools say they are defined.
 const ToolSource = "built in ([sessions] enabled)"
 
-// Tools are the built-in session tools, as tool definitions for the
-// python kind to check and serve: each runs in its caller's session, its
-// run table {"type": "python", "session": what it does}.
-func Tools() []config.Tool {
+// Tools are the built-in session tools, as tool definitions for kind (the
+// kind that keeps the sessions) to check and serve: each runs in its
+// caller's session, its run table {"type": kind, "session": what it does}.
+func Tools(kind string) []config.Tool {
 	tool := func(name, effect, lang, desc string, params ...config.Param) config.Tool {
 		return config.Tool{
 			Name: name, Description: desc, Effect: effect, Params: params,
-			Run:    map[string]any{"type": "python", "session": lang},
+			Run:    map[string]any{"type": kind, "session": lang},
 			Source: ToolSource,
 		}
 	}

@@ -31,7 +31,8 @@ var (
 )
 
 func (k *kind) Describe(context.Context) (sdk.Info, error) {
-	return sdk.Info{Kind: "graph", Version: version, RunSchema: json.RawMessage(runSchema), ConfigSchema: json.RawMessage(configSchema)}, nil
+	return sdk.Info{Kind: "graph", Version: version, RunSchema: json.RawMessage(runSchema), ConfigSchema: json.RawMessage(configSchema),
+		OpenRunTable: true}, nil
 }
 
 func (k *kind) Configure(_ context.Context, raw json.RawMessage) error {

@@ -53,7 +53,7 @@ type plan struct {
 }
 
 func (*kind) Describe(context.Context) (sdk.Info, error) {
-	return sdk.Info{Kind: "prompt", Version: version, RunSchema: json.RawMessage(runSchema)}, nil
+	return sdk.Info{Kind: "prompt", Version: version, RunSchema: json.RawMessage(runSchema), OpenRunTable: true}, nil
 }
 
 // Configure takes no settings: the model is the host's ([model]).

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolhost/toolhost/plugins/python/session"
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
-	"github.com/toolhost/toolhost/runsc/session"
 	"github.com/toolhost/toolhost/sdk"
 )
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/toolhost/toolhost/plugins/python/session"
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
-	"github.com/toolhost/toolhost/runsc/session"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
@@ -93,7 +93,8 @@ func (k *kind) Describe(context.Context) (sdk.Info, error) {
 		maxMem = defaultConfig().MaxMemoryMB
 	}
 	// A python tool with network = true reads the web: its runs bring outside text.
-	return sdk.Info{Kind: "python", Version: version, RunSchema: runSchema(maxMem), ConfigSchema: json.RawMessage(configSchema), OutsideTextWhen: "network"}, nil
+	return sdk.Info{Kind: "python", Version: version, RunSchema: runSchema(maxMem), ConfigSchema: json.RawMessage(configSchema), OutsideTextWhen: "network",
+		SandboxRuns: true, AdminWritesOnly: true}, nil
 }
 
 // Doctor checks, line by line, that this machine can run the kind's sandboxes with the [python]

@@ -12,13 +12,13 @@ import (
 
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/internal/closethen"
+	"github.com/toolhost/toolhost/plugins/python/session"
 	"github.com/toolhost/toolhost/runsc/sandbox"
-	"github.com/toolhost/toolhost/runsc/session"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
-// The kind keeps conversation sandboxes (sdk.SessionKeeper) with package runsc/session: one
+// The kind keeps conversation sandboxes (sdk.SessionKeeper) with package plugins/python/session: one
 // long-lived sandbox per session while it is used, on the kind's sandbox manager, its files on a
 // per-session image under [python] sessions_dir. The session manager is made when first
 // needed (the host's Sessions.Configure, a run, a file call), not at Configure: a kind that never

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolhost/toolhost/runsc/session"
+	"github.com/toolhost/toolhost/plugins/python/session"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )

@@ -42,6 +42,9 @@ func ToProtoDescribeResponse(info types.Info, versions []uint32) *pluginv1.Descr
 		ServesSessions:   info.ServesSessions,
 		OutsideText:      ToProtoOutsideText(info.OutsideText),
 		OutsideTextWhen:  info.OutsideTextWhen,
+		SandboxRuns:      info.SandboxRuns,
+		AdminWritesOnly:  info.AdminWritesOnly,
+		OpenRunTable:     info.OpenRunTable,
 	}
 }
 
@@ -52,6 +55,7 @@ func InfoFromProto(r *pluginv1.DescribeResponse) (types.Info, []uint32) {
 		Kind: r.GetKind(), Version: r.GetVersion(), RunSchema: json.RawMessage(r.GetRunSchema()),
 		WantsCatalog: r.GetWantsCatalog(), ServesSessions: r.GetServesSessions(),
 		OutsideText: OutsideTextFromProto(r.GetOutsideText()), OutsideTextWhen: r.GetOutsideTextWhen(),
+		SandboxRuns: r.GetSandboxRuns(), AdminWritesOnly: r.GetAdminWritesOnly(), OpenRunTable: r.GetOpenRunTable(),
 	}
 	if s := r.GetConfigSchema(); s != "" {
 		info.ConfigSchema = json.RawMessage(s)

@@ -43,6 +43,7 @@ func TestSDKValuesRoundTrip(t *testing.T) {
 			Kind: "http", Version: "1.2.3", RunSchema: json.RawMessage(`{"type":"object"}`),
 			ConfigSchema: json.RawMessage(`{"type":"object","properties":{}}`),
 			WantsCatalog: true, ServesSessions: true, OutsideText: types.OutsideTextAlways, OutsideTextWhen: "network",
+			SandboxRuns: true, AdminWritesOnly: true, OpenRunTable: true,
 		}, func(v any) any {
 			info, versions := InfoFromProto(ToProtoDescribeResponse(v.(types.Info), []uint32{1, 2, 3}))
 			if !reflect.DeepEqual(versions, []uint32{1, 2, 3}) {

@@ -175,8 +175,19 @@ type DescribeResponse struct {
 	// text when it is true (python's `network`). Read when outside_text is
 	// OUTSIDE_TEXT_NONE. Added with outside_text.
 	OutsideTextWhen string `protobuf:"bytes,9,opt,name=outside_text_when,json=outsideTextWhen,proto3" json:"outside_text_when,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The kind's runs are code in sandboxes on the host's machine: the host
+	// counts their seconds (and its checks') against a principal's
+	// sandbox_cpu_seconds_per_hour. Added in protocol 3, after its release:
+	// a plugin built before it leaves it false.
+	SandboxRuns bool `protobuf:"varint,10,opt,name=sandbox_runs,json=sandboxRuns,proto3" json:"sandbox_runs,omitempty"`
+	// Only admins may ever write or delete the kind's tools (they are code
+	// that runs on the host's machine). Added with sandbox_runs.
+	AdminWritesOnly bool `protobuf:"varint,11,opt,name=admin_writes_only,json=adminWritesOnly,proto3" json:"admin_writes_only,omitempty"`
+	// The kind's run tables hold no secrets: every signed-in role may read
+	// them. False keeps them for admins. Added with sandbox_runs.
+	OpenRunTable  bool `protobuf:"varint,12,opt,name=open_run_table,json=openRunTable,proto3" json:"open_run_table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -270,6 +281,27 @@ func (x *DescribeResponse) GetOutsideTextWhen() string {
 		return x.OutsideTextWhen
 	}
 	return ""
+}
+
+func (x *DescribeResponse) GetSandboxRuns() bool {
+	if x != nil {
+		return x.SandboxRuns
+	}
+	return false
+}
+
+func (x *DescribeResponse) GetAdminWritesOnly() bool {
+	if x != nil {
+		return x.AdminWritesOnly
+	}
+	return false
+}
+
+func (x *DescribeResponse) GetOpenRunTable() bool {
+	if x != nil {
+		return x.OpenRunTable
+	}
+	return false
 }
 
 type ConfigureRequest struct {
@@ -2791,7 +2823,7 @@ var File_v1_plugin_proto protoreflect.FileDescriptor
 const file_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x0fv1/plugin.proto\x12\x12toolhost.plugin.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xef\x02\n" +
+	"\x0fDescribeRequest\"\xe4\x03\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12+\n" +
 	"\x11protocol_versions\x18\x02 \x03(\rR\x10protocolVersions\x12\x18\n" +
@@ -2802,7 +2834,11 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\rwants_catalog\x18\x06 \x01(\bR\fwantsCatalog\x12'\n" +
 	"\x0fserves_sessions\x18\a \x01(\bR\x0eservesSessions\x12B\n" +
 	"\foutside_text\x18\b \x01(\x0e2\x1f.toolhost.plugin.v1.OutsideTextR\voutsideText\x12*\n" +
-	"\x11outside_text_when\x18\t \x01(\tR\x0foutsideTextWhen\"[\n" +
+	"\x11outside_text_when\x18\t \x01(\tR\x0foutsideTextWhen\x12!\n" +
+	"\fsandbox_runs\x18\n" +
+	" \x01(\bR\vsandboxRuns\x12*\n" +
+	"\x11admin_writes_only\x18\v \x01(\bR\x0fadminWritesOnly\x12$\n" +
+	"\x0eopen_run_table\x18\f \x01(\bR\fopenRunTable\"[\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
 	"configJson\x12&\n" +

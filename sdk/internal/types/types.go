@@ -48,6 +48,19 @@ type Info struct {
 	// bring outside text when true: a python tool with network = true
 	// reads the web. Read when OutsideText is OutsideTextNone.
 	OutsideTextWhen string
+	// SandboxRuns says the kind's runs are code in sandboxes on the host's
+	// machine: the seconds of its runs and checks count against a
+	// principal's sandbox_cpu_seconds_per_hour.
+	SandboxRuns bool
+	// AdminWritesOnly says only admins may ever write or delete the kind's
+	// tools (through the API or the web UI), whatever role may write
+	// others: its tools are code that runs on the host's machine.
+	AdminWritesOnly bool
+	// OpenRunTable says the kind's run tables hold no secrets: every
+	// signed-in role may read them (GET /api/v1/tools/{name}), as the web
+	// UI draws a graph's wiring or a prompt's text. The zero value keeps a
+	// run table (a header, a token, code) for admins.
+	OpenRunTable bool
 }
 
 // OutsideText says whether a kind's runs bring outside text to the

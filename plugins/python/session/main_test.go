@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(child())
 	}
 	code := func() int {
-		repo, _ := filepath.Abs("../..")
+		repo, _ := filepath.Abs("../../..")
 		env := sandboxtest.Find(repo, "the session tests")
 		testEnv.runsc, testEnv.rootfs, testEnv.skip = env.Runsc, env.Rootfs, env.Skip
 		if testEnv.skip != "" {
