@@ -132,6 +132,7 @@ func (d *Dispatcher) charge(id string, req Request, tool *tools.Tool) error {
 // chargeFor is charge; what names the refused work in its message ("the
 // call of send", "the check of send").
 func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what string) error {
+	sandboxed := d.sandboxRuns(tool.Kind) // asks the plugins: not under the budget lock
 	a := &d.acct
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -139,7 +140,6 @@ func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what st
 	t := now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sandboxed := a.kinds.sandboxRuns(tool.Kind)
 	if a.budgets != nil {
 		b := a.budgets(req.Principal)
 		if b.RunsPerHour > 0 || b.SandboxSecondsPerHour > 0 {
