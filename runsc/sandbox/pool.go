@@ -94,21 +94,21 @@ type poolShape struct {
 	// running counts the starts under way (past the Starts bound; the others queue for it);
 	// waiting counts the Gets waiting for one of those rather than starting one cold;
 	// readied is closed (and replaced) whenever a start ends, well or not.
-	running  int
-	waiting  int
-	readied  chan struct{}
-	inUse    int
-	peak     int
-	peakAt   time.Time
-	lastGet  time.Time
+	running int
+	waiting int
+	readied chan struct{}
+	inUse   int
+	peak    int
+	peakAt  time.Time
+	lastGet time.Time
 	// gap is the moving average of the time between Gets, not counting what the earlier one
 	// waited for its sandbox (lastWait: calls that wait for the refill would otherwise seem to
 	// come at the refill's pace); startTook is that of a start (for the pool). Together they
 	// say how many Gets come while one sandbox starts, which is how many must be ready for
 	// calls at that pace never to wait, however few run at once.
 	gap, startTook, lastWait time.Duration
-	failures int
-	retryAt  time.Time
+	failures                 int
+	retryAt                  time.Time
 
 	handedOut, cold, died, retired, startFailures uint64
 }
