@@ -205,7 +205,13 @@ func startHost(t testing.TB, spec hostSpec) *Host {
 // is that host restarted, with its state.
 func startHostIn(t testing.TB, dir, addr string, spec hostSpec) *Host {
 	t.Helper()
-	path := writeConfig(t, dir, addr, spec)
+	return serveConfig(t, dir, addr, writeConfig(t, dir, addr, spec), slow(60*time.Second))
+}
+
+// serveConfig starts `toolhost serve` with the config file at path, which listens on addr, and
+// waits up to wait for /healthz to answer. The host is stopped when the test ends.
+func serveConfig(t testing.TB, dir, addr, path string, wait time.Duration) *Host {
+	t.Helper()
 	h := &Host{Addr: addr, Dir: dir, done: make(chan struct{})}
 	h.cmd = exec.Command(bins.toolhost, "serve", "--config", path)
 	h.cmd.Stdout = lockedWriter{h}
@@ -216,7 +222,7 @@ func startHostIn(t testing.TB, dir, addr string, spec hostSpec) *Host {
 	}
 	go func() { _ = h.cmd.Wait(); close(h.done) }()
 	t.Cleanup(func() { h.Stop(t) })
-	deadline := time.Now().Add(slow(60 * time.Second))
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		select {
 		case <-h.done:

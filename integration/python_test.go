@@ -9,13 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,13 +20,12 @@ import (
 	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
-// pythonHost is a real toolhost serving python tools through the real python plugin, runsc and
-// rootfs (built by make build sandbox), with a sandbox prefix of its own.
+// pythonHost is a real toolhost (the harness's) serving python tools through the real python
+// plugin, runsc and rootfs (built by make build sandbox), with a sandbox prefix of its own and a
+// token of the editor role.
 type pythonHost struct {
+	*Host
 	url, token, prefix, stateDir, runscBin string
-	cmd                                    *exec.Cmd
-	log                                    *bytes.Buffer
-	exited                                 chan error
 }
 
 func pythonRepo(t testing.TB) string {
@@ -40,121 +36,48 @@ func pythonRepo(t testing.TB) string {
 	return repo
 }
 
-// startPythonHost builds toolhost and the python plugin, writes a config serving the tools in
-// tools (file name → TOML) and starts it.
+// startPythonHost starts a host serving the tools in tools (file name → TOML) with the python
+// kind.
 func startPythonHost(t testing.TB, tools map[string]string) *pythonHost {
 	t.Helper()
 	return startPythonHostPool(t, tools, -1)
 }
 
 // startPythonHostPool is startPythonHost with [python.pool] size = poolSize (the config's
-// default when negative).
+// default when negative). When the host has stopped, no sandbox of its prefix may be left.
 func startPythonHostPool(t testing.TB, tools map[string]string, poolSize int) *pythonHost {
 	t.Helper()
-	repo, runscBin, rootfs := sandboxBuild(t)
+	_, runscBin, rootfs := sandboxBuild(t)
 	dir := t.TempDir()
-	for _, b := range [][]string{
-		{"-o", filepath.Join(dir, "toolhost"), "./host/cmd/toolhost"},
-		{"-o", filepath.Join(dir, "plugins", "toolhost-plugin-python"), "./plugins/python"},
-	} {
-		cmd := exec.Command("go", append([]string{"build"}, b...)...)
-		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %v: %v\n%s", b, err, out)
-		}
-	}
-	plugin, err := os.ReadFile(filepath.Join(dir, "plugins", "toolhost-plugin-python"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pin := sha256.Sum256(plugin)
-	toolsDir := filepath.Join(dir, "tools")
-	if err := os.MkdirAll(toolsDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range tools {
-		if err := os.WriteFile(filepath.Join(toolsDir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	h := &pythonHost{url: "http://" + addr, token: hex.EncodeToString(b), prefix: "thit" + hex.EncodeToString(b[:2]) + "-",
-		stateDir: filepath.Join(dir, "state"), runscBin: runscBin, log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	h := &pythonHost{token: hex.EncodeToString(b), prefix: "thit" + hex.EncodeToString(b[:2]) + "-",
+		stateDir: filepath.Join(dir, "python-state"), runscBin: runscBin}
 	tokSum := sha256.Sum256([]byte(h.token))
-	cfg := fmt.Sprintf(`tools_dir = %q
-[server]
-listen = %q
-state_dir = %q
-[plugins]
-dir = %q
-start_timeout_seconds = 60
-[plugins.sha256]
-python = %q
-[python]
+	cfg := fmt.Sprintf(`[python]
 runsc = %q
 rootfs = %q
 state_dir = %q
 sandbox_prefix = %q
 work_mb = 64
+
 [[tokens]]
 name = "integration"
 sha256 = %q
 role = "editor"
-`, toolsDir, addr, filepath.Join(dir, "hoststate"), filepath.Join(dir, "plugins"), hex.EncodeToString(pin[:]), runscBin, rootfs, h.stateDir, h.prefix, hex.EncodeToString(tokSum[:]))
+`, runscBin, rootfs, h.stateDir, h.prefix, hex.EncodeToString(tokSum[:]))
 	if poolSize >= 0 {
-		cfg += fmt.Sprintf("[python.pool]\nsize = %d\nmax = 16\n", poolSize)
+		cfg += fmt.Sprintf("\n[python.pool]\nsize = %d\nmax = 16\n", poolSize)
 	}
-	cfgPath := filepath.Join(dir, "toolhost.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h.cmd = exec.Command(filepath.Join(dir, "toolhost"), "serve", "--config", cfgPath)
-	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
-	if err := h.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { h.exited <- h.cmd.Wait() }()
-	t.Cleanup(func() { h.stop(t) })
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if resp, err := http.Get(h.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case err := <-h.exited:
-			t.Fatalf("toolhost exited: %v\n%s", err, h.log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("toolhost isn't healthy after 90s:\n%s", h.log)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	// Registered before the host's own Stop, so it runs after it.
+	t.Cleanup(func() { h.assertNothingLeft(t) })
+	h.Host = startHostIn(t, dir, freePort(t), hostSpec{Config: cfg, Tools: tools})
+	h.url = h.URL("")
 	return h
 }
 
-// stop ends the host with SIGTERM and asserts that nothing of its sandboxes is left.
-func (h *pythonHost) stop(t testing.TB) {
-	if h.cmd.Process == nil || h.cmd.ProcessState != nil {
-		return
-	}
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.exited:
-	case <-time.After(time.Minute):
-		_ = h.cmd.Process.Kill()
-		t.Errorf("toolhost didn't stop within a minute of SIGTERM")
-	}
+// assertNothingLeft asserts that the stopped host left none of its sandboxes.
+func (h *pythonHost) assertNothingLeft(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: h.runscBin, Root: filepath.Join(h.stateDir, "runsc")})
@@ -235,7 +158,7 @@ func pythonToolsThroughTheHost(t *testing.T, pool int) {
 	status, out := h.call(t, "word_count", map[string]any{"text": "one two three"})
 	res, _ := json.Marshal(out["result"])
 	if status != http.StatusOK || string(res) != `{"words":3}` || out["printed"] != "counting" {
-		t.Fatalf("word_count = %d %v\n%s", status, out, h.log)
+		t.Fatalf("word_count = %d %v\n%s", status, out, h.Stderr())
 	}
 	status, out = h.call(t, "fork_bomb", map[string]any{})
 	e, _ := out["error"].(map[string]any)
@@ -272,5 +195,5 @@ func pythonToolsThroughTheHost(t *testing.T, pool int) {
 		}
 		t.Errorf("/metrics lacks %q:\n%s", want, strings.Join(lines, "\n"))
 	}
-	h.stop(t)
+	h.Stop(t)
 }

@@ -339,26 +339,14 @@ tool = "word_count"
 	return cfgPath, stateDir
 }
 
-// soakHost is the toolhost process of the soak test.
+// soakHost is the toolhost process of the soak test: the harness's, serving the soak's own
+// config file.
 type soakHost struct {
-	url    string
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	log    bytes.Buffer
-	exited chan struct{}
+	*Host
+	url string
 }
 
-func (h *soakHost) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.log.Write(p)
-}
-
-func (h *soakHost) logText() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.log.String()
-}
+func (h *soakHost) logText() string { return h.Stderr() }
 
 func (h *soakHost) count(s string) int { return strings.Count(h.logText(), s) }
 
@@ -377,41 +365,13 @@ func startSoakHost(t *testing.T, cfgPath string) *soakHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listen := regexp.MustCompile(`(?m)^listen = "(.*)"$`).FindSubmatch(cfg)
-	h := &soakHost{url: "http://" + string(listen[1]), exited: make(chan struct{})}
-	h.cmd = exec.Command(bins.toolhost, "serve", "--config", cfgPath)
-	h.cmd.Stdout, h.cmd.Stderr = h, h
-	if err := h.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = h.cmd.Wait(); close(h.exited) }()
+	listen := string(regexp.MustCompile(`(?m)^listen = "(.*)"$`).FindSubmatch(cfg)[1])
+	h := &soakHost{Host: serveConfig(t, filepath.Dir(cfgPath), listen, cfgPath, 2*time.Minute), url: "http://" + listen}
 	t.Cleanup(func() {
-		select {
-		case <-h.exited:
-		default:
-			_ = h.cmd.Process.Kill()
-			<-h.exited
-		}
 		if t.Failed() {
 			t.Logf("the host's log:\n%s", h.logText())
 		}
 	})
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(h.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case <-h.exited:
-			t.Fatalf("toolhost exited at start:\n%s", h.logText())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("toolhost isn't healthy after 2 minutes:\n%s", h.logText())
-		}
-	}
 	h.waitPoolReady(t, "python")
 	return h
 }
@@ -679,7 +639,7 @@ func (h *soakHost) stopAndAssertClean(t *testing.T, sweep sandbox.SweepOptions) 
 	}
 	// The host gives its parts 10 s to stop; 20 s is the grace an operator's systemd would allow.
 	select {
-	case <-h.exited:
+	case <-h.done:
 		t.Logf("the host exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the host did not exit within 20 s of SIGTERM:\n%s", h.logText())

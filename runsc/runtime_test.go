@@ -17,14 +17,14 @@ import (
 // delete; and a failing verb returns an *Error carrying runsc's stderr.
 func TestRuntimeVerbs(t *testing.T) {
 	t.Parallel()
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
 	rt := newRuntime()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	id, _ := sandbox.NewID(testEnv.prefix)
-	spec, err := sandbox.Spec(sandbox.BundleOptions{Rootfs: testEnv.rootfs, Args: []string{"/bin/sleep", "60"}, UID: 65534, GID: 65534,
+	id, _ := sandbox.NewID(testEnv.Prefix)
+	spec, err := sandbox.Spec(sandbox.BundleOptions{Rootfs: testEnv.Rootfs, Args: []string{"/bin/sleep", "60"}, UID: 65534, GID: 65534,
 		CgroupsPath: "/" + id, Limits: sandbox.Limits{MemoryBytes: 256 << 20, Pids: 256, CPUs: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestRuntimeVerbs(t *testing.T) {
 	t.Cleanup(func() {
 		// The cgroup runsc made goes with the sweep (TestMain asserts nothing is left).
 		_ = rt.Delete(context.Background(), id, &runsc.DeleteOpts{Force: true})
-		_ = sandbox.Sweep(context.Background(), sandbox.SweepOptions{Runtime: rt, Prefix: testEnv.prefix, StateDir: testEnv.stateDir})
+		_ = sandbox.Sweep(context.Background(), sandbox.SweepOptions{Runtime: rt, Prefix: testEnv.Prefix, StateDir: testEnv.Dir})
 	})
 	if err := rt.Create(ctx, id, bundle, nil); err != nil {
 		t.Fatal(err)

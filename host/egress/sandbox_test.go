@@ -32,42 +32,32 @@ import (
 
 // The end-to-end test runs real gVisor sandboxes (runsc and the rootfs of make sandbox, as root);
 // its sandboxes carry a prefix of their own, and TestMain asserts that none is left.
-var testEnv struct {
-	env              sandboxtest.Env
-	stateDir, prefix string
-}
+var testEnv sandboxtest.Setup
 
 func TestMain(m *testing.M) {
-	code := func() int {
-		repo, _ := filepath.Abs("../..")
-		testEnv.env = sandboxtest.Find(repo, "the egress proxy's sandbox test")
-		if testEnv.env.Skip != "" {
-			return m.Run()
-		}
-		dir, err := os.MkdirTemp("", "egress-test-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		testEnv.stateDir = dir
-		id, _ := sandbox.NewID("")
-		testEnv.prefix = "the" + id[:4] + "-"
-		code := m.Run()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.env.Runsc, Root: filepath.Join(dir, "runsc")})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		opts := sandbox.SweepOptions{Runtime: rt, Prefix: testEnv.prefix, StateDir: dir}
-		return max(code, sandboxtest.NothingLeft(ctx, "sandboxes", sandboxtest.Leftovers{
-			List:  func(ctx context.Context) ([]string, error) { return sandbox.Leftovers(ctx, opts) },
-			Sweep: func(ctx context.Context) error { return sandbox.Sweep(ctx, opts) },
-		}))
-	}()
-	os.Exit(code)
+	os.Exit(sandboxtest.Main(m, &testEnv, sandboxtest.MainOptions{Who: "the egress proxy's sandbox test", Prefix: "the", What: "sandboxes",
+		Leftovers: func(s sandboxtest.Setup) sandboxtest.Leftovers {
+			list := func(ctx context.Context) (sandbox.SweepOptions, error) {
+				rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: s.Runsc, Root: filepath.Join(s.Dir, "runsc")})
+				return sandbox.SweepOptions{Runtime: rt, Prefix: s.Prefix, StateDir: s.Dir}, err
+			}
+			return sandboxtest.Leftovers{
+				List: func(ctx context.Context) ([]string, error) {
+					opts, err := list(ctx)
+					if err != nil {
+						return nil, err
+					}
+					return sandbox.Leftovers(ctx, opts)
+				},
+				Sweep: func(ctx context.Context) error {
+					opts, err := list(ctx)
+					if err != nil {
+						return err
+					}
+					return sandbox.Sweep(ctx, opts)
+				},
+			}
+		}}))
 }
 
 // tinyWheel builds tinypkg-0.1-py3-none-any.whl: one pure-Python module.
@@ -156,8 +146,8 @@ func testCA(t *testing.T, names ...string) ([]byte, tls.Certificate) {
 // and a direct connection are refused, with the proxy's reason in pip's output and in the proxy's
 // log, with the session.
 func TestPipInstallsThroughTheProxyOnly(t *testing.T) {
-	if testEnv.env.Skip != "" {
-		t.Skip(testEnv.env.Skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
 	ctx := context.Background()
 	l := newLab(t)
@@ -191,12 +181,12 @@ func TestPipInstallsThroughTheProxyOnly(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = proxy.Close(context.Background()) })
 
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.env.Runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(testEnv.Dir, "runsc")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.env.Rootfs, StateDir: testEnv.stateDir,
-		Prefix: testEnv.prefix, Network: sandbox.NetworkOptions{OnlyTo: proxy.Addr()}})
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.Rootfs, StateDir: testEnv.Dir,
+		Prefix: testEnv.Prefix, Network: sandbox.NetworkOptions{OnlyTo: proxy.Addr()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func testCgroup(t *testing.T) (id string, pids, freezer string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := testEnv.prefix
+	prefix := testEnv.Prefix
 	if prefix == "" {
 		prefix = "thtcg-"
 	}

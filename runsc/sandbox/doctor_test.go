@@ -13,12 +13,12 @@ import (
 
 func TestDoctorPassesOnThisMachine(t *testing.T) {
 	t.Parallel()
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	checks := Doctor(ctx, DoctorOptions{Runsc: testEnv.runsc, Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir, Prefix: testEnv.prefix})
+	checks := Doctor(ctx, DoctorOptions{Runsc: testEnv.Runsc, Rootfs: testEnv.Rootfs, StateDir: testEnv.Dir, Prefix: testEnv.Prefix})
 	names := map[string]bool{}
 	for _, c := range checks {
 		names[c.Name] = true
@@ -39,11 +39,11 @@ func TestDoctorPassesOnThisMachine(t *testing.T) {
 
 func TestDoctorSaysHowToFix(t *testing.T) {
 	t.Parallel()
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
 	dir := t.TempDir()
-	checks := Doctor(context.Background(), DoctorOptions{Runsc: filepath.Join(dir, "runsc"), Rootfs: dir, StateDir: dir, Prefix: testEnv.prefix})
+	checks := Doctor(context.Background(), DoctorOptions{Runsc: filepath.Join(dir, "runsc"), Rootfs: dir, StateDir: dir, Prefix: testEnv.Prefix})
 	fails := map[string]Check{}
 	for _, c := range checks {
 		if !c.OK {
@@ -64,33 +64,33 @@ func TestDoctorSaysHowToFix(t *testing.T) {
 
 // hangingRunsc is a runsc that hangs ("sleep 3598") when asked to start a sandbox on platform.
 func hangingRunsc(t *testing.T, platform string) string {
-	return sandboxtest.HangingRunsc(t, testEnv.runsc, platform, 3598)
+	return sandboxtest.HangingRunsc(t, testEnv.Runsc, platform, 3598)
 }
 
 // TestPlatformCheckGivesUpOnAHangingPlatform: doctor's platform line gives up on a platform that
 // hangs after the probe's bound, names it and the platform that works, and leaves nothing.
 func TestPlatformCheckGivesUpOnAHangingPlatform(t *testing.T) {
 	t.Parallel()
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
 	suffix, _ := NewID("")
 	prefix := "thh" + suffix[:4] + "-"
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	c := PlatformCheck(ctx, DoctorOptions{Runsc: hangingRunsc(t, "kvm"), Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir,
+	c := PlatformCheck(ctx, DoctorOptions{Runsc: hangingRunsc(t, "kvm"), Rootfs: testEnv.Rootfs, StateDir: testEnv.Dir,
 		Platform: "kvm", Prefix: prefix})
 	t.Logf("after %v: %+v", time.Since(t0), c)
 	want := "the kvm platform did not start a sandbox within 15 s (it hangs on this machine); the systrap platform does"
 	if c.OK || ctx.Err() != nil || !strings.Contains(c.Detail, want) || c.Fix != `set [python] platform = "systrap"` {
 		t.Errorf("platform line = %+v; want %q", c, want)
 	}
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(testEnv.Dir, "runsc")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if left, err := Leftovers(ctx, SweepOptions{Runtime: rt, Prefix: prefix, StateDir: testEnv.stateDir}); err != nil || len(left) > 0 {
+	if left, err := Leftovers(ctx, SweepOptions{Runtime: rt, Prefix: prefix, StateDir: testEnv.Dir}); err != nil || len(left) > 0 {
 		t.Errorf("the probes left %v %v", left, err)
 	}
 }

@@ -27,15 +27,15 @@ func TestMeasureHeavyImports(t *testing.T) {
 	if os.Getenv("TOOLHOST_BENCH") != "1" {
 		t.Skip("set TOOLHOST_BENCH=1 to measure")
 	}
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
 	rootfs, _ := filepath.Abs(sandboxtest.EnvOr("TOOLHOST_ROOTFS_NUMPY", "../../build/rootfs-numpy"))
 	if !sandboxtest.Exists(filepath.Join(rootfs, "usr/lib/python3/dist-packages/numpy")) {
 		t.Skip("no numpy rootfs at " + rootfs + ": runsc/rootfs/build.sh build/rootfs-numpy python3-numpy")
 	}
 	base := newTestManager(t, NetworkOptions{})
-	m, err := NewManager(ManagerOptions{Runtime: base.opts.Runtime, Rootfs: rootfs, StateDir: testEnv.stateDir, Prefix: testEnv.prefix})
+	m, err := NewManager(ManagerOptions{Runtime: base.opts.Runtime, Rootfs: rootfs, StateDir: testEnv.Dir, Prefix: testEnv.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestMeasureHeavyImports(t *testing.T) {
 	prog := "import numpy, sys\nsys.stdout.write('ready\\n'); sys.stdout.flush()\nsys.stdin.readline()\nprint(int(numpy.arange(10).sum()), flush=True)\n"
 	dir := t.TempDir()
 	bundle := filepath.Join(dir, "bundle")
-	id, _ := NewID(testEnv.prefix)
+	id, _ := NewID(testEnv.Prefix)
 	spec, err := Spec(BundleOptions{Rootfs: rootfs, Args: []string{"/usr/bin/python3", "-I", "-B", "-c", prog},
 		UID: 65534, GID: 65534, Limits: lim, CgroupsPath: "/" + id})
 	if err != nil {
@@ -141,7 +141,7 @@ func TestMeasureHeavyImports(t *testing.T) {
 	goFile := filepath.Join(dir, "go")
 	_ = os.WriteFile(goFile, []byte("go\n"), 0o644)
 	for i := range n {
-		rid, _ := NewID(testEnv.prefix)
+		rid, _ := NewID(testEnv.Prefix)
 		spec.Linux.CgroupsPath = "/" + rid
 		if err := WriteBundle(bundle, spec); err != nil {
 			t.Fatal(err)

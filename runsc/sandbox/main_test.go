@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,58 +14,52 @@ import (
 // The tests run against the real runsc and rootfs built by make runsc rootfs, as root. Their
 // sandboxes carry a prefix of their own, and TestMain asserts that none of them is left.
 
-var testEnv struct {
-	runsc, rootfs, stateDir, prefix string
-	skip                            string
-}
+var testEnv sandboxtest.Setup
 
 func TestMain(m *testing.M) {
-	code := func() int {
-		repo, _ := filepath.Abs("../..")
-		env := sandboxtest.Find(repo, "the sandbox tests")
-		testEnv.runsc, testEnv.rootfs, testEnv.skip = env.Runsc, env.Rootfs, env.Skip
-		if testEnv.skip != "" {
-			return m.Run()
-		}
-		dir, err := os.MkdirTemp("", "runsc-test-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		testEnv.stateDir = dir
-		id, _ := NewID("")
-		testEnv.prefix = "tht" + id[:4] + "-"
-		code := m.Run()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(dir, "runsc")})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		opts := SweepOptions{Runtime: rt, Prefix: testEnv.prefix, StateDir: dir}
-		return max(code, sandboxtest.NothingLeft(ctx, "sandboxes", sandboxtest.Leftovers{
-			List:  func(ctx context.Context) ([]string, error) { return Leftovers(ctx, opts) },
-			Sweep: func(ctx context.Context) error { return Sweep(ctx, opts) },
-		}))
-	}()
-	os.Exit(code)
+	os.Exit(sandboxtest.Main(m, &testEnv, sandboxtest.MainOptions{Who: "the sandbox tests", Prefix: "tht", What: "sandboxes",
+		Leftovers: func(s sandboxtest.Setup) sandboxtest.Leftovers {
+			return sandboxtest.Leftovers{
+				List: func(ctx context.Context) ([]string, error) {
+					opts, err := testSweepOptions(s)
+					if err != nil {
+						return nil, err
+					}
+					return Leftovers(ctx, opts)
+				},
+				Sweep: func(ctx context.Context) error {
+					opts, err := testSweepOptions(s)
+					if err != nil {
+						return err
+					}
+					return Sweep(ctx, opts)
+				},
+			}
+		}}))
+}
+
+// testSweepOptions are the sweep's options for the tests' sandboxes.
+func testSweepOptions(s sandboxtest.Setup) (SweepOptions, error) {
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: s.Runsc, Root: filepath.Join(s.Dir, "runsc")})
+	if err != nil {
+		return SweepOptions{}, err
+	}
+	return SweepOptions{Runtime: rt, Prefix: s.Prefix, StateDir: s.Dir}, nil
 }
 
 // newTestManager returns a manager on the test state folder; its sandboxes are closed when the
 // test ends.
 func newTestManager(t *testing.T, netOpts NetworkOptions) *Manager {
 	t.Helper()
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(testEnv.Dir, "runsc")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewManager(ManagerOptions{Runtime: rt, Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir,
-		Prefix: testEnv.prefix, Network: netOpts})
+	m, err := NewManager(ManagerOptions{Runtime: rt, Rootfs: testEnv.Rootfs, StateDir: testEnv.Dir,
+		Prefix: testEnv.Prefix, Network: netOpts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,8 +199,8 @@ func runInOwnNetns(t *testing.T) (parent bool) {
 		}
 		return false
 	}
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v", "-test.timeout=8m")
 	cmd.Env = append(os.Environ(), inOwnNetnsEnv+"=1")

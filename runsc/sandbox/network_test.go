@@ -327,7 +327,7 @@ func TestNetworkForwardingOnlyForSandboxes(t *testing.T) {
 	setSysctl(t, filepath.Join(ipv4Conf, "thfwdwason", "forwarding"), "1")
 	before = forwardingSettings(t)
 	newNet := func() *sandboxNet {
-		id, err := NewID(testEnv.prefix)
+		id, err := NewID(testEnv.Prefix)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,11 +15,11 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 	base := newTestManager(t, NetworkOptions{})
 	suffix, _ := NewID("")
 	prefix := "thf" + suffix[:4] + "-" // a prefix of its own: other tests' sandboxes don't count
-	m, err := NewManager(ManagerOptions{Runtime: base.opts.Runtime, Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir, Prefix: prefix})
+	m, err := NewManager(ManagerOptions{Runtime: base.opts.Runtime, Rootfs: testEnv.Rootfs, StateDir: testEnv.Dir, Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := SweepOptions{Runtime: base.opts.Runtime, Prefix: prefix, StateDir: testEnv.stateDir}
+	opts := SweepOptions{Runtime: base.opts.Runtime, Prefix: prefix, StateDir: testEnv.Dir}
 	t.Cleanup(func() { _ = Sweep(context.Background(), opts) })
 	// m holds its instance lock for as long as it lives: closed when the
 	// test ends, not when the garbage collector finds m unused after Start

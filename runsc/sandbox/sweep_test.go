@@ -19,19 +19,19 @@ import (
 func TestSweepRemovesLeftovers(t *testing.T) {
 	t.Parallel()
 	other := newTestManager(t, NetworkOptions{}) // the tests' usual prefix: must survive the sweep
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	suffix, _ := NewID("")
 	prefix := "ths" + suffix[:4] + "-"
 	rt := other.opts.Runtime
-	crashed, err := NewManager(ManagerOptions{Runtime: rt, Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir, Prefix: prefix})
+	crashed, err := NewManager(ManagerOptions{Runtime: rt, Rootfs: testEnv.Rootfs, StateDir: testEnv.Dir, Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweepOpts := SweepOptions{Runtime: rt, Prefix: prefix, StateDir: testEnv.stateDir}
+	sweepOpts := SweepOptions{Runtime: rt, Prefix: prefix, StateDir: testEnv.Dir}
 	t.Cleanup(func() { _ = Sweep(context.Background(), sweepOpts) })
 
 	keep, err := other.Start(ctx, Options{Args: []string{"/bin/sleep", "60"}, Limits: testLimits()})
@@ -60,7 +60,7 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 			t.Fatalf("%v: %v %s", c, err, out)
 		}
 	}
-	if err := mountWork(filepath.Join(sandboxesDir(testEnv.stateDir), stray, "work"), 1<<20, 16, 0, 0); err != nil {
+	if err := mountWork(filepath.Join(sandboxesDir(testEnv.Dir), stray, "work"), 1<<20, 16, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -101,21 +101,21 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 // live one's sandboxes run on, the dead one's go, network and lock file included.
 func TestSweepSparesLiveInstances(t *testing.T) {
 	t.Parallel()
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	suffix, _ := NewID("")
 	prefix := "thi" + suffix[:4] + "-"
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(testEnv.stateDir, "runsc")})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(testEnv.Dir, "runsc")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweepOpts := SweepOptions{Runtime: rt, Prefix: prefix, StateDir: testEnv.stateDir}
+	sweepOpts := SweepOptions{Runtime: rt, Prefix: prefix, StateDir: testEnv.Dir}
 	t.Cleanup(func() { _ = Sweep(context.Background(), sweepOpts) })
 	manager := func() *Manager {
-		m, err := NewManager(ManagerOptions{Runtime: rt, Rootfs: testEnv.rootfs, StateDir: testEnv.stateDir, Prefix: prefix})
+		m, err := NewManager(ManagerOptions{Runtime: rt, Rootfs: testEnv.Rootfs, StateDir: testEnv.Dir, Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,17 +1,21 @@
 // Package sandboxtest holds what the tests that run real sandboxes share:
-// finding the runsc and rootfs that make runsc rootfs built, checking the
-// tests left nothing behind, and a runsc that hangs on one platform.
+// their TestMain (Main: finding the runsc and rootfs that make runsc rootfs
+// built, a folder and a name prefix of their own, checking the tests left
+// nothing behind), and a runsc that hangs on one platform.
 //
 // It does not import runsc/sandbox, whose own tests use it.
 package sandboxtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // Env is where the tests' runsc and rootfs are, and why the tests skip.
@@ -103,4 +107,77 @@ exec ` + realRunsc + ` "$@"
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Setup is where one package's sandbox tests run: runsc and the rootfs (or why the tests skip),
+// a folder of their own (Dir: state and scratch, removed at the end) and the prefix of their
+// sandboxes' names, so that what they leave can be told from everyone else's.
+type Setup struct {
+	Env
+	Dir, Prefix string
+}
+
+// MainOptions say what Main needs of one package.
+type MainOptions struct {
+	// Who names the tests in a skip ("the sandbox tests").
+	Who string
+	// Prefix starts the tests' sandbox names (3 letters, e.g. "tht"); Main adds 4 random hex
+	// digits and "-", so that two runs at once don't take each other's sandboxes for their own.
+	Prefix string
+	// What names what Leftovers lists, in the message when some is left ("sandboxes").
+	What string
+	// Leftovers lists (and sweeps) what the tests left under the setup; nil checks nothing.
+	Leftovers func(Setup) Leftovers
+}
+
+// Main runs one package's sandbox tests (its TestMain calls it) and returns the exit code. It
+// finds runsc and the rootfs below the repository (Find), and when the tests can run, makes
+// their folder and prefix, puts them in *s for the tests to read, runs the tests and checks that
+// nothing is left (NothingLeft). When they can't, s.Skip says why and the tests run to skip.
+func Main(m *testing.M, s *Setup, opts MainOptions) int {
+	repo, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s.Env = Find(repo, opts.Who)
+	if s.Skip != "" {
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", opts.Prefix+"-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	var id [2]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s.Dir, s.Prefix = dir, opts.Prefix+hex.EncodeToString(id[:])+"-"
+	code := m.Run()
+	if opts.Leftovers == nil {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return max(code, NothingLeft(ctx, opts.What, opts.Leftovers(*s)))
+}
+
+// repoRoot is the folder of go.mod at or above the working folder (a package's tests run in
+// the package's folder).
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if Exists(filepath.Join(d, "go.mod")) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod at or above %s: the sandbox tests run inside the repository", dir)
+		}
+	}
 }

@@ -126,8 +126,8 @@ func TestKilledHostLeavesNoOrphan(t *testing.T) {
 	ctx := context.Background()
 	id := testID("killed")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "STATE="+ts.state, "DIR="+ts.dir, "RUNSC="+testEnv.runsc,
-		"ROOTFS="+testEnv.rootfs, "PREFIX="+testEnv.prefix, "SESSION="+id)
+	cmd.Env = append(os.Environ(), childEnv+"=1", "STATE="+ts.state, "DIR="+ts.dir, "RUNSC="+testEnv.Runsc,
+		"ROOTFS="+testEnv.Rootfs, "PREFIX="+testEnv.Prefix, "SESSION="+id)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -146,11 +146,11 @@ func TestKilledHostLeavesNoOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(ts.state, "runsc")})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(ts.state, "runsc")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweep := sandbox.SweepOptions{Runtime: rt, Prefix: testEnv.prefix, StateDir: ts.state}
+	sweep := sandbox.SweepOptions{Runtime: rt, Prefix: testEnv.Prefix, StateDir: ts.state}
 	if left, _ := sandbox.Leftovers(ctx, sweep); len(left) == 0 {
 		t.Fatalf("the killed host left no sandbox: the test kills too late")
 	}

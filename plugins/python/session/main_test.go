@@ -20,10 +20,7 @@ import (
 // mounts. Everything carries a prefix and a folder of the tests' own; TestMain asserts that no
 // sandbox, mount or loop device of theirs is left.
 
-var testEnv struct {
-	runsc, rootfs, root, prefix string
-	skip                        string
-}
+var testEnv sandboxtest.Setup
 
 // childEnv names the variable that makes the test binary a host to kill (TestKilledHost…).
 const childEnv = "TOOLHOST_SESSION_TEST_CHILD"
@@ -32,42 +29,30 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(child())
 	}
-	code := func() int {
-		repo, _ := filepath.Abs("../../..")
-		env := sandboxtest.Find(repo, "the session tests")
-		testEnv.runsc, testEnv.rootfs, testEnv.skip = env.Runsc, env.Rootfs, env.Skip
-		if testEnv.skip != "" {
-			return m.Run()
-		}
-		dir, err := os.MkdirTemp("", "session-test-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		testEnv.root = dir
-		id, _ := sandbox.NewID("")
-		testEnv.prefix = "ths" + id[:4] + "-"
-		code := m.Run()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(dir, "state", "runsc")})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		opts := sandbox.SweepOptions{Runtime: rt, Prefix: testEnv.prefix, StateDir: filepath.Join(dir, "state")}
-		code = max(code, sandboxtest.NothingLeft(ctx, "sandboxes", sandboxtest.Leftovers{
-			List:  func(ctx context.Context) ([]string, error) { return sandbox.Leftovers(ctx, opts) },
-			Sweep: func(ctx context.Context) error { return sandbox.Sweep(ctx, opts) },
-		}))
-		if left := hostLeftovers(dir); len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "the tests left mounts or loop devices behind:\n  %v\n", left)
-			code = max(code, 1)
-		}
-		return code
-	}()
-	os.Exit(code)
+	os.Exit(sandboxtest.Main(m, &testEnv, sandboxtest.MainOptions{Who: "the session tests", Prefix: "ths", What: "sandboxes, mounts or loop devices",
+		Leftovers: func(s sandboxtest.Setup) sandboxtest.Leftovers {
+			sweep := func() (sandbox.SweepOptions, error) {
+				rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: s.Runsc, Root: filepath.Join(s.Dir, "state", "runsc")})
+				return sandbox.SweepOptions{Runtime: rt, Prefix: s.Prefix, StateDir: filepath.Join(s.Dir, "state")}, err
+			}
+			return sandboxtest.Leftovers{
+				List: func(ctx context.Context) ([]string, error) {
+					opts, err := sweep()
+					if err != nil {
+						return nil, err
+					}
+					left, err := sandbox.Leftovers(ctx, opts)
+					return append(left, hostLeftovers(s.Dir)...), err
+				},
+				Sweep: func(ctx context.Context) error {
+					opts, err := sweep()
+					if err != nil {
+						return err
+					}
+					return sandbox.Sweep(ctx, opts)
+				},
+			}
+		}}))
 }
 
 // hostLeftovers lists the mounts below dir and the loop devices on files below it.
@@ -95,25 +80,25 @@ type testSetup struct {
 
 func newSetup(t *testing.T) testSetup {
 	t.Helper()
-	if testEnv.skip != "" {
-		t.Skip(testEnv.skip)
+	if testEnv.Skip != "" {
+		t.Skip(testEnv.Skip)
 	}
-	d, err := os.MkdirTemp(testEnv.root, "t-")
+	d, err := os.MkdirTemp(testEnv.Dir, "t-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testSetup{state: filepath.Join(testEnv.root, "state"), dir: filepath.Join(d, "sessions")}
+	return testSetup{state: filepath.Join(testEnv.Dir, "state"), dir: filepath.Join(d, "sessions")}
 }
 
 // sandboxes makes a sandbox manager of the tests' prefix (a new instance, as a new process
 // would have).
 func (ts testSetup) sandboxes(t testing.TB) *sandbox.Manager {
 	t.Helper()
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(ts.state, "runsc")})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(ts.state, "runsc")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sm, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.rootfs, StateDir: ts.state, Prefix: testEnv.prefix})
+	sm, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.Rootfs, StateDir: ts.state, Prefix: testEnv.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +180,13 @@ func runOK(t *testing.T, m *Manager, id, lang, code string) (Result, string, str
 func child() int {
 	var ts testSetup
 	ts.state, ts.dir = os.Getenv("STATE"), os.Getenv("DIR")
-	testEnv.runsc, testEnv.rootfs, testEnv.prefix = os.Getenv("RUNSC"), os.Getenv("ROOTFS"), os.Getenv("PREFIX")
+	testEnv.Runsc, testEnv.Rootfs, testEnv.Prefix = os.Getenv("RUNSC"), os.Getenv("ROOTFS"), os.Getenv("PREFIX")
 	fail := func(err error) int { fmt.Println("child:", err); return 1 }
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.runsc, Root: filepath.Join(ts.state, "runsc")})
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(ts.state, "runsc")})
 	if err != nil {
 		return fail(err)
 	}
-	sm, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.rootfs, StateDir: ts.state, Prefix: testEnv.prefix})
+	sm, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.Rootfs, StateDir: ts.state, Prefix: testEnv.Prefix})
 	if err != nil {
 		return fail(err)
 	}
