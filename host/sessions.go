@@ -152,7 +152,7 @@ func (hs *hostSessions) start(ctx context.Context) {
 	}
 	cfg := hs.h.config()
 	hs.startProxy(ctx, cfg)
-	if err := b.Configure(ctx, hs.svc.BackendConfig()); err != nil {
+	if err := b.ConfigureSessions(ctx, hs.svc.BackendConfig()); err != nil {
 		fail(fmt.Sprintf("the %s kind refused the [sessions] limits: %v", p.Info().Kind, err))
 		return
 	}
@@ -245,7 +245,7 @@ func (hs *hostSessions) reload(ctx context.Context, cfg *config.Config) {
 		return
 	}
 	if b := hs.backend(); b != nil {
-		if err := b.Configure(ctx, hs.svc.BackendConfig()); err != nil {
+		if err := b.ConfigureSessions(ctx, hs.svc.BackendConfig()); err != nil {
 			hs.h.log.Error("the sessions kind refused the new [sessions] limits; the earlier ones hold", "error", err)
 		}
 	}
@@ -354,7 +354,7 @@ func (b *pluginBackend) Prepare(ctx context.Context) error {
 	if same {
 		return nil
 	}
-	if err := b.Configure(ctx, b.hs.svc.BackendConfig()); err != nil {
+	if err := b.ConfigureSessions(ctx, b.hs.svc.BackendConfig()); err != nil {
 		return err
 	}
 	if _, err := b.hs.svc.Reconcile(ctx); err != nil {
@@ -363,13 +363,13 @@ func (b *pluginBackend) Prepare(ctx context.Context) error {
 	return nil
 }
 
-func (b *pluginBackend) Configure(ctx context.Context, cfg sessions.Config) error {
+func (b *pluginBackend) ConfigureSessions(ctx context.Context, cfg sessions.Config) error {
 	restarts := b.p.Restarts()
 	c, err := b.client(ctx)
 	if err != nil {
 		return err
 	}
-	if err := c.Configure(ctx, cfg); err != nil {
+	if err := c.ConfigureSessions(ctx, cfg); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -410,20 +410,20 @@ func (b *pluginBackend) RemoveFile(ctx context.Context, id, path string) error {
 	return c.RemoveFile(ctx, id, path)
 }
 
-func (b *pluginBackend) Stop(ctx context.Context, id string) error {
+func (b *pluginBackend) StopSession(ctx context.Context, id string) error {
 	c, err := b.client(ctx)
 	if err != nil {
 		return err
 	}
-	return c.Stop(ctx, id)
+	return c.StopSession(ctx, id)
 }
 
-func (b *pluginBackend) Delete(ctx context.Context, id string) error {
+func (b *pluginBackend) DeleteSession(ctx context.Context, id string) error {
 	c, err := b.client(ctx)
 	if err != nil {
 		return err
 	}
-	return c.Delete(ctx, id)
+	return c.DeleteSession(ctx, id)
 }
 
 func (b *pluginBackend) Reconcile(ctx context.Context, keep []string) ([]string, error) {

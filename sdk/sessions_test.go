@@ -195,7 +195,7 @@ func TestSessionsEveryCall(t *testing.T) {
 	}
 	want := sdk.SessionsConfig{DiskMB: 1024, MemoryMB: 512, Pids: 128, IdleMinutes: 15, Seconds: 60,
 		ProxyAddr: netip.MustParseAddrPort("10.200.0.1:3128")}
-	if err := s.Configure(ctx, want); err != nil {
+	if err := s.ConfigureSessions(ctx, want); err != nil {
 		t.Fatal(err)
 	}
 	if k.cfg != want {
@@ -232,14 +232,14 @@ func TestSessionsEveryCall(t *testing.T) {
 	if _, ok := k.files[sessA]["empty"]; ok {
 		t.Errorf("RemoveFile left the file")
 	}
-	if err := s.Stop(ctx, sessA); err != nil || !slices.Equal(k.stopped, []string{sessA}) {
+	if err := s.StopSession(ctx, sessA); err != nil || !slices.Equal(k.stopped, []string{sessA}) {
 		t.Fatalf("Stop = %v; the keeper stopped %v", err, k.stopped)
 	}
 	removed, err := s.Reconcile(ctx, []string{sessA})
 	if err != nil || !slices.Equal(removed, []string{sessB}) {
 		t.Fatalf("Reconcile = %v, %v; want [%s]", removed, err, sessB)
 	}
-	if err := s.Delete(ctx, sessA); err != nil || k.files[sessA] != nil {
+	if err := s.DeleteSession(ctx, sessA); err != nil || k.files[sessA] != nil {
 		t.Fatalf("Delete = %v; files left %v", err, k.files[sessA])
 	}
 	if removed, err := s.Reconcile(ctx, nil); err != nil || len(removed) != 0 {
@@ -286,7 +286,7 @@ func TestSessionsErrorsKeepTheirCodes(t *testing.T) {
 	coded("write absolute", err, errcode.BadPath, `"/etc/passwd" leaves the workspace: name a file inside it, like "data/in.csv"`)
 	_, err = s.ReadFile(ctx, sessA, "big.bin", 999)
 	coded("read too large", err, errcode.TooLarge, "big.bin is 1000 bytes, more than the 999 asked for")
-	err = s.Configure(ctx, sdk.SessionsConfig{DiskMB: 5000})
+	err = s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 5000})
 	coded("configure", err, errcode.BadArgs, "a workspace of 5000 MiB is larger than this machine allows")
 
 	// A writer past the disk: the keeper stops reading and says so, the

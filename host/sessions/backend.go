@@ -20,7 +20,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"regexp"
 
 	"github.com/toolhost/toolhost/client/wire"
@@ -38,28 +37,12 @@ type Config = sdk.SessionsConfig
 type File = sdk.SessionFile
 
 // Backend keeps the sandboxes and workspaces of sessions, each named by its
-// backend id. Its errors the user reads are *errcode.Error: not_found (no
-// such file, or no such session), bad_path, too_large, disk_full.
-type Backend interface {
-	// Configure sets the sandboxes' limits; called at start and after a
-	// reload.
-	Configure(ctx context.Context, cfg Config) error
-	ListFiles(ctx context.Context, id string) ([]File, error)
-	// OpenFile opens a file to read, and says its size (-1: not known);
-	// larger than max bytes is too_large. The reader holds a chunk at most,
-	// fails past max bytes, and must be closed.
-	OpenFile(ctx context.Context, id, path string, max int64) (io.ReadCloser, int64, error)
-	// WriteFile writes r to a file, making its folders.
-	WriteFile(ctx context.Context, id, path string, r io.Reader) (File, error)
-	RemoveFile(ctx context.Context, id, path string) error
-	// Stop stops a session's sandbox; its files stay.
-	Stop(ctx context.Context, id string) error
-	// Delete removes a session's sandbox and files.
-	Delete(ctx context.Context, id string) error
-	// Reconcile, at start: stop every sandbox, keep the workspaces of the
-	// ids in keep, delete the others and return their ids.
-	Reconcile(ctx context.Context, keep []string) (removed []string, err error)
-}
+// backend id. It is the SDK's SessionKeeper, the one interface on both sides
+// of the plugin protocol: a kind implements it, the protocol's client
+// (hostside.SessionsClient) is one, and so is a backend in memory for tests.
+// Its errors the user reads are *errcode.Error: not_found (no such file, or
+// no such session), bad_path, too_large, disk_full.
+type Backend = sdk.SessionKeeper
 
 // Preparer is a Backend that has something to do before a run or a file
 // operation (e.g. configure again a plugin that was restarted).

@@ -348,7 +348,7 @@ func (s *Service) SetNetwork(ctx context.Context, principal, session, network st
 	// see a file that comes after the switch. Its files stay; the next run
 	// starts a new sandbox. Stopped even when the network is the same, so a
 	// call again after a failed stop stops it.
-	if err := b.Stop(ctx, se.Backend); err != nil {
+	if err := b.StopSession(ctx, se.Backend); err != nil {
 		return Session{}, fmt.Errorf("the session's network is now %q, but its running sandbox, which still has the old one, could not be stopped: %w; call again to stop it", network, err)
 	}
 	se.Network = network
@@ -368,7 +368,7 @@ func (s *Service) Stop(ctx context.Context, principal, session string) error {
 		return err
 	}
 	defer release()
-	if err := b.Stop(ctx, se.Backend); err != nil && !errcode.Has(err, wire.CodeNotFound) {
+	if err := b.StopSession(ctx, se.Backend); err != nil && !errcode.Has(err, wire.CodeNotFound) {
 		return fmt.Errorf("the sandbox of the session %q could not be stopped: %w; its files are kept", session, err)
 	}
 	s.log.Info("session sandbox stopped", "session", describe(se))
@@ -412,7 +412,7 @@ func (s *Service) remove(ctx context.Context, st *Store, b Backend, se Session) 
 		delete(s.deleting, se.Backend)
 		s.mu.Unlock()
 	}()
-	if err := b.Delete(ctx, se.Backend); err != nil && !errcode.Has(err, wire.CodeNotFound) {
+	if err := b.DeleteSession(ctx, se.Backend); err != nil && !errcode.Has(err, wire.CodeNotFound) {
 		return fmt.Errorf("the session %q can't be deleted: %w", se.ID, err)
 	}
 	return st.Delete(ctx, se.Principal, se.ID)

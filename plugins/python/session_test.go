@@ -77,7 +77,7 @@ func sessionKindWith(t *testing.T, pool map[string]any, opts kindOptions) (*kind
 		t.Fatal(err)
 	}
 	s := c.Sessions("python")
-	if err := s.Configure(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, IdleMinutes: 15, Seconds: 60}); err != nil {
+	if err := s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, IdleMinutes: 15, Seconds: 60}); err != nil {
 		t.Fatal(err)
 	}
 	return k, c, s
@@ -214,14 +214,14 @@ func TestSessionRunsKeepTheirFiles(t *testing.T) {
 	}
 
 	// Stopped, the session keeps its files; deleted, they are gone.
-	if err := s.Stop(ctx, id); err != nil {
+	if err := s.StopSession(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	res = ranResult(t, callIn(t, c, id, py, map[string]any{"code": "print(open('out/data.txt').read(), end='')"}, nil))
 	if res.Stdout != "kept across runs\n" {
 		t.Fatalf("after a stop the run read %+v", res)
 	}
-	if err := s.Delete(ctx, id); err != nil {
+	if err := s.DeleteSession(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ReadFile(ctx, id, "out/data.txt", 0); errcode.Code(err) != errcode.NotFound {
@@ -318,7 +318,7 @@ func TestSessionLimits(t *testing.T) {
 	_, c, s := sessionKind(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.Configure(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 2}); err != nil {
+	if err := s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 2}); err != nil {
 		t.Fatal(err)
 	}
 	id := newSessionID()
@@ -327,7 +327,7 @@ func TestSessionLimits(t *testing.T) {
 	if res.Stopped != "timeout" || res.Stdout != "start\n" || !strings.Contains(res.Message, "2 seconds") {
 		t.Errorf("a run past its time: %+v", res)
 	}
-	if err := s.Configure(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 60}); err != nil {
+	if err := s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 60}); err != nil {
 		t.Fatal(err)
 	}
 	r := callIn(t, c, id, sh, map[string]any{"command": "yes 'a line that repeats'"}, nil)
@@ -342,7 +342,7 @@ func TestSessionLimits(t *testing.T) {
 	if res.Stdout != "still here\n" {
 		t.Errorf("the next run: %+v", res)
 	}
-	err := s.Configure(ctx, sdk.SessionsConfig{Seconds: 601})
+	err := s.ConfigureSessions(ctx, sdk.SessionsConfig{Seconds: 601})
 	if errcode.Code(err) != errcode.BadArgs || err.Error() != "[sessions] seconds must be from 1 to 600, not 601" {
 		t.Errorf("Configure with 601 seconds: %v", err)
 	}
@@ -464,13 +464,15 @@ func TestSessionReconfigureKeepsRunsInFlight(t *testing.T) {
 			t.Fatalf("the run in flight: %+v", res)
 		}
 	}
-	inFlight(func() error { return s.Configure(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 2}) })
+	inFlight(func() error {
+		return s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 2})
+	})
 	res := ranResult(t, callIn(t, c, id, sh, map[string]any{"command": "sleep 30"}, nil))
 	if res.Stopped != "timeout" || !strings.Contains(res.Message, "2 seconds") {
 		t.Fatalf("the next run has not the new limit: %+v", res)
 	}
 
-	if err := s.Configure(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 60}); err != nil {
+	if err := s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 60}); err != nil {
 		t.Fatal(err)
 	}
 	k.mu.Lock()

@@ -53,9 +53,9 @@ func (c *SessionsClient) sessionError(ctx context.Context, what string, err erro
 	return fmt.Errorf("%s: the %s plugin failed: %s", what, c.kind, st.Message())
 }
 
-// Configure sets the session sandboxes' limits ([sessions] in the host's
+// ConfigureSessions sets the session sandboxes' limits ([sessions] in the host's
 // config). Call it after the kind's Configure, and again after a reload.
-func (c *SessionsClient) Configure(ctx context.Context, cfg sdk.SessionsConfig) error {
+func (c *SessionsClient) ConfigureSessions(ctx context.Context, cfg sdk.SessionsConfig) error {
 	req := convert.ToProtoSessionsConfig(cfg)
 	if _, err := c.client.Configure(ctx, req); err != nil {
 		return c.sessionError(ctx, "configuring the conversation sandboxes", err)
@@ -240,16 +240,16 @@ func (c *SessionsClient) RemoveFile(ctx context.Context, id, path string) error 
 	return nil
 }
 
-// Stop stops a session's sandbox; its files stay.
-func (c *SessionsClient) Stop(ctx context.Context, id string) error {
+// StopSession stops a session's sandbox; its files stay.
+func (c *SessionsClient) StopSession(ctx context.Context, id string) error {
 	if _, err := c.client.StopSession(ctx, &pluginv1.SessionRef{Session: id}); err != nil {
 		return c.sessionError(ctx, "stopping the session's sandbox", err)
 	}
 	return nil
 }
 
-// Delete removes a session's sandbox and files.
-func (c *SessionsClient) Delete(ctx context.Context, id string) error {
+// DeleteSession removes a session's sandbox and files.
+func (c *SessionsClient) DeleteSession(ctx context.Context, id string) error {
 	if _, err := c.client.DeleteSession(ctx, &pluginv1.SessionRef{Session: id}); err != nil {
 		return c.sessionError(ctx, "deleting the session", err)
 	}

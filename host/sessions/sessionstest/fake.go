@@ -45,8 +45,8 @@ type Backend struct {
 // New returns an empty Backend.
 func New() *Backend { return &Backend{workspaces: map[string]map[string][]byte{}} }
 
-// Configure records cfg.
-func (b *Backend) Configure(_ context.Context, cfg sdk.SessionsConfig) error {
+// ConfigureSessions records cfg.
+func (b *Backend) ConfigureSessions(_ context.Context, cfg sdk.SessionsConfig) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.configs = append(b.configs, cfg)
@@ -142,8 +142,8 @@ func (b *Backend) RemoveFile(_ context.Context, id, path string) error {
 	return nil
 }
 
-// Stop records the stop.
-func (b *Backend) Stop(_ context.Context, id string) error {
+// StopSession records the stop.
+func (b *Backend) StopSession(_ context.Context, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stopped = append(b.stopped, id)
@@ -164,8 +164,8 @@ func (b *Backend) Writes() int {
 	return b.writes
 }
 
-// Delete removes a workspace; not_found when there is none.
-func (b *Backend) Delete(_ context.Context, id string) error {
+// DeleteSession removes a workspace; not_found when there is none.
+func (b *Backend) DeleteSession(_ context.Context, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.FailDelete != nil {

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/toolhost/toolhost/client/wire"
-	"io"
 	"strconv"
 	"strings"
 
@@ -22,7 +21,7 @@ import (
 )
 
 type kind struct {
-	*keeper
+	*sessionstest.Backend
 }
 
 func (kind) Describe(context.Context) (sdk.Info, error) {
@@ -53,7 +52,7 @@ func (k kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.Ra
 	}
 	var args struct{ Code, Command string }
 	_ = json.Unmarshal(call.Args, &args)
-	k.back.Put(call.Session, ".ran", "") // the workspace is made at the first run
+	k.Put(call.Session, ".ran", "") // the workspace is made at the first run
 	exit := 0
 	switch {
 	case args.Code == "sleep":
@@ -68,34 +67,8 @@ func (k kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.Ra
 		"session": call.Session, "network": call.SessionNetwork, "proxy": call.SessionProxy})
 }
 
-// keeper is sdk.SessionKeeper on a backend in memory.
-type keeper struct{ back *sessionstest.Backend }
-
-func (k *keeper) ConfigureSessions(ctx context.Context, cfg sdk.SessionsConfig) error {
-	return k.back.Configure(ctx, cfg)
-}
-func (k *keeper) ListFiles(ctx context.Context, s string) ([]sdk.SessionFile, error) {
-	return k.back.ListFiles(ctx, s)
-}
-func (k *keeper) OpenFile(ctx context.Context, s, p string, max int64) (io.ReadCloser, int64, error) {
-	return k.back.OpenFile(ctx, s, p, max)
-}
-func (k *keeper) WriteFile(ctx context.Context, s, p string, r io.Reader) (sdk.SessionFile, error) {
-	return k.back.WriteFile(ctx, s, p, r)
-}
-func (k *keeper) RemoveFile(ctx context.Context, s, p string) error {
-	return k.back.RemoveFile(ctx, s, p)
-}
-func (k *keeper) StopSession(ctx context.Context, s string) error { return k.back.Stop(ctx, s) }
-func (k *keeper) DeleteSession(ctx context.Context, s string) error {
-	return k.back.Delete(ctx, s)
-}
-func (k *keeper) Reconcile(ctx context.Context, keep []string) ([]string, error) {
-	return k.back.Reconcile(ctx, keep)
-}
-
 func main() {
-	sdk.Serve(kind{&keeper{back: sessionstest.New()}})
+	sdk.Serve(kind{sessionstest.New()})
 }
 
 var _ sdk.SessionKeeper = kind{}
