@@ -77,7 +77,13 @@ func (t *RunTable) Raw(key string) (json.RawMessage, bool) {
 
 // Errorf records a problem at key (the empty key: at t itself).
 func (t *RunTable) Errorf(key, format string, args ...any) {
-	*t.errs = append(*t.errs, FieldError{Path: t.At(key), Message: fmt.Sprintf(format, args...)})
+	t.ErrorAt(t.At(key), format, args...)
+}
+
+// ErrorAt records a problem at a path of the tool outside t, such as
+// params[1].name, in order with t's own.
+func (t *RunTable) ErrorAt(path, format string, args ...any) {
+	*t.errs = append(*t.errs, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
 // String reads a string. A value that is not one (null neither) is
@@ -190,7 +196,7 @@ func (t *RunTable) Tables(key, wrong, wrongItem string) ([]*RunTable, bool) {
 		path := fmt.Sprintf("%s[%d]", t.At(key), i)
 		m, ok := object(item)
 		if !ok {
-			*t.errs = append(*t.errs, FieldError{Path: path, Message: wrongItem})
+			t.ErrorAt(path, "%s", wrongItem)
 			continue
 		}
 		out[i] = t.child(path, m)
