@@ -139,6 +139,21 @@ func (t *RunTable) Int(key string, lo, hi int, wrong string) (int, bool) {
 	return int(n), true
 }
 
+// Float reads a number. A value that is not one is recorded with the
+// message wrong; ok is false then and when key is absent.
+func (t *RunTable) Float(key, wrong string) (float64, bool) {
+	v, ok := t.Raw(key)
+	if !ok {
+		return 0, false
+	}
+	var f float64
+	if err := json.Unmarshal(v, &f); err != nil || isNull(v) {
+		t.Errorf(key, "%s", wrong)
+		return 0, false
+	}
+	return f, true
+}
+
 // wholeNumber reads a JSON number with no fraction.
 func wholeNumber(v json.RawMessage) (int64, bool) {
 	d := json.NewDecoder(bytes.NewReader(v))
