@@ -975,8 +975,7 @@ func closest(s string, candidates []string) string {
 	if len(s) <= 3 {
 		bestD = 2
 	}
-	slices.Sort(candidates)
-	for _, c := range candidates {
+	for _, c := range slices.Sorted(slices.Values(candidates)) { // a copy: candidates may be shared
 		if d := distance(strings.ToLower(s), strings.ToLower(c)); d < bestD && c != s {
 			best, bestD = c, d
 		}
