@@ -192,11 +192,10 @@ func (t *RunTable) Table(key, wrong string) (*RunTable, bool) {
 	return t.child(t.At(key), m), true
 }
 
-// Tables reads a list of tables, at paths like run.nodes[2]. A value that
-// is not a list is recorded with the message wrong, and ok is false; an
-// item that is not a table is recorded at its own path with the message
-// wrongItem, and is nil in the list.
-func (t *RunTable) Tables(key, wrong, wrongItem string) ([]*RunTable, bool) {
+// List reads a list, whose items are read with RunList's getters. A
+// value that is not a list is recorded with the message wrong; ok is false
+// then and when key is absent.
+func (t *RunTable) List(key, wrong string) (*RunList, bool) {
 	v, ok := t.Raw(key)
 	if !ok {
 		return nil, false
@@ -206,17 +205,42 @@ func (t *RunTable) Tables(key, wrong, wrongItem string) ([]*RunTable, bool) {
 		t.Errorf(key, "%s", wrong)
 		return nil, false
 	}
-	out := make([]*RunTable, len(items))
-	for i, item := range items {
-		path := fmt.Sprintf("%s[%d]", t.At(key), i)
-		m, ok := object(item)
-		if !ok {
-			t.ErrorAt(path, "%s", wrongItem)
-			continue
-		}
-		out[i] = t.child(path, m)
+	return &RunList{t: t, path: t.At(key), items: items}, true
+}
+
+// RunList reads the items of a list in a run table, at paths like
+// run.nodes[2]; their problems go to the table's list.
+type RunList struct {
+	t     *RunTable
+	path  string
+	items []json.RawMessage
+}
+
+// Len is the number of items.
+func (l *RunList) Len() int { return len(l.items) }
+
+func (l *RunList) at(i int) string { return fmt.Sprintf("%s[%d]", l.path, i) }
+
+// String reads item i as a string. Anything else is recorded with the
+// message wrong, and ok is false.
+func (l *RunList) String(i int, wrong string) (string, bool) {
+	var s string
+	if err := json.Unmarshal(l.items[i], &s); err != nil || isNull(l.items[i]) {
+		l.t.ErrorAt(l.at(i), "%s", wrong)
+		return "", false
 	}
-	return out, true
+	return s, true
+}
+
+// Table reads item i as a table. Anything else is recorded with the
+// message wrong, and ok is false.
+func (l *RunList) Table(i int, wrong string) (*RunTable, bool) {
+	m, ok := object(l.items[i])
+	if !ok {
+		l.t.ErrorAt(l.at(i), "%s", wrong)
+		return nil, false
+	}
+	return l.t.child(l.at(i), m), true
 }
 
 func (t *RunTable) child(path string, m map[string]json.RawMessage) *RunTable {

@@ -35,6 +35,16 @@ func fieldErrors(t *testing.T, rt *sdk.RunTable) sdk.FieldErrors {
 	return fe
 }
 
+// list reads the list at key, which must be one.
+func list(t *testing.T, rt *sdk.RunTable, key string) *sdk.RunList {
+	t.Helper()
+	l, ok := rt.List(key, "not a list")
+	if !ok {
+		t.Fatalf("%s is not a list", key)
+	}
+	return l
+}
+
 func TestDecodeRunTableRefusesWhatIsNotATable(t *testing.T) {
 	for _, run := range []string{``, `nul`, `null`, `"x"`, `[1]`, `3`} {
 		rt, err := sdk.DecodeRunTable(json.RawMessage(run))
@@ -68,12 +78,17 @@ func TestRunTableGettersReadTheirKinds(t *testing.T) {
 	} else if v, ok := tab.String("k", "bad"); !ok || v != "v" {
 		t.Errorf("Table's String: %q %v", v, ok)
 	}
-	tabs, ok := rt.Tables("tabs", "bad", "bad item")
-	if !ok || len(tabs) != 2 || tabs[1].At("id") != "run.tabs[1].id" {
-		t.Fatalf("Tables: %v %v", tabs, ok)
+	tabs, ok := rt.List("tabs", "bad")
+	if !ok || tabs.Len() != 2 {
+		t.Fatalf("List: %v %v", tabs, ok)
 	}
-	if id, _ := tabs[1].String("id", "bad"); id != "b" {
-		t.Errorf("Tables[1] id %q", id)
+	if tab, ok := tabs.Table(1, "bad item"); !ok || tab.At("id") != "run.tabs[1].id" {
+		t.Errorf("List's Table(1): %v %v", tab, ok)
+	} else if id, _ := tab.String("id", "bad"); id != "b" {
+		t.Errorf("List's Table(1) id %q", id)
+	}
+	if s, ok := list(t, rt, "list").String(1, "bad"); !ok || s != "b" {
+		t.Errorf("List's String(1): %q %v", s, ok)
 	}
 	if raw, ok := rt.Raw("raw"); !ok || string(raw) != `{"any": [1]}` {
 		t.Errorf("Raw: %s %v", raw, ok)
@@ -95,12 +110,18 @@ func TestRunTableRecordsEveryWrongValueAtItsPath(t *testing.T) {
 	rt.Float("f", "f is wrong")
 	rt.Strings("list", "list is wrong")
 	rt.Table("tab", "tab is wrong")
-	tabs, _ := rt.Tables("tabs", "tabs is wrong", "item is wrong")
-	if len(tabs) != 2 || tabs[0] == nil || tabs[1] != nil {
-		t.Fatalf("Tables = %v, want a table and a nil", tabs)
+	tabs := list(t, rt, "tabs")
+	for i := range tabs.Len() {
+		if tab, ok := tabs.Table(i, "item is wrong"); ok {
+			tab.String("k", "k is wrong")
+		} else if i != 1 {
+			t.Errorf("item %d is not a table", i)
+		}
 	}
-	tabs[0].String("k", "k is wrong")
-	rt.Tables("notabs", "notabs is wrong", "")
+	if _, ok := list(t, rt, "list").String(1, "item 1 is wrong"); ok {
+		t.Error("the number 2 was read as a string")
+	}
+	rt.List("notabs", "notabs is wrong")
 	if _, ok := rt.String("absent", "absent is wrong"); ok {
 		t.Error("an absent key was read")
 	}
@@ -113,8 +134,9 @@ func TestRunTableRecordsEveryWrongValueAtItsPath(t *testing.T) {
 		{Path: "run.f", Message: "f is wrong"},
 		{Path: "run.list", Message: "list is wrong"},
 		{Path: "run.tab", Message: "tab is wrong"},
-		{Path: "run.tabs[1]", Message: "item is wrong"},
 		{Path: "run.tabs[0].k", Message: "k is wrong"},
+		{Path: "run.tabs[1]", Message: "item is wrong"},
+		{Path: "run.list[1]", Message: "item 1 is wrong"},
 		{Path: "run.notabs", Message: "notabs is wrong"},
 	}
 	if got := fieldErrors(t, rt); !reflect.DeepEqual(got, want) {

@@ -242,18 +242,19 @@ func (c *checker) parseNodes(g *graph) bool {
 		c.run.Errorf("", "the graph has no nodes: add [[run.nodes]] tables, at least an arg or const node and a return node")
 		return false
 	}
-	items, ok := c.run.Tables("nodes", "must be a list of node tables ([[run.nodes]])", "must be a node table, with id, type and the type's fields")
+	items, ok := c.run.List("nodes", "must be a list of node tables ([[run.nodes]])")
 	if !ok {
 		return false
 	}
-	if len(items) > maxNodes {
-		c.run.Errorf("nodes", "a graph has at most %d nodes; this one has %d", maxNodes, len(items))
+	if items.Len() > maxNodes {
+		c.run.Errorf("nodes", "a graph has at most %d nodes; this one has %d", maxNodes, items.Len())
 		return false
 	}
 	firstAt := map[string]int{}
-	for i, item := range items {
-		if item == nil {
-			continue // reported by Tables
+	for i := range items.Len() {
+		item, ok := items.Table(i, "must be a node table, with id, type and the type's fields")
+		if !ok {
+			continue
 		}
 		n := c.parseNode(i, item)
 		if n == nil {

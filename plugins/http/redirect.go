@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -174,24 +173,22 @@ func hostEntry(u *url.URL) string {
 	return host
 }
 
-// parseRedirectHosts checks run.redirect_hosts, v as read from t (where
-// its problems go), and returns its entries normalised: host names in
+// parseRedirectHosts reads run.redirect_hosts from t (where its problems
+// go), and returns its entries normalised: host names in
 // lower case, addresses written one way, IPv6 in brackets, a port kept
 // when given.
-func parseRedirectHosts(t *sdk.RunTable, v json.RawMessage) []string {
+func parseRedirectHosts(t *sdk.RunTable) []string {
 	const key = "redirect_hosts"
 	const example = `e.g. "api2.example.com" or "api2.example.com:8443"`
-	var items []json.RawMessage
-	if err := json.Unmarshal(v, &items); err != nil || items == nil {
-		t.Errorf(key, `must be a list of host names that redirects may carry the tool's headers and body to, e.g. ["api2.example.com"]`)
+	items, ok := t.List(key, `must be a list of host names that redirects may carry the tool's headers and body to, e.g. ["api2.example.com"]`)
+	if !ok {
 		return nil
 	}
 	var out []string
-	for i, raw := range items {
+	for i := range items.Len() {
 		at := fmt.Sprintf("%s[%d]", key, i)
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil || string(raw) == "null" {
-			t.Errorf(at, "must be a string: a host name, %s", example)
+		s, ok := items.String(i, "must be a string: a host name, "+example)
+		if !ok {
 			continue
 		}
 		// The entry is not quoted in these messages: one written with a

@@ -96,10 +96,8 @@ func compile(tool sdk.Tool, cfg config) (*plan, error) {
 	c.readBody(contentType)
 	c.readPick()
 	c.readTimeout(cfg.TimeoutSeconds)
-	if v, ok := t.Raw("redirect_hosts"); ok {
-		c.p.redirectHosts = parseRedirectHosts(t, v)
-		c.p.RedirectHosts = c.p.redirectHosts
-	}
+	c.p.redirectHosts = parseRedirectHosts(t)
+	c.p.RedirectHosts = c.p.redirectHosts
 	t.Done(func(string) string { return runKeysMessage })
 	if err := t.Err(); err != nil {
 		return nil, err
