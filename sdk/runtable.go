@@ -43,9 +43,9 @@ func object(v json.RawMessage) (map[string]json.RawMessage, bool) {
 	return m, true
 }
 
-// At is the path of key in t, e.g. "run.url"; the empty key is t's own
+// at is the path of key in t, e.g. "run.url"; the empty key is t's own
 // path.
-func (t *RunTable) At(key string) string {
+func (t *RunTable) at(key string) string {
 	if key == "" {
 		return t.path
 	}
@@ -77,7 +77,7 @@ func (t *RunTable) Raw(key string) (json.RawMessage, bool) {
 
 // Errorf records a problem at key (the empty key: at t itself).
 func (t *RunTable) Errorf(key, format string, args ...any) {
-	t.ErrorAt(t.At(key), format, args...)
+	t.ErrorAt(t.at(key), format, args...)
 }
 
 // ErrorAt records a problem at a path of the tool outside t, such as
@@ -189,7 +189,7 @@ func (t *RunTable) Table(key, wrong string) (*RunTable, bool) {
 		t.Errorf(key, "%s", wrong)
 		return nil, false
 	}
-	return t.child(t.At(key), m), true
+	return t.child(t.at(key), m), true
 }
 
 // List reads a list, whose items are read with RunList's getters. A
@@ -205,7 +205,7 @@ func (t *RunTable) List(key, wrong string) (*RunList, bool) {
 		t.Errorf(key, "%s", wrong)
 		return nil, false
 	}
-	return &RunList{t: t, path: t.At(key), items: items}, true
+	return &RunList{t: t, path: t.at(key), items: items}, true
 }
 
 // RunList reads the items of a list in a run table, at paths like
