@@ -358,3 +358,24 @@ func TestCheckAttacks(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckMessagesKeepTheFormatsOrder: a suggestion ("did you mean") does
+// not reorder the lists later messages show (the node types, a type's
+// fields), however many checks come before.
+func TestCheckMessagesKeepTheFormatsOrder(t *testing.T) {
+	tool := graphTool(t, nil,
+		n{"id": "x", "type": "templat", "text": "x"},
+		n{"id": "c", "type": "choose", "if": "x", "then": "x", "else": "x", "equal": 1})
+	for i := range 3 {
+		msgs := map[string]string{}
+		for _, e := range fieldErrors(t, tool, nil) {
+			msgs[e.Path] = e.Message
+		}
+		if want := "one of arg, const, template, pick, join, choose, ask_model, call_tool, return, not"; !strings.Contains(msgs["run.nodes[0].type"], want) {
+			t.Errorf("check %d: %q does not list the types as the format does (…%s…)", i, msgs["run.nodes[0].type"], want)
+		}
+		if want := "its fields are id, type, if, then, else, equals (did you mean equals?)"; !strings.Contains(msgs["run.nodes[1].equal"], want) {
+			t.Errorf("check %d: %q does not list the fields as the format does (…%s…)", i, msgs["run.nodes[1].equal"], want)
+		}
+	}
+}

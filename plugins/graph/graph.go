@@ -152,11 +152,13 @@ func (n *node) refs() []ref {
 	return nil
 }
 
-// checker collects the problems of one run table.
+// checker collects the problems of one run table, in the list of its
+// decoder.
 type checker struct {
 	tool    sdk.Tool
 	catalog map[string]sdk.Tool // nil: call_tool targets are not checked
-	errs    sdk.FieldErrors
+	run     *sdk.RunTable
+	layout  *sdk.RunTable // run.layout; nil when there is none to check
 }
 
 // nodePath is the path of node i, or of one of its fields.
@@ -169,7 +171,7 @@ func nodePath(i int, field string) string {
 }
 
 func (c *checker) addf(path, format string, a ...any) {
-	c.errs = append(c.errs, sdk.FieldError{Path: path, Message: fmt.Sprintf(format, a...)})
+	c.run.ErrorAt(path, format, a...)
 }
 
 // nodef adds a problem of node n at one of its fields.
@@ -181,13 +183,15 @@ func (c *checker) nodef(n *node, field, format string, a ...any) {
 // host serves, by name; nil skips the checks of call_tool targets (the
 // plain Check, with no catalog).
 func compile(tool sdk.Tool, catalog map[string]sdk.Tool) (*graph, error) {
-	c := &checker{tool: tool, catalog: catalog}
-	g := c.parse(tool.Run)
-	if g != nil {
-		c.check(g)
+	run, err := sdk.DecodeRunTable(tool.Run)
+	if err != nil {
+		return nil, sdk.FieldErrors{{Path: "run", Message: "must be a table with type = \"graph\" and [[run.nodes]]"}}
 	}
-	if len(c.errs) > 0 {
-		return nil, c.errs
+	c := &checker{tool: tool, catalog: catalog, run: run}
+	g := c.parse()
+	c.check(g)
+	if err := run.Err(); err != nil {
+		return nil, err
 	}
 	g.markWaits()
 	return g, nil
@@ -215,39 +219,43 @@ func (g *graph) markWaits() {
 }
 
 // parse reads the run table; what it can't read is reported and left out.
-func (c *checker) parse(raw json.RawMessage) *graph {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
-		c.addf("run", "must be a table with type = \"graph\" and [[run.nodes]]")
-		return nil
-	}
+func (c *checker) parse() *graph {
 	g := &graph{byID: map[string]*node{}}
-	for _, k := range sortedKeys(top) {
-		switch k {
-		case "type":
-			var s string
-			if json.Unmarshal(top[k], &s) != nil || s != "graph" {
-				c.addf("run.type", "must be \"graph\" for a graph tool")
-			}
-		case "nodes", "layout":
-		default:
-			c.addf("run."+k, "%q is not a field of a graph's run table; its fields are type, nodes and layout", k)
-		}
+	const wrongType = "must be \"graph\" for a graph tool"
+	if s, ok := c.run.String("type", wrongType); ok && s != "graph" {
+		c.run.Errorf("type", wrongType)
 	}
-	var items []json.RawMessage
-	if v, ok := top["nodes"]; !ok {
-		c.addf("run", "the graph has no nodes: add [[run.nodes]] tables, at least an arg or const node and a return node")
-		return g
-	} else if err := json.Unmarshal(v, &items); err != nil {
-		c.addf("run.nodes", "must be a list of node tables ([[run.nodes]])")
-		return g
+	if c.parseNodes(g) {
+		c.parseLayout(g)
+	} else {
+		c.run.Raw("layout") // known, though not read
 	}
-	if len(items) > maxNodes {
-		c.addf("run.nodes", "a graph has at most %d nodes; this one has %d", maxNodes, len(items))
-		return g
+	c.run.Done(func(k string) string {
+		return fmt.Sprintf("%q is not a field of a graph's run table; its fields are type, nodes and layout", k)
+	})
+	return g
+}
+
+// parseNodes reads run.nodes into g; false when they can't be read at all.
+func (c *checker) parseNodes(g *graph) bool {
+	if !c.run.Has("nodes") {
+		c.run.Errorf("", "the graph has no nodes: add [[run.nodes]] tables, at least an arg or const node and a return node")
+		return false
+	}
+	items, ok := c.run.List("nodes", "must be a list of node tables ([[run.nodes]])")
+	if !ok {
+		return false
+	}
+	if items.Len() > maxNodes {
+		c.run.Errorf("nodes", "a graph has at most %d nodes; this one has %d", maxNodes, items.Len())
+		return false
 	}
 	firstAt := map[string]int{}
-	for i, item := range items {
+	for i := range items.Len() {
+		item, ok := items.Table(i, "must be a node table, with id, type and the type's fields")
+		if !ok {
+			continue
+		}
 		n := c.parseNode(i, item)
 		if n == nil {
 			continue
@@ -260,51 +268,46 @@ func (c *checker) parse(raw json.RawMessage) *graph {
 		g.nodes = append(g.nodes, n)
 		g.byID[n.id] = n
 	}
-	if v, ok := top["layout"]; ok {
-		if err := json.Unmarshal(v, &g.layout); err != nil || g.layout == nil {
-			c.addf("run.layout", "must be a table of node ids to positions, e.g. fetch = { x = 240, y = 80 }")
-			g.layout = nil
-		}
+	return true
+}
+
+// parseLayout reads run.layout as written into g; check checks it once
+// the nodes are known.
+func (c *checker) parseLayout(g *graph) {
+	lt, ok := c.run.Table("layout", "must be a table of node ids to positions, e.g. fetch = { x = 240, y = 80 }")
+	if !ok {
+		return
 	}
-	return g
+	raw, _ := c.run.Raw("layout")
+	_ = json.Unmarshal(raw, &g.layout) // a table: Table read it
+	c.layout = lt
 }
 
 // fieldReader reads the fields of one node table.
 type fieldReader struct {
-	c    *checker
-	n    *node
-	m    map[string]json.RawMessage
-	used map[string]bool
+	c *checker
+	n *node
+	t *sdk.RunTable
 }
 
-// raw is the field's JSON, marked as read.
-func (f *fieldReader) raw(key string) (json.RawMessage, bool) {
-	f.used[key] = true
-	v, ok := f.m[key]
-	return v, ok
+// wrong words a problem of the node, for a getter of t.
+func (f *fieldReader) wrong(format string, a ...any) string {
+	return fmt.Sprintf("node %q: %s", f.n.id, fmt.Sprintf(format, a...))
 }
 
 // missing reports a required field that is not there.
 func (f *fieldReader) missing(key, what string) {
-	f.c.addf(nodePath(f.n.index, ""), "node %q: a %s node needs %s: add %s = %s", f.n.id, f.n.typ, key, key, what)
+	f.t.Errorf("", "node %q: a %s node needs %s: add %s = %s", f.n.id, f.n.typ, key, key, what)
 }
 
 // str reads a string field; ok is false when it is absent or not a string
 // (which is reported when required or wrong).
 func (f *fieldReader) str(key string, required bool, what string) (string, bool) {
-	v, present := f.raw(key)
-	if !present {
-		if required {
-			f.missing(key, what)
-		}
-		return "", false
+	s, ok := f.t.String(key, f.wrong("%s must be text, not %s", key, f.t.Describe(key)))
+	if !ok && required && !f.t.Has(key) {
+		f.missing(key, what)
 	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil || isNull(v) {
-		f.c.nodef(f.n, key, "%s must be text, not %s", key, describeJSON(v))
-		return "", false
-	}
-	return s, true
+	return s, ok
 }
 
 // ref reads a field that names a node.
@@ -320,169 +323,239 @@ func (f *fieldReader) ref(key string) string {
 	return s
 }
 
-// parseNode reads one node; nil when it has no usable id or type.
-func (c *checker) parseNode(i int, raw json.RawMessage) *node {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		c.addf(nodePath(i, ""), "must be a node table, with id, type and the type's fields")
-		return nil
-	}
+// parseNode reads node i; nil when it has no usable id or type.
+func (c *checker) parseNode(i int, t *sdk.RunTable) *node {
 	n := &node{index: i}
-	v, ok := m["id"]
-	if !ok {
-		c.addf(nodePath(i, ""), "the node has no id: add id = \"...\" (letters, digits and _)")
+	if !readID(t, n) || !readType(t, n) {
 		return nil
 	}
-	if json.Unmarshal(v, &n.id) != nil || isNull(v) {
-		c.addf(nodePath(i, "id"), "the node's id must be text, not %s", describeJSON(v))
-		return nil
-	}
-	if !idRE.MatchString(n.id) {
-		c.addf(nodePath(i, "id"), "%q is not a node id: an id is 1 to 64 letters, digits and _, not starting with a digit", clip(n.id, 70))
-		return nil
-	}
-	v, ok = m["type"]
-	if !ok {
-		c.addf(nodePath(i, ""), "node %q has no type: add type = one of %s", n.id, strings.Join(nodeTypes, ", "))
-		return nil
-	}
-	if json.Unmarshal(v, &n.typ) != nil || nodeFields[n.typ] == nil {
-		msg := fmt.Sprintf("node %q: the type must be one of %s, not %s", n.id, strings.Join(nodeTypes, ", "), clip(string(v), 40))
-		if s := closest(n.typ, nodeTypes); s != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", s)
-		}
-		c.addf(nodePath(i, "type"), "%s", msg)
-		return nil
-	}
-	f := &fieldReader{c: c, n: n, m: m, used: map[string]bool{"id": true, "type": true}}
+	f := &fieldReader{c: c, n: n, t: t}
 	switch n.typ {
 	case typeArg:
-		if s, ok := f.str("param", true, `"the name of one of the tool's parameters"`); ok {
-			n.param = s
-		}
+		n.param, _ = f.str("param", true, `"the name of one of the tool's parameters"`)
 	case typeConst:
-		if v, ok := f.raw("value"); !ok {
+		if v, ok := t.Raw("value"); !ok {
 			f.missing("value", "any value")
 		} else {
 			n.value, n.constVal = compactJSON(v)
 		}
 	case typeTemplate:
-		if s, ok := f.str("text", true, `"text with {{node_id}} placeholders"`); ok {
-			n.text = s
-			t, err := parseTemplate(s)
-			if err != nil {
-				c.nodef(n, "text", "%v", err)
-			} else {
-				n.tmpl = t
-			}
-		}
+		f.template()
 	case typePick:
-		n.from = f.ref("from")
-		if s, ok := f.str("path", true, `"a dotted path such as items.0.name"`); ok {
-			if p, msg := parsePath(s); msg != "" {
-				c.nodef(n, "path", "%s", msg)
-			} else {
-				n.path = p
-			}
-		}
+		f.pick()
 	case typeJoin:
-		n.separator = "\n"
-		if s, ok := f.str("separator", false, ""); ok {
-			n.separator = s
-		}
-		if v, ok := f.raw("inputs"); !ok {
-			f.missing("inputs", `["the id of a node", …]`)
-		} else if err := json.Unmarshal(v, &n.inputs); err != nil || isNull(v) {
-			c.nodef(n, "inputs", "inputs must be a list of node ids, not %s", describeJSON(v))
-			n.inputs = nil
-		} else if len(n.inputs) == 0 {
-			c.nodef(n, "inputs", "inputs is empty: list the nodes whose values are joined")
-		} else {
-			for j, id := range n.inputs {
-				if !idRE.MatchString(id) {
-					c.nodef(n, fmt.Sprintf("inputs[%d]", j), "%q is not a node id (letters, digits and _, not starting with a digit)", clip(id, 40))
-					n.inputs[j] = ""
-				}
-			}
-		}
+		f.join()
 	case typeChoose:
-		n.cond = f.ref("if")
-		n.then = f.ref("then")
-		n.els = f.ref("else")
-		if v, ok := f.raw("equals"); ok {
+		n.cond, n.then, n.els = f.ref("if"), f.ref("then"), f.ref("else")
+		if v, ok := t.Raw("equals"); ok {
 			n.hasEquals = true
 			n.equals, n.equalsVal = compactJSON(v)
 		}
 	case typeAskModel:
-		n.prompt = f.ref("prompt")
-		if s, ok := f.str("system", false, ""); ok {
-			n.system, n.hasSystem = s, true
-		}
-		n.format = "text"
-		if s, ok := f.str("format", false, ""); ok {
-			if s != "text" && s != "json" {
-				c.nodef(n, "format", "format must be \"text\" or \"json\", not %q", clip(s, 40))
-			} else {
-				n.format = s
-			}
-		}
+		f.askModel()
 	case typeCallTool:
-		if s, ok := f.str("tool", true, `"the name of a tool"`); ok {
-			if !toolNameRE.MatchString(s) {
-				c.nodef(n, "tool", "%q is not a tool name", clip(s, 70))
-			} else {
-				n.tool = s
-			}
-		}
-		if v, ok := f.raw("args"); ok {
-			var am map[string]json.RawMessage
-			if err := json.Unmarshal(v, &am); err != nil || am == nil {
-				c.nodef(n, "args", "args must be a table of the called tool's parameters to node ids, e.g. args = { path = \"item_id\" }")
-			}
-			for _, p := range sortedKeys(am) {
-				var id string
-				if err := json.Unmarshal(am[p], &id); err != nil || isNull(am[p]) {
-					c.nodef(n, "args."+p, "args.%s must be the id of the node that gives it, not %s", p, describeJSON(am[p]))
-					continue
-				}
-				if !idRE.MatchString(id) {
-					c.nodef(n, "args."+p, "args.%s must be the id of the node that gives it, and %q is not an id", p, clip(id, 40))
-					continue
-				}
-				n.args = append(n.args, arg{param: p, from: id})
-			}
-		}
+		f.callTool()
 	case typeReturn:
 		n.ret = f.ref("value")
 	}
-	for _, k := range sortedKeys(m) {
-		if !f.used[k] {
-			msg := fmt.Sprintf("node %q: a %s node has no field %q; its fields are id, type, %s", n.id, n.typ, clip(k, 40), strings.Join(nodeFields[n.typ], ", "))
-			if s := closest(k, nodeFields[n.typ]); s != "" {
-				msg += fmt.Sprintf(" (did you mean %s?)", s)
-			}
-			c.addf(nodePath(i, k), "%s", msg)
+	t.Done(func(k string) string {
+		msg := fmt.Sprintf("node %q: a %s node has no field %q; its fields are id, type, %s", n.id, n.typ, clip(k, 40), strings.Join(nodeFields[n.typ], ", "))
+		if s := closest(k, nodeFields[n.typ]); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		}
+		return msg
+	})
+	return n
+}
+
+// readID reads a node's id into n; false when it has no usable one.
+func readID(t *sdk.RunTable, n *node) bool {
+	if !t.Has("id") {
+		t.Errorf("", "the node has no id: add id = \"...\" (letters, digits and _)")
+		return false
+	}
+	id, ok := t.String("id", fmt.Sprintf("the node's id must be text, not %s", t.Describe("id")))
+	if !ok {
+		return false
+	}
+	if !idRE.MatchString(id) {
+		t.Errorf("id", "%q is not a node id: an id is 1 to 64 letters, digits and _, not starting with a digit", clip(id, 70))
+		return false
+	}
+	n.id = id
+	return true
+}
+
+// readType reads a node's type into n; false when it has no known one.
+func readType(t *sdk.RunTable, n *node) bool {
+	if !t.Has("type") {
+		t.Errorf("", "node %q has no type: add type = one of %s", n.id, strings.Join(nodeTypes, ", "))
+		return false
+	}
+	wrong := func(typ string) string {
+		msg := fmt.Sprintf("node %q: the type must be one of %s, not %s", n.id, strings.Join(nodeTypes, ", "), clip(t.Written("type"), 40))
+		if s := closest(typ, nodeTypes); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		return msg
+	}
+	typ, ok := t.String("type", wrong(""))
+	if !ok {
+		return false
+	}
+	if nodeFields[typ] == nil {
+		t.Errorf("type", "%s", wrong(typ))
+		return false
+	}
+	n.typ = typ
+	return true
+}
+
+// template reads a template node's text and parses it.
+func (f *fieldReader) template() {
+	s, ok := f.str("text", true, `"text with {{node_id}} placeholders"`)
+	if !ok {
+		return
+	}
+	f.n.text = s
+	t, err := parseTemplate(s)
+	if err != nil {
+		f.c.nodef(f.n, "text", "%v", err)
+		return
+	}
+	f.n.tmpl = t
+}
+
+// pick reads a pick node's from and path.
+func (f *fieldReader) pick() {
+	f.n.from = f.ref("from")
+	s, ok := f.str("path", true, `"a dotted path such as items.0.name"`)
+	if !ok {
+		return
+	}
+	if p, msg := parsePath(s); msg != "" {
+		f.c.nodef(f.n, "path", "%s", msg)
+	} else {
+		f.n.path = p
+	}
+}
+
+// join reads a join node's separator and inputs.
+func (f *fieldReader) join() {
+	n := f.n
+	n.separator = "\n"
+	if s, ok := f.str("separator", false, ""); ok {
+		n.separator = s
+	}
+	if !f.t.Has("inputs") {
+		f.missing("inputs", `["the id of a node", …]`)
+		return
+	}
+	inputs, ok := f.t.Strings("inputs", f.wrong("inputs must be a list of node ids, not %s", f.t.Describe("inputs")))
+	switch {
+	case !ok:
+		return
+	case len(inputs) == 0:
+		f.c.nodef(n, "inputs", "inputs is empty: list the nodes whose values are joined")
+	}
+	for j, id := range inputs {
+		if !idRE.MatchString(id) {
+			f.c.nodef(n, fmt.Sprintf("inputs[%d]", j), "%q is not a node id (letters, digits and _, not starting with a digit)", clip(id, 40))
+			inputs[j] = ""
 		}
 	}
-	return n
+	n.inputs = inputs
+}
+
+// askModel reads an ask_model node's prompt, system and format.
+func (f *fieldReader) askModel() {
+	n := f.n
+	n.prompt = f.ref("prompt")
+	if s, ok := f.str("system", false, ""); ok {
+		n.system, n.hasSystem = s, true
+	}
+	n.format = "text"
+	if s, ok := f.str("format", false, ""); ok {
+		if s != "text" && s != "json" {
+			f.c.nodef(n, "format", "format must be \"text\" or \"json\", not %q", clip(s, 40))
+		} else {
+			n.format = s
+		}
+	}
+}
+
+// callTool reads a call_tool node's tool and args.
+func (f *fieldReader) callTool() {
+	n := f.n
+	if s, ok := f.str("tool", true, `"the name of a tool"`); ok {
+		if !toolNameRE.MatchString(s) {
+			f.c.nodef(n, "tool", "%q is not a tool name", clip(s, 70))
+		} else {
+			n.tool = s
+		}
+	}
+	args, ok := f.t.Table("args", f.wrong("args must be a table of the called tool's parameters to node ids, e.g. args = { path = \"item_id\" }"))
+	if !ok {
+		return
+	}
+	for _, p := range args.Keys() {
+		id, ok := args.String(p, f.wrong("args.%s must be the id of the node that gives it, not %s", p, args.Describe(p)))
+		if !ok {
+			continue
+		}
+		if !idRE.MatchString(id) {
+			f.c.nodef(n, "args."+p, "args.%s must be the id of the node that gives it, and %q is not an id", p, clip(id, 40))
+			continue
+		}
+		n.args = append(n.args, arg{param: p, from: id})
+	}
 }
 
 // check checks what spans nodes: references, cycles, the return node,
 // args, call_tool targets, types, nodes that never run, and the layout.
 func (c *checker) check(g *graph) {
-	broken := len(c.errs) > 0
-	// References resolve.
+	broken := c.run.Err() != nil
+	if !c.resolveRefs(g) {
+		broken = true
+	}
+	if !c.findReturn(g) {
+		broken = true
+	}
+	if c.cycles(g) {
+		broken = true
+	}
+	c.checkParams(g)
+	switch {
+	case !broken:
+		c.checkTypes(g)
+	case c.catalog != nil:
+		for _, n := range g.nodes {
+			if n.typ == typeCallTool {
+				c.checkCall(n, nil)
+			}
+		}
+	}
+	if !broken && g.ret != nil {
+		c.checkLive(g)
+	}
+	c.checkLayout(g)
+}
+
+// resolveRefs finds the node each reference names, setting each node's
+// deps; false when one names no node, or the return node.
+func (c *checker) resolveRefs(g *graph) bool {
+	ok := true
 	for _, n := range g.nodes {
 		seen := map[string]bool{}
 		for _, r := range n.refs() {
 			if r.id == "" {
-				broken = true // reported when parsed
+				ok = false // reported when parsed
 				continue
 			}
-			d, ok := g.byID[r.id]
+			d, found := g.byID[r.id]
 			switch {
-			case !ok:
-				broken = true
+			case !found:
+				ok = false
 				what := fmt.Sprintf("there is no node %q", r.id)
 				if r.field == "text" {
 					what = fmt.Sprintf("the placeholder {{%s}} names no node", r.id)
@@ -492,7 +565,7 @@ func (c *checker) check(g *graph) {
 				}
 				c.nodef(n, r.field, "%s", what)
 			case d.typ == typeReturn:
-				broken = true
+				ok = false
 				c.nodef(n, r.field, "%q is the return node: nothing reads the return node; read the node it returns instead", r.id)
 			case !seen[r.id]:
 				seen[r.id] = true
@@ -500,30 +573,34 @@ func (c *checker) check(g *graph) {
 			}
 		}
 	}
+	return ok
+}
 
-	// Exactly one return node.
+// findReturn sets g.ret to the one return node; false when there are
+// several, or none (in a graph with nodes).
+func (c *checker) findReturn(g *graph) bool {
+	ok := true
 	for _, n := range g.nodes {
 		if n.typ != typeReturn {
 			continue
 		}
 		if g.ret != nil {
-			broken = true
+			ok = false
 			c.nodef(n, "type", "a graph has exactly one return node, and %q is one already", g.ret.id)
 			continue
 		}
 		g.ret = n
 	}
 	if g.ret == nil && len(g.nodes) > 0 {
-		broken = true
 		c.addf("run.nodes", "the graph has no return node: add one, with type = \"return\" and value = the id of the node whose value the tool returns")
+		return false
 	}
+	return ok
+}
 
-	// No cycle.
-	if c.cycles(g) {
-		broken = true
-	}
-
-	// Every arg names a parameter; every required parameter is read.
+// checkParams checks that every arg node names a parameter of the tool,
+// and that every required parameter is read.
+func (c *checker) checkParams(g *graph) {
 	read := map[string]bool{}
 	for _, n := range g.nodes {
 		if n.typ != typeArg || n.param == "" {
@@ -549,72 +626,71 @@ func (c *checker) check(g *graph) {
 			c.addf(fmt.Sprintf("params[%d]", i), "no arg node reads the required parameter %q: add a node with type = \"arg\" and param = %q, and wire it in", p.Name, p.Name)
 		}
 	}
+}
 
-	// Types, and call_tool targets when there is a catalog.
-	if !broken {
-		types := c.types(g)
-		for _, n := range g.nodes {
-			switch n.typ {
-			case typePick:
-				if t := types[n.deps[0]]; t.scalar() {
-					c.nodef(n, "from", "a pick reads into a JSON object or list, and %q gives %s", n.from, t.words())
-				}
-			case typeCallTool:
-				c.checkCall(n, types)
+// checkTypes checks what the types of values say, in a graph with no
+// broken reference: a pick reads a JSON object or list, and a call_tool's
+// arguments fit (with a catalog).
+func (c *checker) checkTypes(g *graph) {
+	types := c.types(g)
+	for _, n := range g.nodes {
+		switch n.typ {
+		case typePick:
+			if t := types[n.deps[0]]; t.scalar() {
+				c.nodef(n, "from", "a pick reads into a JSON object or list, and %q gives %s", n.from, t.words())
 			}
-		}
-	} else if c.catalog != nil {
-		for _, n := range g.nodes {
-			if n.typ == typeCallTool {
-				c.checkCall(n, nil)
-			}
+		case typeCallTool:
+			c.checkCall(n, types)
 		}
 	}
+}
 
-	// Every node runs: the return depends on it.
-	if !broken && g.ret != nil {
-		live := map[*node]bool{}
-		var mark func(*node)
-		mark = func(n *node) {
-			if live[n] {
-				return
-			}
-			live[n] = true
-			for _, d := range n.deps {
-				mark(d)
-			}
+// checkLive checks that every node runs: the return depends on it.
+func (c *checker) checkLive(g *graph) {
+	live := map[*node]bool{}
+	var mark func(*node)
+	mark = func(n *node) {
+		if live[n] {
+			return
 		}
-		mark(g.ret)
-		for _, n := range g.nodes {
-			if !live[n] {
-				c.nodef(n, "", "the return node doesn't depend on this node, so it would never run: wire it in or delete it")
-			}
+		live[n] = true
+		for _, d := range n.deps {
+			mark(d)
 		}
 	}
+	mark(g.ret)
+	for _, n := range g.nodes {
+		if !live[n] {
+			c.nodef(n, "", "the return node doesn't depend on this node, so it would never run: wire it in or delete it")
+		}
+	}
+}
 
-	// The layout names nodes and places them at numbers.
-	for _, id := range sortedKeys(g.layout) {
-		path := "run.layout." + id
+// checkLayout checks that the layout names nodes and places them at
+// numbers.
+func (c *checker) checkLayout(g *graph) {
+	if c.layout == nil {
+		return
+	}
+	for _, id := range c.layout.Keys() {
 		if _, ok := g.byID[id]; !ok {
 			msg := fmt.Sprintf("there is no node %q to place", clip(id, 40))
 			if s := closest(id, slices.Collect(mapKeys(g.byID))); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			c.addf(path, "%s: the layout's keys are node ids", msg)
+			c.layout.Errorf(id, "%s: the layout's keys are node ids", msg)
 			continue
 		}
-		var pos map[string]json.RawMessage
-		if err := json.Unmarshal(g.layout[id], &pos); err != nil || pos == nil {
-			c.addf(path, "node %q: its place must be a table like { x = 240, y = 80 }, not %s", id, describeJSON(g.layout[id]))
+		pos, ok := c.layout.Table(id, fmt.Sprintf("node %q: its place must be a table like { x = 240, y = 80 }, not %s", id, c.layout.Describe(id)))
+		if !ok {
 			continue
 		}
 		for _, k := range []string{"x", "y"} {
-			var f float64
-			if v, ok := pos[k]; !ok {
-				c.addf(path, "node %q: its place has no %s: write { x = 240, y = 80 }", id, k)
-			} else if err := json.Unmarshal(v, &f); err != nil || isNull(v) {
-				c.addf(path+"."+k, "node %q: %s must be a number, not %s", id, k, describeJSON(v))
+			if !pos.Has(k) {
+				pos.Errorf("", "node %q: its place has no %s: write { x = 240, y = 80 }", id, k)
+				continue
 			}
+			pos.Float(k, fmt.Sprintf("node %q: %s must be a number, not %s", id, k, pos.Describe(k)))
 		}
 	}
 }
@@ -861,29 +937,6 @@ func compactJSON(v json.RawMessage) (json.RawMessage, any) {
 	return b.Bytes(), val
 }
 
-func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
-
-// describeJSON names what a JSON value is, for messages.
-func describeJSON(v json.RawMessage) string {
-	s := bytes.TrimSpace(v)
-	if len(s) == 0 {
-		return "nothing"
-	}
-	switch s[0] {
-	case '"':
-		return "text"
-	case '{':
-		return "a table"
-	case '[':
-		return "a list"
-	case 't', 'f':
-		return "true/false"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
-
 func paramOf(ps []sdk.Param, name string) *sdk.Param {
 	for i := range ps {
 		if ps[i].Name == name {
@@ -923,8 +976,7 @@ func closest(s string, candidates []string) string {
 	if len(s) <= 3 {
 		bestD = 2
 	}
-	slices.Sort(candidates)
-	for _, c := range candidates {
+	for _, c := range slices.Sorted(slices.Values(candidates)) { // a copy: candidates may be shared
 		if d := distance(strings.ToLower(s), strings.ToLower(c)); d < bestD && c != s {
 			best, bestD = c, d
 		}

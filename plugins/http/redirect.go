@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -174,23 +173,22 @@ func hostEntry(u *url.URL) string {
 	return host
 }
 
-// parseRedirectHosts checks run.redirect_hosts and returns its entries
-// normalised: host names in lower case, addresses written one way, IPv6
-// in brackets, a port kept when given.
-func parseRedirectHosts(v json.RawMessage, fe *sdk.FieldErrors) []string {
-	const path = "run.redirect_hosts"
+// parseRedirectHosts reads run.redirect_hosts from t (where its problems
+// go), and returns its entries normalised: host names in
+// lower case, addresses written one way, IPv6 in brackets, a port kept
+// when given.
+func parseRedirectHosts(t *sdk.RunTable) []string {
+	const key = "redirect_hosts"
 	const example = `e.g. "api2.example.com" or "api2.example.com:8443"`
-	var items []json.RawMessage
-	if err := json.Unmarshal(v, &items); err != nil || items == nil {
-		addf(fe, path, `must be a list of host names that redirects may carry the tool's headers and body to, e.g. ["api2.example.com"]`)
+	items, ok := t.List(key, `must be a list of host names that redirects may carry the tool's headers and body to, e.g. ["api2.example.com"]`)
+	if !ok {
 		return nil
 	}
 	var out []string
-	for i, raw := range items {
-		at := fmt.Sprintf("%s[%d]", path, i)
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil || string(raw) == "null" {
-			addf(fe, at, "must be a string: a host name, %s", example)
+	for i := range items.Len() {
+		at := fmt.Sprintf("%s[%d]", key, i)
+		s, ok := items.String(i, "must be a string: a host name, "+example)
+		if !ok {
 			continue
 		}
 		// The entry is not quoted in these messages: one written with a
@@ -199,28 +197,28 @@ func parseRedirectHosts(v json.RawMessage, fe *sdk.FieldErrors) []string {
 		var host, port string
 		switch {
 		case s == "":
-			addf(fe, at, "is empty: write a host name, %s", example)
+			t.Errorf(at, "is empty: write a host name, %s", example)
 			continue
 		case strings.ContainsAny(s, "/?#@\\"):
-			addf(fe, at, "is not a host: write the host alone, without a scheme, user, path or query, %s", example)
+			t.Errorf(at, "is not a host: write the host alone, without a scheme, user, path or query, %s", example)
 			continue
 		case strings.Contains(s, "*"):
-			addf(fe, at, "can't hold a wildcard: each host must be named, %s", example)
+			t.Errorf(at, "can't hold a wildcard: each host must be named, %s", example)
 			continue
 		case strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]"):
 			host = s[1 : len(s)-1]
 		case strings.Count(s, ":") > 1 && !strings.HasPrefix(s, "["):
-			addf(fe, at, "an IPv6 address goes in brackets, e.g. \"[2001:db8::1]\" or \"[2001:db8::1]:8443\"")
+			t.Errorf(at, "an IPv6 address goes in brackets, e.g. \"[2001:db8::1]\" or \"[2001:db8::1]:8443\"")
 			continue
 		case strings.Contains(s, ":"):
 			h, p, err := net.SplitHostPort(s)
 			if err != nil {
-				addf(fe, at, "is not a host name and port: write it as %s", example)
+				t.Errorf(at, "is not a host name and port: write it as %s", example)
 				continue
 			}
 			host, port = h, p
 			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port != strconv.Itoa(n) {
-				addf(fe, at, "has a port that is not a number from 1 to 65535: %s", example)
+				t.Errorf(at, "has a port that is not a number from 1 to 65535: %s", example)
 				continue
 			}
 		default:
@@ -228,7 +226,7 @@ func parseRedirectHosts(v json.RawMessage, fe *sdk.FieldErrors) []string {
 		}
 		if a, err := netip.ParseAddr(host); err == nil {
 			if a.Zone() != "" {
-				addf(fe, at, "can't name an address with a zone (%%…): give the address alone")
+				t.Errorf(at, "can't name an address with a zone (%%…): give the address alone")
 				continue
 			}
 			host = a.String()
@@ -236,7 +234,7 @@ func parseRedirectHosts(v json.RawMessage, fe *sdk.FieldErrors) []string {
 				host = "[" + host + "]"
 			}
 		} else if strings.Contains(host, ":") || !validHostName(host) {
-			addf(fe, at, "is not a host name: use letters, digits, dots and hyphens, %s", example)
+			t.Errorf(at, "is not a host name: use letters, digits, dots and hyphens, %s", example)
 			continue
 		} else {
 			host = strings.ToLower(host)
@@ -246,7 +244,7 @@ func parseRedirectHosts(v json.RawMessage, fe *sdk.FieldErrors) []string {
 			entry += ":" + port
 		}
 		if slices.Contains(out, entry) {
-			addf(fe, at, "is listed twice (host names are not case-sensitive)")
+			t.Errorf(at, "is listed twice (host names are not case-sensitive)")
 			continue
 		}
 		out = append(out, entry)

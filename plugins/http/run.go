@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,182 +66,214 @@ type plan struct {
 	redirectHosts []string
 }
 
+// runKeysMessage is the message for a key an http run doesn't have.
+const runKeysMessage = "is not a key of an http run: the keys are type, method, url, headers, body, pick, timeout_seconds and redirect_hosts"
+
+// compiler reads one tool's run table into a plan.
+type compiler struct {
+	tool   sdk.Tool
+	params map[string]bool
+	t      *sdk.RunTable
+	p      *plan
+}
+
 // compile checks a tool's run table against the kind's config and its
 // params, and parses its templates. The error is sdk.FieldErrors.
 func compile(tool sdk.Tool, cfg config) (*plan, error) {
-	var fe sdk.FieldErrors
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(tool.Run, &m); err != nil || m == nil {
-		return nil, sdk.FieldErrors{{Path: "run", Message: "must be a table"}}
+	t, err := sdk.DecodeRunTable(tool.Run)
+	if err != nil {
+		return nil, err
 	}
-	p := &plan{run: run{Type: "http", Method: "GET", TimeoutSeconds: cfg.TimeoutSeconds}}
-	params := map[string]bool{}
+	c := &compiler{tool: tool, params: map[string]bool{}, t: t,
+		p: &plan{run: run{Type: "http", Method: "GET", TimeoutSeconds: cfg.TimeoutSeconds}}}
 	for _, prm := range tool.Params {
-		params[prm.Name] = true
+		c.params[prm.Name] = true
 	}
-	str := func(key string, dst *string) bool {
-		v, ok := m[key]
-		if !ok {
-			return false
-		}
-		if err := json.Unmarshal(v, dst); err != nil || string(bytes.TrimSpace(v)) == "null" {
-			addf(&fe, "run."+key, "must be a string")
-			return false
-		}
-		return true
+	c.readType()
+	c.readMethod()
+	c.readURL()
+	contentType := c.readHeaders()
+	c.readBody(contentType)
+	c.readPick()
+	c.readTimeout(cfg.TimeoutSeconds)
+	c.p.redirectHosts = parseRedirectHosts(t)
+	c.p.RedirectHosts = c.p.redirectHosts
+	t.Done(func(string) string { return runKeysMessage })
+	if err := t.Err(); err != nil {
+		return nil, err
 	}
-	// checkNames reports placeholders that name no parameter.
-	checkNames := func(path string, t template) {
-		for _, n := range t.names() {
-			if !params[n] {
-				addf(&fe, path, "{{%s}} names no parameter of this tool: %s", n, paramList(tool.Params))
-			}
-		}
-	}
+	return c.p, nil
+}
 
-	for _, k := range sortedKeys(m) {
-		switch k {
-		case "type", "method", "url", "headers", "body", "pick", "timeout_seconds", "redirect_hosts":
-		default:
-			addf(&fe, "run."+k, "is not a key of an http run: the keys are type, method, url, headers, body, pick, timeout_seconds and redirect_hosts")
+// checkNames reports placeholders of tmpl, read from key of t, that name
+// no parameter.
+func (c *compiler) checkNames(t *sdk.RunTable, key string, tmpl template) {
+	for _, n := range tmpl.names() {
+		if !c.params[n] {
+			t.Errorf(key, "{{%s}} names no parameter of this tool: %s", n, paramList(c.tool.Params))
 		}
 	}
+}
 
-	var typ string
-	if str("type", &typ) && typ != "http" {
-		addf(&fe, "run.type", "must be \"http\" for this kind, not %q", typ)
+// readType checks run.type.
+func (c *compiler) readType() {
+	if typ, ok := c.t.String("type", "must be a string"); ok && typ != "http" {
+		c.t.Errorf("type", "must be \"http\" for this kind, not %q", typ)
 	}
+}
 
-	var method string
-	if str("method", &method) {
-		up := strings.ToUpper(strings.TrimSpace(method))
-		if slices.Contains(methods(), up) {
-			p.Method = up
-		} else {
-			addf(&fe, "run.method", "must be one of %s, not %q", strings.Join(methods(), ", "), method)
-		}
+// readMethod reads run.method, in upper case.
+func (c *compiler) readMethod() {
+	method, ok := c.t.String("method", "must be a string")
+	if !ok {
+		return
 	}
-
-	if str("url", &p.URL) {
-		t, err := parseTemplate(p.URL)
-		if err == nil {
-			t, err = t.forURL()
-		}
-		if err == nil {
-			err = sampleURL(t)
-		}
-		if err != nil {
-			addf(&fe, "run.url", "%v", err)
-		} else {
-			p.url = t
-			checkNames("run.url", t)
-		}
-	} else if _, ok := m["url"]; !ok {
-		addf(&fe, "run.url", "is missing: add url = \"https://…\", with {{param}} where a parameter goes")
+	up := strings.ToUpper(strings.TrimSpace(method))
+	if !slices.Contains(methods(), up) {
+		c.t.Errorf("method", "must be one of %s, not %q", strings.Join(methods(), ", "), method)
+		return
 	}
+	c.p.Method = up
+}
 
-	contentType := ""
-	if v, ok := m["headers"]; ok {
-		var hs map[string]json.RawMessage
-		if err := json.Unmarshal(v, &hs); err != nil || hs == nil {
-			addf(&fe, "run.headers", "must be a table of header names and values")
+// readURL reads run.url and parses its template.
+func (c *compiler) readURL() {
+	s, ok := c.t.String("url", "must be a string")
+	if !ok {
+		if !c.t.Has("url") {
+			c.t.Errorf("url", "is missing: add url = \"https://…\", with {{param}} where a parameter goes")
 		}
-		p.Headers = map[string]string{}
-		for _, name := range sortedKeys(hs) {
-			path := "run.headers." + name
-			var val string
-			if err := json.Unmarshal(hs[name], &val); err != nil || string(bytes.TrimSpace(hs[name])) == "null" {
-				addf(&fe, path, "must be a string")
-				continue
-			}
-			canon := http.CanonicalHeaderKey(name)
-			switch {
-			case !validHeaderName(name):
-				addf(&fe, path, "%q is not a header name: use letters, digits and hyphens", name)
-				continue
-			case slices.Contains(reservedHeaders(), canon):
-				addf(&fe, path, "%s is set by the request itself and can't be given", canon)
-				continue
-			case strings.ContainsAny(val, "\r\n\x00"):
-				addf(&fe, path, "must not hold a line break or a NUL character")
-				continue
-			}
-			if _, dup := p.Headers[canon]; dup {
-				addf(&fe, path, "%s is given twice (header names are not case-sensitive)", canon)
-				continue
-			}
-			t, err := parseTemplate(val)
-			if err != nil {
-				addf(&fe, path, "%v", err)
-				continue
-			}
-			checkNames(path, t)
-			p.Headers[canon] = val
-			p.headers = append(p.headers, header{name: canon, value: t.withEscaping(escHeader)})
-			if canon == "Content-Type" {
+		return
+	}
+	c.p.URL = s
+	t, err := parseTemplate(s)
+	if err == nil {
+		t, err = t.forURL()
+	}
+	if err == nil {
+		err = sampleURL(t)
+	}
+	if err != nil {
+		c.t.Errorf("url", "%v", err)
+		return
+	}
+	c.p.url = t
+	c.checkNames(c.t, "url", t)
+}
+
+// readHeaders reads run.headers and parses their templates. It returns
+// the Content-Type given, or "".
+func (c *compiler) readHeaders() (contentType string) {
+	if !c.t.Has("headers") {
+		return ""
+	}
+	c.p.Headers = map[string]string{}
+	hs, _ := c.t.Table("headers", "must be a table of header names and values")
+	if hs != nil {
+		for _, name := range hs.Keys() {
+			val, ok := hs.String(name, "must be a string")
+			if ok && c.readHeader(hs, name, val) && http.CanonicalHeaderKey(name) == "Content-Type" {
 				contentType = val
 			}
 		}
-		if len(p.Headers) == 0 {
-			p.Headers = nil
+	}
+	if len(c.p.Headers) == 0 {
+		c.p.Headers = nil
+	}
+	return contentType
+}
+
+// readHeader checks one header of run.headers and adds it to the plan;
+// false when it is refused.
+func (c *compiler) readHeader(hs *sdk.RunTable, name, val string) bool {
+	canon := http.CanonicalHeaderKey(name)
+	switch {
+	case !validHeaderName(name):
+		hs.Errorf(name, "%q is not a header name: use letters, digits and hyphens", name)
+		return false
+	case slices.Contains(reservedHeaders(), canon):
+		hs.Errorf(name, "%s is set by the request itself and can't be given", canon)
+		return false
+	case strings.ContainsAny(val, "\r\n\x00"):
+		hs.Errorf(name, "must not hold a line break or a NUL character")
+		return false
+	}
+	if _, dup := c.p.Headers[canon]; dup {
+		hs.Errorf(name, "%s is given twice (header names are not case-sensitive)", canon)
+		return false
+	}
+	t, err := parseTemplate(val)
+	if err != nil {
+		hs.Errorf(name, "%v", err)
+		return false
+	}
+	c.checkNames(hs, name, t)
+	c.p.Headers[canon] = val
+	c.p.headers = append(c.p.headers, header{name: canon, value: t.withEscaping(escHeader)})
+	return true
+}
+
+// readBody reads run.body and parses its template, escaping values as
+// contentType (or, when none is given, the body's shape) says.
+func (c *compiler) readBody(contentType string) {
+	body, ok := c.t.String("body", "must be a string")
+	if !ok {
+		return
+	}
+	c.p.Body = body
+	if body == "" {
+		return
+	}
+	t, err := parseTemplate(body)
+	switch {
+	case err != nil:
+		c.t.Errorf("body", "%v", err)
+		return
+	case c.p.Method == "HEAD":
+		c.t.Errorf("body", "a HEAD request carries no body: leave body out or use another method")
+		return
+	}
+	c.checkNames(c.t, "body", t)
+	media, _, _ := mime.ParseMediaType(contentType)
+	switch {
+	case isJSONMedia(media):
+		if err := t.jsonShaped(); err != nil {
+			c.t.Errorf("body", "is sent as %s but is not JSON (with its placeholders filled in): %v", media, err)
 		}
+		c.p.bodyKind, c.p.body = bodyJSON, t.forJSON()
+	case media == "application/x-www-form-urlencoded":
+		c.p.bodyKind, c.p.body = bodyForm, t.withEscaping(escQuery)
+	case contentType == "" && t.jsonShaped() == nil:
+		c.p.bodyKind, c.p.body = bodyJSON, t.forJSON()
+	default:
+		c.p.bodyKind, c.p.body = bodyText, t.withEscaping(escRaw)
 	}
+}
 
-	if str("body", &p.Body) && p.Body != "" {
-		t, err := parseTemplate(p.Body)
-		switch {
-		case err != nil:
-			addf(&fe, "run.body", "%v", err)
-		case p.Method == "HEAD":
-			addf(&fe, "run.body", "a HEAD request carries no body: leave body out or use another method")
-		default:
-			checkNames("run.body", t)
-			media, _, _ := mime.ParseMediaType(contentType)
-			switch {
-			case isJSONMedia(media):
-				if err := t.jsonShaped(); err != nil {
-					addf(&fe, "run.body", "is sent as %s but is not JSON (with its placeholders filled in): %v", media, err)
-				}
-				p.bodyKind, p.body = bodyJSON, t.forJSON()
-			case media == "application/x-www-form-urlencoded":
-				p.bodyKind, p.body = bodyForm, t.withEscaping(escQuery)
-			case contentType == "" && t.jsonShaped() == nil:
-				p.bodyKind, p.body = bodyJSON, t.forJSON()
-			default:
-				p.bodyKind, p.body = bodyText, t.withEscaping(escRaw)
-			}
-		}
+// readPick reads run.pick, a dotted path.
+func (c *compiler) readPick() {
+	pick, ok := c.t.String("pick", "must be a string")
+	if !ok {
+		return
 	}
+	c.p.Pick = pick
+	c.p.pick = strings.Split(pick, ".")
+	switch {
+	case slices.Contains(c.p.pick, ""):
+		c.t.Errorf("pick", "has an empty part: write the field's path with single dots, e.g. data.items.0.name")
+	case c.p.Method == "HEAD":
+		c.t.Errorf("pick", "a HEAD response has no body to pick from: leave pick out or use another method")
+	}
+}
 
-	if str("pick", &p.Pick) {
-		p.pick = strings.Split(p.Pick, ".")
-		switch {
-		case slices.Contains(p.pick, ""):
-			addf(&fe, "run.pick", "has an empty part: write the field's path with single dots, e.g. data.items.0.name")
-		case p.Method == "HEAD":
-			addf(&fe, "run.pick", "a HEAD response has no body to pick from: leave pick out or use another method")
-		}
+// readTimeout reads run.timeout_seconds, at most most, the host's.
+func (c *compiler) readTimeout(most int) {
+	wrong := fmt.Sprintf("must be a whole number of seconds from 1 to %d, not %s (at most [http] timeout_seconds of this host)",
+		most, clip(c.t.Written("timeout_seconds"), 40))
+	if n, ok := c.t.Int("timeout_seconds", 1, most, wrong); ok {
+		c.p.TimeoutSeconds = n
 	}
-
-	if v, ok := m["timeout_seconds"]; ok {
-		n, msg := wholeNumber(v, "seconds", 1, int64(cfg.TimeoutSeconds))
-		if msg != "" {
-			addf(&fe, "run.timeout_seconds", "%s (at most [http] timeout_seconds of this host)", msg)
-		} else {
-			p.TimeoutSeconds = int(n)
-		}
-	}
-	p.timeout = time.Duration(p.TimeoutSeconds) * time.Second
-
-	if v, ok := m["redirect_hosts"]; ok {
-		p.redirectHosts = parseRedirectHosts(v, &fe)
-		p.RedirectHosts = p.redirectHosts
-	}
-
-	if fe != nil {
-		return nil, fe
-	}
-	return p, nil
+	c.p.timeout = time.Duration(c.p.TimeoutSeconds) * time.Second
 }
 
 // sampleURL fills a URL template with sample values and checks that the

@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -87,72 +86,69 @@ func runKeys() []string { return []string{"type", "system", "prompt", "format", 
 // compile checks a tool's run table against its params and parses its
 // templates. The error is sdk.FieldErrors.
 func compile(tool sdk.Tool) (*plan, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(tool.Run, &m); err != nil || m == nil {
-		return nil, sdk.FieldErrors{{Path: "run", Message: "must be a table"}}
-	}
-	var fe sdk.FieldErrors
-	add := func(path, format string, args ...any) {
-		fe = append(fe, sdk.FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+	t, err := sdk.DecodeRunTable(tool.Run)
+	if err != nil {
+		return nil, err
 	}
 	p := &plan{run: run{Type: "prompt", Format: "text"}}
+	if typ, ok := t.String("type", "must be text"); ok && typ != "prompt" {
+		t.Errorf("type", "must be \"prompt\" for this kind, not %q", clip(typ, 40))
+	}
+	parsed := p.readTemplates(t)
+	p.checkParams(t, tool.Params, parsed)
+	p.readFormat(t)
+	p.readMaxTokens(t)
+	t.Done(func(k string) string {
+		return fmt.Sprintf("%q is not a key of a prompt run: the keys are type, system, prompt, format and max_tokens", clip(k, 40))
+	})
+	if err := t.Err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(runKeys(), k) {
-			add("run."+k, "%q is not a key of a prompt run: the keys are type, system, prompt, format and max_tokens", clip(k, 40))
-		}
-	}
-	str := func(key string, dst *string) bool {
-		v, ok := m[key]
-		if !ok {
-			return false
-		}
-		if err := json.Unmarshal(v, dst); err != nil || string(bytes.TrimSpace(v)) == "null" {
-			add("run."+key, "must be text")
-			return false
-		}
-		return true
-	}
-
-	var typ string
-	if str("type", &typ) && typ != "prompt" {
-		add("run.type", "must be \"prompt\" for this kind, not %q", clip(typ, 40))
-	}
-
-	// Templates: parse them, then match their placeholders with the params.
-	// parsed says both could be read, so that a parameter they don't use
-	// is known to be unused.
-	parsed := true
-	parse := func(key string, dst *string, t *template) {
-		if !str(key, dst) {
-			parsed = false
-			return
-		}
-		if key == "prompt" && strings.TrimSpace(*dst) == "" {
-			add("run.prompt", "is empty: write the question to the model, with {{name}} where a parameter's value goes")
-			parsed = false
-			return
-		}
-		tt, err := parseTemplate(*dst)
-		if err != nil {
-			add("run."+key, "%v", err)
-			parsed = false
-			return
-		}
-		*t = tt
-	}
-	if _, ok := m["system"]; ok {
-		parse("system", &p.System, &p.system)
-	}
-	if _, ok := m["prompt"]; ok {
-		parse("prompt", &p.Prompt, &p.prompt)
-	} else {
-		add("run.prompt", "is missing: write the question to the model, with {{name}} where a parameter's value goes")
+// readTemplates reads run.system and run.prompt and parses them. It says
+// whether both could be read, so that a parameter they don't use is known
+// to be unused.
+func (p *plan) readTemplates(t *sdk.RunTable) (parsed bool) {
+	parsed = true
+	if t.Has("system") && !readTemplate(t, "system", &p.System, &p.system) {
 		parsed = false
 	}
+	if !t.Has("prompt") {
+		t.Errorf("prompt", "is missing: write the question to the model, with {{name}} where a parameter's value goes")
+		return false
+	}
+	return readTemplate(t, "prompt", &p.Prompt, &p.prompt) && parsed
+}
 
+// readTemplate reads the template at key into text and parsed; false when
+// it can't.
+func readTemplate(t *sdk.RunTable, key string, text *string, parsed *template) bool {
+	s, ok := t.String(key, "must be text")
+	if !ok {
+		return false
+	}
+	*text = s
+	if key == "prompt" && strings.TrimSpace(s) == "" {
+		t.Errorf("prompt", "is empty: write the question to the model, with {{name}} where a parameter's value goes")
+		return false
+	}
+	tt, err := parseTemplate(s)
+	if err != nil {
+		t.Errorf(key, "%v", err)
+		return false
+	}
+	*parsed = tt
+	return true
+}
+
+// checkParams matches the templates' placeholders with the params: each
+// placeholder names one, and (when both templates were parsed) each is
+// used.
+func (p *plan) checkParams(t *sdk.RunTable, params []sdk.Param, parsed bool) {
 	known := map[string]bool{}
-	for _, prm := range tool.Params {
+	for _, prm := range params {
 		known[prm.Name] = true
 	}
 	used := map[string]bool{}
@@ -163,49 +159,46 @@ func compile(tool sdk.Tool) (*plan, error) {
 		for _, n := range f.t.names() {
 			used[n] = true
 			if !known[n] {
-				add("run."+f.key, "{{%s}} is not a parameter of this tool; %s", n, paramList(tool.Params))
+				t.Errorf(f.key, "{{%s}} is not a parameter of this tool; %s", n, paramList(params))
 			}
 		}
 	}
-	if parsed {
-		for i, prm := range tool.Params {
-			if used[prm.Name] {
-				continue
-			}
-			what := "optional"
-			if prm.Required {
-				what = "required"
-			}
-			add(fmt.Sprintf("params[%d].name", i),
-				"%s is a %s parameter of this tool, but neither run.system nor run.prompt uses it, so its value would never reach the model: write {{%s}} where it belongs, or remove the parameter",
-				prm.Name, what, prm.Name)
-		}
+	if !parsed {
+		return
 	}
+	for i, prm := range params {
+		if used[prm.Name] {
+			continue
+		}
+		what := "optional"
+		if prm.Required {
+			what = "required"
+		}
+		t.ErrorAt(fmt.Sprintf("params[%d].name", i),
+			"%s is a %s parameter of this tool, but neither run.system nor run.prompt uses it, so its value would never reach the model: write {{%s}} where it belongs, or remove the parameter",
+			prm.Name, what, prm.Name)
+	}
+}
 
-	if v, ok := m["format"]; ok {
-		var f string
-		switch err := json.Unmarshal(v, &f); {
-		case err != nil || string(bytes.TrimSpace(v)) == "null":
-			add("run.format", "must be \"text\" or \"json\"")
-		case f != "text" && f != "json":
-			add("run.format", "must be \"text\" (the answer as it is) or \"json\" (the answer parsed as JSON), not %q", clip(f, 40))
-		default:
-			p.Format = f
-		}
+// readFormat reads run.format, text or json.
+func (p *plan) readFormat(t *sdk.RunTable) {
+	f, ok := t.String("format", "must be \"text\" or \"json\"")
+	switch {
+	case !ok:
+	case f != "text" && f != "json":
+		t.Errorf("format", "must be \"text\" (the answer as it is) or \"json\" (the answer parsed as JSON), not %q", clip(f, 40))
+	default:
+		p.Format = f
 	}
-	if v, ok := m["max_tokens"]; ok {
-		var f float64
-		err := json.Unmarshal(v, &f)
-		if err != nil || string(bytes.TrimSpace(v)) == "null" || f != math.Trunc(f) || f < 0 || f > maxMaxTokens {
-			add("run.max_tokens", "must be a whole number of tokens from 0 to %d (0 takes the host's [model] max_tokens), not %s", maxMaxTokens, clip(string(bytes.TrimSpace(v)), 40))
-		} else {
-			p.MaxTokens = int(f)
-		}
+}
+
+// readMaxTokens reads run.max_tokens.
+func (p *plan) readMaxTokens(t *sdk.RunTable) {
+	wrong := fmt.Sprintf("must be a whole number of tokens from 0 to %d (0 takes the host's [model] max_tokens), not %s",
+		maxMaxTokens, clip(t.Written("max_tokens"), 40))
+	if n, ok := t.Int("max_tokens", 0, maxMaxTokens, wrong); ok {
+		p.MaxTokens = n
 	}
-	if fe != nil {
-		return nil, fe
-	}
-	return p, nil
 }
 
 // paramList says what the tool's parameters are, for an error message.
