@@ -58,11 +58,14 @@ func (st *state) enter(ctx context.Context) (leave func(), err error) {
 	defer st.waiting.Add(-1)
 	select {
 	case st.places <- struct{}{}:
-		return func() { <-st.places }, nil
+		if ctx.Err() == nil {
+			return func() { <-st.places }, nil
+		}
+		<-st.places // both were ready at once: a run its caller gave up on sends nothing
 	case <-ctx.Done():
-		return nil, fmt.Errorf("the run waited for one of the %d http runs going at once ([http] max_running) to end, and was stopped: %w",
-			cap(st.places), context.Cause(ctx))
 	}
+	return nil, fmt.Errorf("the run waited for one of the %d http runs going at once ([http] max_running) to end, and was stopped: %w",
+		cap(st.places), context.Cause(ctx))
 }
 
 // Metrics reports the runs waiting for a place.
