@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -24,19 +23,13 @@ def run():
 // (POST /api/v1/tools/trivial/call), with the pool of ready sandboxes off (a cold sandbox each
 // call), on with each call waiting, untimed, until the pool has a sandbox ready (the latency of
 // a call that finds one), and on with calls back to back, as an agent makes them (the steady
-// state when calls outrun the pool's refill), one every 100 ms, and in bursts of 4 at once
-// every second (an agent's parallel tool calls). It reports the median and p90.
+// state when calls outrun the pool's refill). It reports the median and p90.
 func BenchmarkPythonToolCall(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		pool      int
 		awaitPool bool
-		// every paces the calls: one starts every every (or at once when the last took
-		// longer); burst of them at once. Zero: back to back, one at a time.
-		every time.Duration
-		burst int
-	}{{"pool=0", 0, false, 0, 1}, {"pool=2", 2, true, 0, 1}, {"pool=2/back_to_back", 2, false, 0, 1},
-		{"pool=2/every_100ms", 2, false, 100 * time.Millisecond, 1}, {"pool=2/bursts_of_4_every_1s", 2, false, time.Second, 4}} {
+	}{{"pool=0", 0, false}, {"pool=2", 2, true}, {"pool=2/back_to_back", 2, false}} {
 		b.Run(c.name, func(b *testing.B) {
 			h := startPythonHostPool(b, map[string]string{"trivial.toml": pythonTrivialTool}, c.pool)
 			if status, out := h.call(b, "trivial", map[string]any{}); status != http.StatusOK {
@@ -44,12 +37,6 @@ func BenchmarkPythonToolCall(b *testing.B) {
 			}
 			idleBeforeMeasuring(b)
 			var d []time.Duration
-			if c.every > 0 {
-				d = pacedCalls(b, h, c.every, c.burst)
-				b.StopTimer()
-				reportPercentiles(b, d)
-				return
-			}
 			b.ResetTimer()
 			for range b.N {
 				if c.awaitPool {
@@ -68,38 +55,6 @@ func BenchmarkPythonToolCall(b *testing.B) {
 			reportPercentiles(b, d)
 		})
 	}
-}
-
-// pacedCalls makes b.N calls of trivial (at least 40, so the pool has the time to learn the pace
-// and the percentiles mean something) in bursts of burst at once, one burst every every, and
-// returns each call's latency.
-func pacedCalls(b *testing.B, h *pythonHost, every time.Duration, burst int) []time.Duration {
-	n := max(b.N, 40)
-	var mu sync.Mutex
-	var d []time.Duration
-	b.ResetTimer()
-	next := time.Now()
-	for done := 0; done < n; done += burst {
-		time.Sleep(time.Until(next))
-		next = next.Add(every)
-		var wg sync.WaitGroup
-		for range min(burst, n-done) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				t0 := time.Now()
-				status, out := h.call(b, "trivial", map[string]any{})
-				mu.Lock()
-				d = append(d, time.Since(t0))
-				mu.Unlock()
-				if status != http.StatusOK {
-					b.Errorf("trivial = %d %v", status, out)
-				}
-			}()
-		}
-		wg.Wait()
-	}
-	return d
 }
 
 // awaitReady waits until the host's python pool has a sandbox of the no-network shape ready.

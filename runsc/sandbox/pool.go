@@ -63,9 +63,7 @@ type PoolOptions struct {
 // shape serves every memory limit up to MemoryBytes.
 //
 // How many are kept: Size of each shape in use, more while demand is higher — the most sandboxes
-// of the shape in use at once during the last MaxIdle, or, when more, the most Gets that came
-// while one sandbox started (the pace of Gets times a start's time, both moving averages), so
-// that calls back to back, each alone, don't outrun the refill — up to Max. Ready sandboxes that die are
+// of the shape in use at once during the last MaxIdle — up to Max. Ready sandboxes that die are
 // noticed (every CheckEvery, and before a hand-out), removed and replaced, never handed out.
 type Pool struct {
 	opts   PoolOptions
@@ -94,21 +92,15 @@ type poolShape struct {
 	// running counts the starts under way (past the Starts bound; the others queue for it);
 	// waiting counts the Gets waiting for one of those rather than starting one cold;
 	// readied is closed (and replaced) whenever a start ends, well or not.
-	running int
-	waiting int
-	readied chan struct{}
-	inUse   int
-	peak    int
-	peakAt  time.Time
-	lastGet time.Time
-	// gap is the moving average of the time between Gets, not counting what the earlier one
-	// waited for its sandbox (lastWait: calls that wait for the refill would otherwise seem to
-	// come at the refill's pace); startTook is that of a start (for the pool). Together they
-	// say how many Gets come while one sandbox starts, which is how many must be ready for
-	// calls at that pace never to wait, however few run at once.
-	gap, startTook, lastWait time.Duration
-	failures                 int
-	retryAt                  time.Time
+	running  int
+	waiting  int
+	readied  chan struct{}
+	inUse    int
+	peak     int
+	peakAt   time.Time
+	lastGet  time.Time
+	failures int
+	retryAt  time.Time
 
 	handedOut, cold, died, retired, startFailures uint64
 }
@@ -203,9 +195,9 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	sh := p.shapeLocked(opts)
 	now := time.Now()
 	sh.inUse++
-	sh.noteGetLocked(now, p.opts.MaxIdle)
-	if need := max(sh.inUse, sh.byRate()); need >= sh.peak {
-		sh.peak, sh.peakAt = need, now
+	sh.lastGet = now
+	if sh.inUse >= sh.peak {
+		sh.peak, sh.peakAt = sh.inUse, now
 	}
 	for pooled {
 		sb = p.takeReadyLocked(sh)
@@ -244,7 +236,6 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		sh.handedOut++
 		p.inUse[sb] = sh
 		sb.owner = opts.Owner
-		sh.lastWait = time.Since(now)
 	} else {
 		sh.cold++
 	}
@@ -267,7 +258,6 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	sb, err = p.opts.Manager.Start(ctx, opts)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	sh.lastWait = time.Since(now)
 	if err != nil {
 		sh.inUse--
 		return nil, err
@@ -276,36 +266,6 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	sb.owner = opts.Owner
 	sb.unweigh = p.places.Weigh(opts.Owner, sb)
 	return sb, nil
-}
-
-// movingAverage weighs x a quarter against the average so far (none yet: x).
-func movingAverage(avg, x time.Duration) time.Duration {
-	if avg == 0 {
-		return x
-	}
-	return avg + (x-avg)/4
-}
-
-// noteGetLocked counts a Get at now in the pace of Gets; one after a pause longer than maxIdle
-// starts the count afresh.
-func (sh *poolShape) noteGetLocked(now time.Time, maxIdle time.Duration) {
-	switch gap := now.Sub(sh.lastGet); {
-	case sh.lastGet.IsZero() || gap > maxIdle:
-		sh.gap = 0
-	default:
-		sh.gap = movingAverage(sh.gap, max(gap-sh.lastWait, time.Millisecond))
-	}
-	sh.lastGet = now
-}
-
-// byRate is how many Gets come, at the pace of late, while one sandbox starts (rounded up): the
-// ready sandboxes it takes for none of them to wait. 0 while the pace or a start's time is not
-// known yet.
-func (sh *poolShape) byRate() int {
-	if sh.gap == 0 || sh.startTook == 0 {
-		return 0
-	}
-	return int(math.Ceil(float64(sh.startTook) / float64(sh.gap)))
 }
 
 // takeReadyLocked takes the first live ready sandbox of sh, removing dead ones it finds.
@@ -514,9 +474,8 @@ func (p *Pool) fillLocked(sh *poolShape, now time.Time, free int) int {
 	return target
 }
 
-// targetLocked is how many sandboxes of sh should be ready: Size, or the most needed at once
-// lately (in use at once, or by the pace of Gets: byRate) when that is more, up to the places'
-// Max; none for a shape not asked for in MaxIdle.
+// targetLocked is how many sandboxes of sh should be ready: Size, or the most in use at once
+// lately when that is more, up to the places' Max; none for a shape not asked for in MaxIdle.
 func (p *Pool) targetLocked(sh *poolShape, now time.Time) int {
 	if p.opts.Size == 0 {
 		return 0
@@ -544,15 +503,11 @@ func (p *Pool) start(sh *poolShape) {
 	p.mu.Lock()
 	sh.running++
 	p.mu.Unlock()
-	began := time.Now()
 	sb, err := p.opts.Manager.Start(p.ctx, sh.opts)
 	<-p.starts
 	p.mu.Lock()
 	sh.starting--
 	sh.running--
-	if err == nil {
-		sh.startTook = movingAverage(sh.startTook, time.Since(began))
-	}
 	close(sh.readied)
 	sh.readied = make(chan struct{})
 	if err != nil {

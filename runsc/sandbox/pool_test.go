@@ -150,25 +150,6 @@ func TestPoolCallsBackToBackWaitForTheRefill(t *testing.T) {
 	}
 }
 
-// TestPoolKeepsUpWithThePace: calls back to back, one at a time, come faster than a sandbox
-// starts; the pool learns the pace (a Get's wait for its sandbox not counted) and keeps more
-// ready than the one call in use at a time, so that the calls stop waiting for the refill.
-func TestPoolKeepsUpWithThePace(t *testing.T) {
-	t.Parallel()
-	m := newTestManager(t, NetworkOptions{})
-	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 4})
-	opts := poolSandbox()
-	p.Warm(opts)
-	waitFor(t, "a ready sandbox", func() bool { return shapeStats(p).Ready >= 1 })
-	for i := range 8 {
-		if _, answer := use(t, p, opts); answer != "fresh" {
-			t.Errorf("run %d: the sandbox saw an earlier run's files (%q)", i, answer)
-		}
-	}
-	waitFor(t, "more than one sandbox ready for calls back to back", func() bool { return shapeStats(p).Ready >= 2 },
-		func() string { return fmt.Sprintf("%+v", shapeStats(p)) })
-}
-
 // TestPoolBurstsStartColdSideBySide: a burst of calls that finds too few ready sandboxes starts
 // the rest cold side by side; a call waits only for a start already under way that no other call
 // waits for, never for one queued behind the pool's bound on starts (Starts: 1 here), which
