@@ -18,8 +18,11 @@ import (
 )
 
 // reloadWait bounds how long `toolhost reload` waits for the host's answer:
-// a reload starts no plugin, but re-checks every tool with its kind.
-const reloadWait = 2 * time.Minute
+// a reload starts no plugin, but re-checks every tool with its kind (a python
+// tool in a sandbox: minutes on a slow machine). Less than the unit's
+// TimeoutStartSec (examples/systemd/toolhost.service), which bounds
+// ExecReload too.
+const reloadWait = 4 * time.Minute
 
 // runReload is `toolhost reload [--config FILE] [--pid PID]`, the unit's
 // ExecReload. It asks the host with SIGHUP to reload FILE and waits until the
