@@ -318,13 +318,15 @@ func TestSessionLimits(t *testing.T) {
 	_, c, s := sessionKind(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 2}); err != nil {
+	// 10 s: the run's time counts from its exec, which a machine under emulation (the VMs) takes
+	// seconds to start.
+	if err := s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 10}); err != nil {
 		t.Fatal(err)
 	}
 	id := newSessionID()
 	sh := sessionTool(t, "run_bash", "bash")
-	res := ranResult(t, callIn(t, c, id, sh, map[string]any{"command": "echo start; sleep 60; echo never"}, nil))
-	if res.Stopped != "timeout" || res.Stdout != "start\n" || !strings.Contains(res.Message, "2 seconds") {
+	res := ranResult(t, callIn(t, c, id, sh, map[string]any{"command": "echo start; sleep 600; echo never"}, nil))
+	if res.Stopped != "timeout" || res.Stdout != "start\n" || !strings.Contains(res.Message, "10 seconds") {
 		t.Errorf("a run past its time: %+v", res)
 	}
 	if err := s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, Seconds: 60}); err != nil {
