@@ -37,11 +37,12 @@ func (d *Dispatcher) StartCheck(principal string, def config.Tool) (end func(), 
 		return nil, err
 	}
 	began := d.clock()()
+	sandboxed := d.sandboxRuns(kind) // decided once, at the start, as the charge was
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			d.freePlace(principal)
-			if d.sandboxRuns(kind) {
+			if sandboxed {
 				d.endUsage(id, d.clock()().Sub(began).Seconds())
 			}
 		})
