@@ -303,7 +303,7 @@ func TestNetworkOn(t *testing.T) {
 	t.Parallel()
 	open := conn(t, true)
 	walled := conn(t, false)
-	l := newLab(t, env.labNet)
+	l := openLab(t)
 	labAddr := l.serveInNS(t, "hello from the lab")
 	hostSide, err := net.Listen("tcp", l.hostIP.String()+":0")
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/toolhost/toolhost/sdk/sdktest"
 )
 
 // TestLimitsStopTheCodeAndOthersGoOn: every limit stops its run with its own message while a
@@ -27,7 +29,7 @@ func TestLimitsStopTheCodeAndOthersGoOn(t *testing.T) {
 				}
 				close(trivial)
 			}()
-			r := invoke(t, c, tc.code, tc.extra, nil)
+			r := tc.run(t, func() *sdktest.Run { return invoke(t, c, tc.code, tc.extra, nil) })
 			wg.Wait()
 			wantError(t, r, tc.errCode, tc.message)
 			if err := <-trivial; err != nil {
@@ -50,13 +52,31 @@ type limitCase struct {
 	message    string
 }
 
+// busyTries is how many times a CPU-limit case runs while it ends on the clock instead.
+const busyTries = 3
+
+// run runs one case: once, or for the CPU limit until a run ends there, busyTries at most. The
+// code gets as many CPU seconds as seconds on the clock (and one more on the clock): on a machine
+// busy with other work it may get less than its CPU seconds before the clock stops it, and the
+// timeout is then the right answer, but not the one this case is about.
+func (tc limitCase) run(t *testing.T, once func() *sdktest.Run) *sdktest.Run {
+	t.Helper()
+	for try := 1; ; try++ {
+		r := once()
+		if tc.errCode != codeCPU || r.ErrorCode() != codeTimeout || try == busyTries {
+			return r
+		}
+		t.Logf("try %d of %d ended on the clock (%v): the machine is busy; again", try, busyTries, r.Err)
+	}
+}
+
 // limitCases are a run for every limit.
 func limitCases() []limitCase {
 	return []limitCase{
 		{"memory", "def run():\n    hog = []\n    while True:\n        hog.append(b'x' * (16 << 20))\n",
 			map[string]any{"memory_mb": 64}, "memory", "the code used more memory than its limit (64 MiB)"},
 		{"cpu", "def run():\n    while True:\n        pass\n",
-			map[string]any{"seconds": 2}, "cpu", "the code used more CPU time than its limit"},
+			map[string]any{"seconds": 1}, "cpu", "the code used more CPU time than its limit"},
 		{"processes", "import os\ndef run():\n    while True:\n        os.fork()\n",
 			nil, "processes", "the code started more processes than its limit"},
 		{"disk", "def run():\n    with open('/work/big', 'wb') as f:\n        for _ in range(1024):\n            f.write(b'\\0' * (1 << 20))\n",

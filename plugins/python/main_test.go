@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +33,8 @@ var env struct {
 	poolSize        int // [python.pool] size of walled and open in this pass of the suite
 	stateDir        string
 	runscBin        string
-	labNet          netip.Prefix // the lab subnet the open kind may reach
+	labRange        netip.Prefix // the /16 the open kind may reach: openLab cuts its labs from it
+	labs            atomic.Int32 // how many labs openLab made
 	workMB, outputB int
 }
 
@@ -60,7 +62,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	env.stateDir = dir
-	env.labNet = randomLabNet()
+	env.labRange = randomLabRange()
 	env.workMB, env.outputB = 64, 1<<20
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -108,7 +110,7 @@ func runSuite(ctx context.Context, m *testing.M, rt *runsc.Runtime, rootfs strin
 	)
 	env.poolSize = size
 	if env.walled, p1, err = mk(nil); err == nil {
-		env.open, p2, err = mk([]string{env.labNet.String()})
+		env.open, p2, err = mk([]string{env.labRange.String()})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "configuring the kind:", err)

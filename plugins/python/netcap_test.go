@@ -15,7 +15,7 @@ import (
 func TestNetworkConnectionCapSaysSo(t *testing.T) {
 	t.Parallel()
 	c := conn(t, true)
-	l := newLab(t, env.labNet)
+	l := openLab(t)
 	host, port, _ := net.SplitHostPort(l.serveInNS(t, "lab"))
 	capN := sandbox.NetworkOptions{}.ConnectionCap()
 	code := fmt.Sprintf(`

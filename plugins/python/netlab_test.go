@@ -18,15 +18,43 @@ import (
 
 // randomLabNet picks a 10.x.y.0/24 no interface of this machine uses.
 func randomLabNet() netip.Prefix {
+	return randomUnused(func(b []byte) netip.Prefix {
+		return netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+int(b[0])%50, b[1]))
+	})
+}
+
+// randomLabRange picks a 10.x.0.0/16 no interface of this machine uses, for labOf to cut /24s
+// from.
+func randomLabRange() netip.Prefix {
+	return randomUnused(func(b []byte) netip.Prefix {
+		return netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", 200+int(b[0])%50))
+	})
+}
+
+// randomUnused draws prefixes until one shares no address with an interface of this machine.
+func randomUnused(draw func(random []byte) netip.Prefix) netip.Prefix {
 	out, _ := exec.Command("ip", "-o", "-4", "addr", "show").Output()
 	for {
 		b := make([]byte, 2)
 		_, _ = rand.Read(b)
-		p := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+int(b[0])%50, b[1]))
-		if !strings.Contains(string(out), " "+strings.TrimSuffix(p.Addr().String(), ".0")+".") {
+		p := draw(b)
+		four := p.Addr().As4()
+		shared := fmt.Sprintf(" %d.%d.%d.", four[0], four[1], four[2])
+		if p.Bits() == 16 {
+			shared = fmt.Sprintf(" %d.%d.", four[0], four[1])
+		}
+		if !strings.Contains(string(out), shared) {
 			return p
 		}
 	}
+}
+
+// labOf is the n-th /24 of a /16 from randomLabRange. Labs that run at once each need their own:
+// two on one subnet leave the host one route, to whichever came first, and a connection meant
+// for the other is refused there.
+func labOf(r netip.Prefix, n int) netip.Prefix {
+	four := r.Addr().As4()
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{four[0], four[1], byte(n), 0}), 24)
 }
 
 // lab is a network namespace of the test's own, joined to the host by a veth pair on the lab
@@ -63,6 +91,12 @@ func newLab(t *testing.T, subnet netip.Prefix) *lab {
 		}
 	}
 	return l
+}
+
+// openLab is a lab the open kind may reach, on a /24 of its own.
+func openLab(t *testing.T) *lab {
+	t.Helper()
+	return newLab(t, labOf(env.labRange, int(env.labs.Add(1))))
 }
 
 // serveInNS starts an HTTP server answering body on the lab namespace's address.

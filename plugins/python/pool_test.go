@@ -118,7 +118,8 @@ def run():
 		nil, "network", "this tool has no network: say it needs it (network = true)"})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wantError(t, runPooled(t, k, c, tc.code, tc.extra), tc.errCode, tc.message)
+			r := tc.run(t, func() *sdktest.Run { return runPooled(t, k, c, tc.code, tc.extra) })
+			wantError(t, r, tc.errCode, tc.message)
 		})
 	}
 }

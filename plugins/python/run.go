@@ -113,7 +113,6 @@ type outcome struct {
 	// answered is when the answer (or the end of the control socket) came.
 	answered time.Time
 	stats    sandbox.Stats
-	statsErr error
 	net      sandbox.NetCounters
 }
 
@@ -284,9 +283,14 @@ func (k *kind) drive(ctx context.Context, sb *sandbox.Sandbox, req request, lim 
 	if out.wasCut() {
 		o.outputCut = true
 	}
-	o.stats, o.statsErr = sb.Stats()
+	// Without its counters a run that hit a limit reads as the code's own failure: say so.
+	if o.stats, err = sb.Stats(); err != nil {
+		k.log.Warn("reading a sandbox's cgroup counters; a limit the run hit may read as the code's own error", "id", sb.ID, "error", err)
+	}
 	if lim.network {
-		o.net, _ = sb.NetworkCounters(context.WithoutCancel(ctx))
+		if o.net, err = sb.NetworkCounters(context.WithoutCancel(ctx)); err != nil {
+			k.log.Warn("reading a sandbox's firewall counters; a refused connection may read as the code's own error", "id", sb.ID, "error", err)
+		}
 	}
 	return o
 }
