@@ -202,6 +202,13 @@ func operatorFlow(t *testing.T, m machine, deb, prefix string) {
 			}
 		} else {
 			out, err := m.run("toolhost", "call", l.tool)
+			for try := 2; l.code == "cpu" && try <= 3 && strings.Contains(out, "(timeout)"); try++ {
+				// Its second of CPU didn't come within two on the clock: the machine (the other
+				// VM, the host's other work) was busy. The timeout is right then, but not this case.
+				t.Logf("%s on %s ended on the clock, try %d of 3: %s", l.tool, m.name(), try, out)
+				waitPoolQuiet(m)
+				out, err = m.run("toolhost", "call", l.tool)
+			}
 			if !exitedWith(err, 1) || !strings.Contains(out, want) {
 				t.Errorf("%s: want %q and exit status 1, got %v:\n%s", l.tool, want, err, out)
 			}
