@@ -28,7 +28,7 @@ import (
 // header, the read loop with its limits, the single writer with pings,
 // and closing (closeWith, the one way the host closes a connection, and
 // closeCode, the code of each reason). frame.go decodes what a client sends, outbox.go queues
-// what goes out, handlers.go acts on each frame.
+// what goes out, wsmessages.go acts on each frame.
 
 const (
 	// maxFrame is the largest frame read; a larger one is skipped and

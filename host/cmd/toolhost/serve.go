@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,46 +18,6 @@ import (
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host"
 )
-
-func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, bool) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", defaultConfig, "the config file")
-	if err := fs.Parse(args); err != nil {
-		return nil, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "toolhost %s: unexpected argument %q (the config is given with --config FILE)\n", name, fs.Arg(0))
-		return nil, false
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		var ce config.Errors
-		if errors.As(err, &ce) {
-			for _, e := range ce {
-				fmt.Fprintln(stderr, e.Error())
-			}
-			fmt.Fprintf(stderr, "toolhost: %s has %d problem(s); nothing was started\n", *path, len(ce))
-		} else {
-			fmt.Fprintf(stderr, "toolhost: %v\n", err)
-		}
-		return nil, false
-	}
-	return cfg, true
-}
-
-func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
-		Name:       "toolhost",
-		Level:      hclog.LevelFromString(cfg.Log.Level),
-		JSONFormat: cfg.Log.Format == "json",
-		Output:     w,
-	})
-}
-
-// defaultConfig is the config of an installed toolhost, which every command
-// reads when --config does not name another.
-const defaultConfig = "/etc/toolhost/toolhost.toml"
 
 // exitConfig is serve's exit status when the config has problems: 78, the
 // EX_CONFIG of sysexits.h. The unit does not restart on it (restarting would
@@ -202,31 +161,4 @@ func notifyReady(log hclog.Logger) {
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		log.Warn("could not tell systemd the host is ready", "error", err)
 	}
-}
-
-func runCheck(args []string, stdout, stderr io.Writer) int {
-	cfg, ok := loadConfig("check", args, stderr)
-	if !ok {
-		return 1
-	}
-	enterDelegatedScope("check", args, stderr)
-	log := newLogger(cfg, io.Discard)
-	h := host.NewForCheck(cfg, log)
-	problems := h.Start(context.Background())
-	defer h.Stop()
-	for _, e := range problems.Config {
-		fmt.Fprintln(stderr, e.Error())
-	}
-	for _, p := range problems.Plugins {
-		fmt.Fprintln(stderr, p.Err)
-	}
-	for _, e := range problems.Tools {
-		fmt.Fprintln(stderr, e.Error())
-	}
-	if !problems.Empty() {
-		fmt.Fprintf(stderr, "toolhost check: %d problem(s)\n", problems.Count())
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s: ok\n", cfg.File)
-	return 0
 }
