@@ -176,8 +176,7 @@ func specNamespaces(netNSPath string) []specs.LinuxNamespace {
 }
 
 // specResources returns the cgroup limits of l: memory (with memory+swap at the same cap, so no
-// swap on top), pids, and
-// the CPU quota and shares if set.
+// swap on top), pids, and the CPU quota and shares if set.
 func specResources(l Limits) *specs.LinuxResources {
 	var cpu *specs.LinuxCPU
 	if l.CPUs > 0 {
