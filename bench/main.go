@@ -99,6 +99,8 @@ type throughput struct {
 	alive       int     // sandboxes (ready, running or being removed) at the end
 }
 
+// run measures every row (the baselines, the host with the pool off and
+// on, conversation sandboxes) and prints them with their notes.
 func run(o options) error {
 	var rows []row
 	var tput []throughput
@@ -126,62 +128,13 @@ func run(o options) error {
 	}
 
 	for _, pool := range []int{0, o.poolSize} {
-		label := "pool off"
-		if pool > 0 {
-			label = fmt.Sprintf("pool on (%d ready)", pool)
-		}
-		h, err := startHost(o, pool, "", 1)
+		prows, ptput, pnotes, err := poolRows(o, pool)
 		if err != nil {
 			return err
 		}
-		for i := 0; i < 5; i++ { // warm up
-			if _, err := h.callHTTP(); err != nil {
-				h.stop()
-				return fmt.Errorf("warm-up call failed: %w\n%s", err, h.log.String())
-			}
-		}
-		fmt.Fprintf(os.Stderr, "bench: host with the %s up; idle %v before measuring\n", label, o.idle)
-		time.Sleep(o.idle)
-		// With the pool on, each latency call waits (untimed) until a sandbox is ready: the row
-		// is the latency of a call that finds one, the throughput rows what happens when calls
-		// come faster than sandboxes start.
-		h.pooled = pool > 0
-		cold0 := h.metric("pool_cold_starts_total")
-		rows = append(rows, row{name: "toolhost HTTP call, " + label, d: h.repeat(o.n, h.callHTTP)})
-		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-		conn, err := client.Dial(dctx, h.addr, client.Options{Client: "bench"})
-		dcancel()
-		if err != nil {
-			h.stop()
-			return err
-		}
-		rows = append(rows, row{name: "toolhost websocket call, " + label, d: h.repeat(o.n, func() (time.Duration, error) {
-			return callWS(conn)
-		})})
-		_ = conn.Close()
-		if pool > 0 {
-			notes = append(notes, fmt.Sprintf("latency rows with the pool on: %.0f of %d calls started a sandbox cold", h.metric("pool_cold_starts_total")-cold0, 2*o.n))
-		}
-		h.pooled = false
-		for _, c := range []int{1, 2, 8} {
-			tput = append(tput, h.throughput(label, c, o.duration))
-		}
-		if pool > 0 {
-			// Let the removals finish and the pool settle back to its size.
-			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-				if _, n := readySandboxMemory(h.prefix); n <= pool && h.metric("pool_ready") >= float64(pool) {
-					break
-				}
-			}
-			if mib, n := readySandboxMemory(h.prefix); n > 0 {
-				notes = append(notes, fmt.Sprintf("memory of one ready sandbox (memcg usage, mean of %d): %.1f MiB", n, mib))
-			}
-			if mib, n := readySandboxPSS(h.prefix); n > 0 {
-				notes = append(notes, fmt.Sprintf("memory of one ready sandbox (PSS of its processes, mean of %d): %.1f MiB", n, mib))
-			}
-		}
-		notes = append(notes, fmt.Sprintf("memory of the host and its plugins (RSS), %s: %.1f MiB", label, h.rssMiB()))
-		h.stop()
+		rows = append(rows, prows...)
+		tput = append(tput, ptput...)
+		notes = append(notes, pnotes...)
 	}
 	srows, snotes, err := sessionRows(o)
 	if err != nil {
@@ -191,6 +144,69 @@ func run(o options) error {
 	notes = append(notes, snotes...)
 	print(rows, tput, notes)
 	return nil
+}
+
+// poolRows measures one host with the sandbox pool off (pool 0) or holding
+// pool ready sandboxes, once warmed up and idle: the latency of an HTTP
+// and a websocket call, the throughput rows, and notes on memory.
+func poolRows(o options, pool int) (rows []row, tput []throughput, notes []string, err error) {
+	label := "pool off"
+	if pool > 0 {
+		label = fmt.Sprintf("pool on (%d ready)", pool)
+	}
+	h, err := startHost(o, pool, "", 1)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for i := 0; i < 5; i++ { // warm up
+		if _, err := h.callHTTP(); err != nil {
+			h.stop()
+			return nil, nil, nil, fmt.Errorf("warm-up call failed: %w\n%s", err, h.log.String())
+		}
+	}
+	fmt.Fprintf(os.Stderr, "bench: host with the %s up; idle %v before measuring\n", label, o.idle)
+	time.Sleep(o.idle)
+	// With the pool on, each latency call waits (untimed) until a sandbox is ready: the row
+	// is the latency of a call that finds one, the throughput rows what happens when calls
+	// come faster than sandboxes start.
+	h.pooled = pool > 0
+	cold0 := h.metric("pool_cold_starts_total")
+	rows = append(rows, row{name: "toolhost HTTP call, " + label, d: h.repeat(o.n, h.callHTTP)})
+	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	conn, err := client.Dial(dctx, h.addr, client.Options{Client: "bench"})
+	dcancel()
+	if err != nil {
+		h.stop()
+		return nil, nil, nil, err
+	}
+	rows = append(rows, row{name: "toolhost websocket call, " + label, d: h.repeat(o.n, func() (time.Duration, error) {
+		return callWS(conn)
+	})})
+	_ = conn.Close()
+	if pool > 0 {
+		notes = append(notes, fmt.Sprintf("latency rows with the pool on: %.0f of %d calls started a sandbox cold", h.metric("pool_cold_starts_total")-cold0, 2*o.n))
+	}
+	h.pooled = false
+	for _, c := range []int{1, 2, 8} {
+		tput = append(tput, h.throughput(label, c, o.duration))
+	}
+	if pool > 0 {
+		// Let the removals finish and the pool settle back to its size.
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			if _, n := readySandboxMemory(h.prefix); n <= pool && h.metric("pool_ready") >= float64(pool) {
+				break
+			}
+		}
+		if mib, n := readySandboxMemory(h.prefix); n > 0 {
+			notes = append(notes, fmt.Sprintf("memory of one ready sandbox (memcg usage, mean of %d): %.1f MiB", n, mib))
+		}
+		if mib, n := readySandboxPSS(h.prefix); n > 0 {
+			notes = append(notes, fmt.Sprintf("memory of one ready sandbox (PSS of its processes, mean of %d): %.1f MiB", n, mib))
+		}
+	}
+	notes = append(notes, fmt.Sprintf("memory of the host and its plugins (RSS), %s: %.1f MiB", label, h.rssMiB()))
+	h.stop()
+	return rows, tput, notes, nil
 }
 
 // sessionRows measures conversation sandboxes: run_python("print(1)") in a

@@ -616,113 +616,179 @@ func (c *Conn) follow(ctx context.Context, first Message, onEvent func(Event)) (
 	id := first.ID
 	sb := c.subscribe(id)
 	defer c.unsubscribe(id)
-	run, last := first.Run, int64(-1)
-	if first.AfterSeq != nil {
-		last = *first.AfterSeq
-	}
-	redials := 0
-	maxRedials := c.opts.Redials
-	if maxRedials == 0 {
-		maxRedials = 5
-	}
-	wait := c.opts.RedialWait
-	if wait <= 0 {
-		wait = 500 * time.Millisecond
-	}
-	var s *session
-	// stopped is the host's word that it was stopping, if it closed a
-	// connection of this call saying so.
-	var stopped *Error
+	f := c.newFollower(first, sb, onEvent)
 	msg := first
 	for {
 		// (Re)connect and send the call, or the attach that picks it up.
-		next, err := c.session(ctx, s)
-		if err == nil {
-			s = next
-			err = s.send(ctx, msg)
-		} else if refused := (*Error)(nil); redials > 0 && ctx.Err() == nil && !errors.As(err, &refused) {
-			// Reopening failed (the host may be restarting): try again.
-			err = fmt.Errorf("%w: %w", errDropped, err)
-		}
+		err := f.connect(ctx, msg)
 		if err != nil && !errors.Is(err, errDropped) {
 			return nil, err
 		}
-		for err == nil {
-			for _, f := range sb.take() {
-				switch {
-				case f.Seq != nil:
-					var e Event
-					if err := json.Unmarshal(f.raw, &e); err != nil {
-						return nil, fmt.Errorf("the host sent an event that can't be read: %w", err)
-					}
-					if int64(e.Seq) <= last {
-						continue // had it already
-					}
-					last, run, redials = int64(e.Seq), e.Run, 0
-					if onEvent != nil {
-						onEvent(e)
-					}
-					if e.Terminal() {
-						if e.Error != nil {
-							return nil, e.Error
-						}
-						return e.Result, nil
-					}
-				case f.Type == TypeError:
-					var ef ErrorFrame
-					if err := json.Unmarshal(f.raw, &ef); err != nil {
-						return nil, fmt.Errorf("the host sent an error that can't be read: %w", err)
-					}
-					return nil, &ef.Error
-				case f.Type == wire.TypeBehind:
-					var b Behind
-					_ = json.Unmarshal(f.raw, &b)
-					if b.Run != "" {
-						run = b.Run
-					}
-					after := last
-					if err := s.send(ctx, Message{Type: wire.TypeAttach, ID: id, Run: run, AfterSeq: &after}); err != nil && !errors.Is(err, errDropped) {
-						return nil, err
-					}
-				}
+		if err == nil {
+			res, done, rerr := f.read(ctx)
+			if done {
+				return res, rerr
 			}
-			select {
-			case <-sb.wake:
-			case <-s.done:
-				if !sb.pending() {
-					err = c.ended(s)
-				}
-			case <-ctx.Done():
-				if first.Type == wire.TypeCall && run != "" {
-					cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					_ = c.Cancel(cctx, run)
-					cancel()
-				}
-				return nil, ctx.Err()
-			}
+			err = rerr
 		}
 		if !errors.Is(err, errDropped) {
 			return nil, err // the host closed the connection for good
 		}
-		if said := (*Error)(nil); errors.As(err, &said) && said.Code == wire.CodeShuttingDown {
-			stopped = said
+		if err := f.waitToRedial(ctx, err); err != nil {
+			return nil, err
 		}
-		if run == "" {
-			return nil, fmt.Errorf("the connection ended before the run started; the call may or may not have run: %w", err)
-		}
-		if (maxRedials < 0 || redials >= maxRedials) && stopped != nil {
-			return nil, fmt.Errorf("the host stopped before the run %s ended, and could not be reached again (%w): %w", run, err, stopped)
-		}
-		if maxRedials < 0 || redials >= maxRedials {
-			return nil, fmt.Errorf("the connection ended before the run did, and could not be opened again; the run %s goes on: %w", run, err)
-		}
-		redials++
-		select {
-		case <-time.After(time.Duration(redials) * wait):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		after := last
-		msg = Message{Type: wire.TypeAttach, ID: id, Run: run, AfterSeq: &after}
+		after := f.last
+		msg = Message{Type: wire.TypeAttach, ID: id, Run: f.run, AfterSeq: &after}
 	}
+}
+
+// follower is where follow is in a run: the run, the last event it had,
+// the connection it reads and how many times it has reopened it.
+type follower struct {
+	c       *Conn
+	first   Message
+	sb      *sub
+	onEvent func(Event)
+
+	run        string
+	last       int64
+	s          *session
+	redials    int
+	maxRedials int
+	wait       time.Duration
+	// stopped is the host's word that it was stopping, if it closed a
+	// connection of this call saying so.
+	stopped *Error
+}
+
+// newFollower is where follow starts: the run and the event first names,
+// with the redials of c's options.
+func (c *Conn) newFollower(first Message, sb *sub, onEvent func(Event)) *follower {
+	f := &follower{c: c, first: first, sb: sb, onEvent: onEvent, run: first.Run, last: -1}
+	if first.AfterSeq != nil {
+		f.last = *first.AfterSeq
+	}
+	f.maxRedials = c.opts.Redials
+	if f.maxRedials == 0 {
+		f.maxRedials = 5
+	}
+	f.wait = c.opts.RedialWait
+	if f.wait <= 0 {
+		f.wait = 500 * time.Millisecond
+	}
+	return f
+}
+
+// connect (re)opens the connection and sends msg on it. A connection that
+// can't be reopened after a redial is an errDropped, to try again, unless
+// the host refused it.
+func (f *follower) connect(ctx context.Context, msg Message) error {
+	next, err := f.c.session(ctx, f.s)
+	if err == nil {
+		f.s = next
+		return f.s.send(ctx, msg)
+	}
+	if refused := (*Error)(nil); f.redials > 0 && ctx.Err() == nil && !errors.As(err, &refused) {
+		// Reopening failed (the host may be restarting): try again.
+		return fmt.Errorf("%w: %w", errDropped, err)
+	}
+	return err
+}
+
+// read handles the frames of the run that come on the connection until
+// the call is done (its result, or its error, with done true) or the
+// connection ends (its error, with done false). A call whose ctx ends is
+// done, and its run is cancelled.
+func (f *follower) read(ctx context.Context) (res json.RawMessage, done bool, err error) {
+	for {
+		for _, fr := range f.sb.take() {
+			if r, over, herr := f.handle(ctx, fr); over {
+				return r, true, herr
+			}
+		}
+		select {
+		case <-f.sb.wake:
+		case <-f.s.done:
+			if !f.sb.pending() {
+				if err := f.c.ended(f.s); err != nil {
+					return nil, false, err
+				}
+			}
+		case <-ctx.Done():
+			if f.first.Type == wire.TypeCall && f.run != "" {
+				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = f.c.Cancel(cctx, f.run)
+				cancel()
+			}
+			return nil, true, ctx.Err()
+		}
+	}
+}
+
+// handle takes one frame of the run: an event (passed to onEvent once,
+// the last one ending the call), the host's error (ending it), or word
+// that the connection fell behind (asking for the events missed).
+func (f *follower) handle(ctx context.Context, fr frame) (res json.RawMessage, done bool, err error) {
+	switch {
+	case fr.Seq != nil:
+		var e Event
+		if err := json.Unmarshal(fr.raw, &e); err != nil {
+			return nil, true, fmt.Errorf("the host sent an event that can't be read: %w", err)
+		}
+		if int64(e.Seq) <= f.last {
+			return nil, false, nil // had it already
+		}
+		f.last, f.run, f.redials = int64(e.Seq), e.Run, 0
+		if f.onEvent != nil {
+			f.onEvent(e)
+		}
+		if e.Terminal() {
+			if e.Error != nil {
+				return nil, true, e.Error
+			}
+			return e.Result, true, nil
+		}
+	case fr.Type == TypeError:
+		var ef ErrorFrame
+		if err := json.Unmarshal(fr.raw, &ef); err != nil {
+			return nil, true, fmt.Errorf("the host sent an error that can't be read: %w", err)
+		}
+		return nil, true, &ef.Error
+	case fr.Type == wire.TypeBehind:
+		var b Behind
+		_ = json.Unmarshal(fr.raw, &b)
+		if b.Run != "" {
+			f.run = b.Run
+		}
+		after := f.last
+		if err := f.s.send(ctx, Message{Type: wire.TypeAttach, ID: f.first.ID, Run: f.run, AfterSeq: &after}); err != nil && !errors.Is(err, errDropped) {
+			return nil, true, err
+		}
+	}
+	return nil, false, nil
+}
+
+// waitToRedial decides, after the connection dropped with err, whether the
+// run is worth reopening it for, and waits before the redial, longer each
+// time; it returns the call's error when it is not.
+func (f *follower) waitToRedial(ctx context.Context, err error) error {
+	if said := (*Error)(nil); errors.As(err, &said) && said.Code == wire.CodeShuttingDown {
+		f.stopped = said
+	}
+	if f.run == "" {
+		return fmt.Errorf("the connection ended before the run started; the call may or may not have run: %w", err)
+	}
+	if (f.maxRedials < 0 || f.redials >= f.maxRedials) && f.stopped != nil {
+		return fmt.Errorf("the host stopped before the run %s ended, and could not be reached again (%w): %w", f.run, err, f.stopped)
+	}
+	if f.maxRedials < 0 || f.redials >= f.maxRedials {
+		return fmt.Errorf("the connection ended before the run did, and could not be opened again; the run %s goes on: %w", f.run, err)
+	}
+	f.redials++
+	select {
+	case <-time.After(time.Duration(f.redials) * f.wait):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }

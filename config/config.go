@@ -213,80 +213,104 @@ func (d *decoder) hasErrorAt(field string) bool {
 	return slices.ContainsFunc(d.errs, func(e Error) bool { return e.Field == field })
 }
 
+// decodeConfig reads the main file's top-level table into c, one section at
+// a time, in the order the sections' errors are reported.
 func (d *decoder) decodeConfig(c *Config, dir string) {
 	top := d.table("", d.doc.root)
-
 	if v, ok := top.get("server"); ok {
-		t := d.table("server", v)
-		if t.str("listen", &c.Server.Listen) {
-			if msg := checkListen(c.Server.Listen); msg != "" {
-				d.addf("server.listen", "%s", msg)
-			}
-		}
-		if t.strings("allowed_origins", &c.Server.AllowedOrigins) {
-			for i, o := range c.Server.AllowedOrigins {
-				if msg := checkOrigin(o); msg != "" {
-					d.addf(indexPath("server.allowed_origins", i), "%s", msg)
-				}
-			}
-		}
-		d.path(t, "state_dir", dir, &c.Server.StateDir, false)
-		t.done()
+		d.decodeServer(v, &c.Server, dir)
 	}
-
 	if v, ok := top.get("plugins"); ok {
-		t := d.table("plugins", v)
-		d.path(t, "dir", dir, &c.Plugins.Dir, false)
-		if pv, ok := t.get("sha256"); ok {
-			pt := d.table("plugins.sha256", pv)
-			d.pins(pt, c.Plugins.SHA256)
-		}
-		d.path(t, "sha256_file", dir, &c.Plugins.SHA256File, true)
-		t.int("start_timeout_seconds", &c.Plugins.StartTimeoutSeconds, 1, 300)
-		t.done()
+		d.decodePlugins(v, &c.Plugins, dir)
 	}
-
 	d.path(top, "tools_dir", dir, &c.ToolsDir, true)
-
 	if v, ok := top.get("runs"); ok {
-		t := d.table("runs", v)
-		t.int("keep_minutes", &c.Runs.KeepMinutes, 1, 10080)
-		t.int("max_running_per_token", &c.Runs.MaxRunningPerToken, 1, 1024)
-		t.int("runs_per_hour_per_token", &c.Runs.RunsPerHourPerToken, 0, 1000000)
-		t.int("sandbox_cpu_seconds_per_hour_per_token", &c.Runs.SandboxCPUSecondsPerHourPerToken, 0, 1000000)
-		t.done()
+		d.decodeRuns(v, &c.Runs)
 	}
-
 	if l, ok := top.tables("tokens"); ok {
 		d.decodeTokens(l, c)
 	}
-
 	if v, ok := top.get("log"); ok {
-		t := d.table("log", v)
-		if t.str("level", &c.Log.Level) {
-			d.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
-		}
-		if t.str("format", &c.Log.Format) {
-			d.oneOf("log.format", c.Log.Format, "text", "json")
-		}
-		t.done()
+		d.decodeLog(v, &c.Log)
 	}
-
 	if v, ok := top.get("model"); ok {
 		d.decodeModel(v, &c.Model, dir)
 	}
-
 	if v, ok := top.get("sessions"); ok {
 		d.decodeSessions(v, &c.Sessions)
 	}
-
 	if v, ok := top.get("approvals"); ok {
 		d.decodeApprovals(v, &c.Approvals, c.Tokens)
 	}
+	d.decodeKindTables(top, c)
+	if v, ok := top.get("kinds"); ok {
+		d.decodeKinds(v, c)
+	}
+	if l, ok := top.tables("tool"); ok {
+		d.decodeTools(l, c)
+	}
+	top.done()
+}
 
-	// Every other table belongs to a kind: [http], [python], or a
-	// third-party kind's [NAME]. A value that is not a table is an unknown
-	// key of the host's, reported by done below with a suggestion.
+// decodeServer reads [server] into s.
+func (d *decoder) decodeServer(v any, s *ServerConfig, dir string) {
+	t := d.table("server", v)
+	if t.str("listen", &s.Listen) {
+		if msg := checkListen(s.Listen); msg != "" {
+			d.addf("server.listen", "%s", msg)
+		}
+	}
+	if t.strings("allowed_origins", &s.AllowedOrigins) {
+		for i, o := range s.AllowedOrigins {
+			if msg := checkOrigin(o); msg != "" {
+				d.addf(indexPath("server.allowed_origins", i), "%s", msg)
+			}
+		}
+	}
+	d.path(t, "state_dir", dir, &s.StateDir, false)
+	t.done()
+}
+
+// decodePlugins reads [plugins], with its [plugins.sha256] pins, into p.
+func (d *decoder) decodePlugins(v any, p *PluginsConfig, dir string) {
+	t := d.table("plugins", v)
+	d.path(t, "dir", dir, &p.Dir, false)
+	if pv, ok := t.get("sha256"); ok {
+		pt := d.table("plugins.sha256", pv)
+		d.pins(pt, p.SHA256)
+	}
+	d.path(t, "sha256_file", dir, &p.SHA256File, true)
+	t.int("start_timeout_seconds", &p.StartTimeoutSeconds, 1, 300)
+	t.done()
+}
+
+// decodeRuns reads [runs] into r.
+func (d *decoder) decodeRuns(v any, r *RunsConfig) {
+	t := d.table("runs", v)
+	t.int("keep_minutes", &r.KeepMinutes, 1, 10080)
+	t.int("max_running_per_token", &r.MaxRunningPerToken, 1, 1024)
+	t.int("runs_per_hour_per_token", &r.RunsPerHourPerToken, 0, 1000000)
+	t.int("sandbox_cpu_seconds_per_hour_per_token", &r.SandboxCPUSecondsPerHourPerToken, 0, 1000000)
+	t.done()
+}
+
+// decodeLog reads [log] into l.
+func (d *decoder) decodeLog(v any, l *LogConfig) {
+	t := d.table("log", v)
+	if t.str("level", &l.Level) {
+		d.oneOf("log.level", l.Level, "trace", "debug", "info", "warn", "error")
+	}
+	if t.str("format", &l.Format) {
+		d.oneOf("log.format", l.Format, "text", "json")
+	}
+	t.done()
+}
+
+// decodeKindTables keeps every top-level table that is not the host's own as
+// a kind's: [http], [python], or a third-party kind's [NAME]. A value that is
+// not a table is an unknown key of the host's, reported by top.done with a
+// suggestion.
+func (d *decoder) decodeKindTables(top *table, c *Config) {
 	for _, k := range slices.Sorted(maps.Keys(top.m)) {
 		v := top.m[k]
 		if slices.Contains(hostKeys, k) {
@@ -307,53 +331,55 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 		c.Kinds[k] = v.(map[string]any)
 		c.kindAt[k] = k
 	}
+}
 
-	if v, ok := top.get("kinds"); ok {
-		t := d.table("kinds", v)
-		names := make([]string, 0, len(t.m))
-		for k := range t.m {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		for _, k := range names {
-			kv, _ := t.get(k)
-			p := t.at(k)
-			switch {
-			case c.kindAt[k] != "":
-				d.addf(p, "the %s kind's settings are given twice, in [%s] and in [kinds.%s]: keep one", k, k, k)
-			case !nameRE.MatchString(k):
-				d.addf(p, "%q is not a kind name: it %s", k, nameRule)
-			default:
-				m, ok := kv.(map[string]any)
-				if !ok {
-					d.addf(p, "must be a table, not %s", describe(kv))
-					continue
-				}
-				c.Kinds[k] = m
-				c.kindAt[k] = p
-			}
-		}
+// decodeKinds keeps the [kinds.NAME] tables as the kinds' own, refusing a
+// kind whose settings are also given in a top-level [NAME].
+func (d *decoder) decodeKinds(v any, c *Config) {
+	t := d.table("kinds", v)
+	names := make([]string, 0, len(t.m))
+	for k := range t.m {
+		names = append(names, k)
 	}
-
-	if l, ok := top.tables("tool"); ok {
-		byName := map[string]Tool{}
-		for i, v := range l {
-			p := indexPath("tool", i)
-			before := len(d.errs)
-			t := d.tool(p, v)
-			if len(d.errs) > before || t.Name == "" {
+	slices.Sort(names)
+	for _, k := range names {
+		kv, _ := t.get(k)
+		p := t.at(k)
+		switch {
+		case c.kindAt[k] != "":
+			d.addf(p, "the %s kind's settings are given twice, in [%s] and in [kinds.%s]: keep one", k, k, k)
+		case !nameRE.MatchString(k):
+			d.addf(p, "%q is not a kind name: it %s", k, nameRule)
+		default:
+			m, ok := kv.(map[string]any)
+			if !ok {
+				d.addf(p, "must be a table, not %s", describe(kv))
 				continue
 			}
-			if prev, dup := byName[t.Name]; dup {
-				d.addf(joinKey(p, "name"), "a tool named %q is already defined at line %d", t.Name, prev.Line)
-				continue
-			}
-			byName[t.Name] = t
-			c.Tools = append(c.Tools, t)
+			c.Kinds[k] = m
+			c.kindAt[k] = p
 		}
 	}
+}
 
-	top.done()
+// decodeTools reads the main file's [[tool]] tables into c.Tools, refusing
+// a second tool of the same name.
+func (d *decoder) decodeTools(l []any, c *Config) {
+	byName := map[string]Tool{}
+	for i, v := range l {
+		p := indexPath("tool", i)
+		before := len(d.errs)
+		t := d.tool(p, v)
+		if len(d.errs) > before || t.Name == "" {
+			continue
+		}
+		if prev, dup := byName[t.Name]; dup {
+			d.addf(joinKey(p, "name"), "a tool named %q is already defined at line %d", t.Name, prev.Line)
+			continue
+		}
+		byName[t.Name] = t
+		c.Tools = append(c.Tools, t)
+	}
 }
 
 func (d *decoder) decodeTokens(l []any, c *Config) {

@@ -312,68 +312,104 @@ func SetMainPin(file string, text []byte, kind, sum string) ([]byte, int, error)
 	if t.other != "" {
 		return nil, 0, byHand("%s:%d pins plugins with %s, not in a [plugins.sha256] table of lines", file, t.otherLine, t.other)
 	}
-	lines := strings.SplitAfter(string(text), "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	// insert puts the pin after line n (0: at the start), with indent.
-	insert := func(n int, indent string) int {
-		nl := "\n"
-		if n > 0 {
-			if !strings.HasSuffix(lines[n-1], "\n") {
-				lines[n-1] += "\n"
-			}
-			if strings.HasSuffix(lines[n-1], "\r\n") {
-				nl = "\r\n"
-			}
-		}
-		lines = slices.Insert(lines, n, indent+pin+nl)
-		return n + 1
-	}
-	var line int
-	switch {
-	case t.kind != 0:
-		body, nl := strings.CutSuffix(lines[t.kind-1], "\n")
-		body, cr := strings.CutSuffix(body, "\r")
-		m := pinLineRE(kind).FindStringSubmatch(body)
-		if t.kindEnd != t.kind || m == nil {
-			return nil, 0, byHand("%s:%d has the pin of %s written in a way toolhost does not edit", file, t.kind, kind)
-		}
-		lines[t.kind-1] = m[1] + pin + m[2]
-		if cr {
-			lines[t.kind-1] += "\r"
-		}
-		if nl {
-			lines[t.kind-1] += "\n"
-		}
-		line = t.kind
-	case t.lastKey != 0:
-		indent := lines[t.keyLine-1][:len(lines[t.keyLine-1])-len(strings.TrimLeft(lines[t.keyLine-1], " \t"))]
-		line = insert(t.lastKey, indent)
-	case t.header != 0:
-		// Under the header and the comments right under it (a
-		// commented example pin), unless those comments run into the
-		// next table's header: then they are that table's.
-		n := t.header
-		for n < len(lines) && strings.HasPrefix(strings.TrimLeft(lines[n], " \t"), "#") {
-			n++
-		}
-		if t.next != 0 && n+1 == t.next {
-			n = t.header
-		}
-		line = insert(n, "")
-	default:
-		if len(lines) > 0 && !strings.HasSuffix(lines[len(lines)-1], "\n") {
-			lines[len(lines)-1] += "\n"
-		}
-		lines = append(lines, "\n", "[plugins.sha256]\n", pin+"\n")
-		line = len(lines)
+	lines, line, ok := placeMainPin(splitLines(text), t, kind, pin)
+	if !ok {
+		return nil, 0, byHand("%s:%d has the pin of %s written in a way toolhost does not edit", file, t.kind, kind)
 	}
 	out := []byte(strings.Join(lines, ""))
 	if err := checkMainPin(file, text, out, kind, sum, line); err != nil {
 		return nil, 0, err
 	}
 	return out, line, nil
+}
+
+// splitLines splits text into its lines, each with its line ending (a last
+// line without one is kept as it is); an empty text has no lines.
+func splitLines(text []byte) []string {
+	lines := strings.SplitAfter(string(text), "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
+
+// placeMainPin writes pin (kind = "sum") into the main config's lines where
+// t says: over kind's pin, after the table's last key, under its header, or
+// in a new [plugins.sha256] table at the end. It returns the lines and the
+// pin's line, or false when kind's pin is written in a way toolhost does not
+// edit.
+func placeMainPin(lines []string, t pinsTable, kind, pin string) ([]string, int, bool) {
+	switch {
+	case t.kind != 0:
+		if t.kindEnd != t.kind || !replacePinLine(lines, t.kind, kind, pin) {
+			return nil, 0, false
+		}
+		return lines, t.kind, true
+	case t.lastKey != 0:
+		indent := lines[t.keyLine-1][:len(lines[t.keyLine-1])-len(strings.TrimLeft(lines[t.keyLine-1], " \t"))]
+		lines, line := insertPinLine(lines, t.lastKey, indent+pin)
+		return lines, line, true
+	case t.header != 0:
+		lines, line := insertPinLine(lines, pinsHeaderEnd(lines, t), pin)
+		return lines, line, true
+	default:
+		if len(lines) > 0 && !strings.HasSuffix(lines[len(lines)-1], "\n") {
+			lines[len(lines)-1] += "\n"
+		}
+		lines = append(lines, "\n", "[plugins.sha256]\n", pin+"\n")
+		return lines, len(lines), true
+	}
+}
+
+// replacePinLine writes pin over kind's one-line pin at line n, keeping
+// what is around it (indent, comment) and its line ending; false when the
+// line is not a pin of kind toolhost can edit.
+func replacePinLine(lines []string, n int, kind, pin string) bool {
+	body, nl := strings.CutSuffix(lines[n-1], "\n")
+	body, cr := strings.CutSuffix(body, "\r")
+	m := pinLineRE(kind).FindStringSubmatch(body)
+	if m == nil {
+		return false
+	}
+	lines[n-1] = m[1] + pin + m[2]
+	if cr {
+		lines[n-1] += "\r"
+	}
+	if nl {
+		lines[n-1] += "\n"
+	}
+	return true
+}
+
+// insertPinLine puts text as a new line after line n (0: at the start),
+// ending it as the line before it ends, and returns the lines and its line.
+func insertPinLine(lines []string, n int, text string) ([]string, int) {
+	nl := "\n"
+	if n > 0 {
+		if !strings.HasSuffix(lines[n-1], "\n") {
+			lines[n-1] += "\n"
+		}
+		if strings.HasSuffix(lines[n-1], "\r\n") {
+			nl = "\r\n"
+		}
+	}
+	lines = slices.Insert(lines, n, text+nl)
+	return lines, n + 1
+}
+
+// pinsHeaderEnd is the line a first pin goes after in a [plugins.sha256]
+// table with no keys: under the header and the comments right under it (a
+// commented example pin), unless those comments run into the next table's
+// header: then they are that table's.
+func pinsHeaderEnd(lines []string, t pinsTable) int {
+	n := t.header
+	for n < len(lines) && strings.HasPrefix(strings.TrimLeft(lines[n], " \t"), "#") {
+		n++
+	}
+	if t.next != 0 && n+1 == t.next {
+		n = t.header
+	}
+	return n
 }
 
 // checkMainPin checks the main config's new text: a config with no

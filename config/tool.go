@@ -218,22 +218,43 @@ func (d *decoder) tool(path string, v any) Tool {
 	}
 
 	if l, ok := tb.tables("params"); ok {
-		seen := map[string]int{}
-		for i, pv := range l {
-			pp := indexPath(tb.at("params"), i)
-			p := d.param(pp, pv)
-			if p.Name == "" {
-				continue
-			}
-			if j, dup := seen[p.Name]; dup {
-				d.addf(joinKey(pp, "name"), "%q is already the name of params[%d]", p.Name, j)
-				continue
-			}
-			seen[p.Name] = i
-			t.Params = append(t.Params, p)
-		}
+		t.Params = d.toolParams(tb.at("params"), l)
 	}
+	d.toolRun(tb, path, &t)
+	if _, ok := tb.m["tool"]; ok && path == "" {
+		tb.get("tool")
+		d.addf("tool", "a tool file holds one tool, written at its top level (name = ..., [run]); [[tool]] tables belong in toolhost.toml")
+	}
+	tb.done()
 
+	t.FieldLines = d.toolFieldLines(path)
+	return t
+}
+
+// toolParams decodes a tool's [[params]] tables at path, refusing a second
+// parameter of the same name.
+func (d *decoder) toolParams(path string, l []any) []Param {
+	var params []Param
+	seen := map[string]int{}
+	for i, pv := range l {
+		pp := indexPath(path, i)
+		p := d.param(pp, pv)
+		if p.Name == "" {
+			continue
+		}
+		if j, dup := seen[p.Name]; dup {
+			d.addf(joinKey(pp, "name"), "%q is already the name of params[%d]", p.Name, j)
+			continue
+		}
+		seen[p.Name] = i
+		params = append(params, p)
+	}
+	return params
+}
+
+// toolRun reads the [run] table of the tool at path into t: kept as
+// written for its kind, with only its type checked here.
+func (d *decoder) toolRun(tb *table, path string, t *Tool) {
 	if rv, ok := tb.get("run"); !ok {
 		d.addf(path, "the tool has no [run] table: add one, with type = \"http\" (or the tool's kind)")
 	} else if run, ok := rv.(map[string]any); !ok {
@@ -254,22 +275,21 @@ func (d *decoder) tool(path string, v any) Tool {
 			}
 		}
 	}
-	if _, ok := tb.m["tool"]; ok && path == "" {
-		tb.get("tool")
-		d.addf("tool", "a tool file holds one tool, written at its top level (name = ..., [run]); [[tool]] tables belong in toolhost.toml")
-	}
-	tb.done()
+}
 
-	t.FieldLines = map[string]int{}
+// toolFieldLines maps each key of the tool at path, relative to the tool's
+// table ("run.url", "params[0].name"), to its line in the file.
+func (d *decoder) toolFieldLines(path string) map[string]int {
+	lines := map[string]int{}
 	for p, l := range d.doc.lines {
 		switch {
 		case path == "":
-			t.FieldLines[p] = l
+			lines[p] = l
 		case strings.HasPrefix(p, path+"."):
-			t.FieldLines[p[len(path)+1:]] = l
+			lines[p[len(path)+1:]] = l
 		}
 	}
-	return t
+	return lines
 }
 
 func (d *decoder) param(path string, v any) Param {

@@ -292,44 +292,10 @@ func Tool(s tools.FunctionSpec) *sdkmcp.Tool {
 // a protocol error (-32602), as MCP's tools section has it.
 func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolRequest, next sdkmcp.MethodHandler) (*sdkmcp.CallToolResult, error) {
 	p, id := req.Params, in.id
-	if !h.shown(id, p.Name) {
-		// Hidden tools are unknown to this caller, as in tools/list.
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool: there is no tool named %q (tools/list lists the tools)", p.Name)}
+	run, res, err := h.startRun(in, req)
+	if res != nil || err != nil {
+		return res, err
 	}
-	if !id.CanCall() {
-		return failed("", &errcode.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("%s is a %s and may not run tools", id.Name, id.Role)}), nil
-	}
-	args := p.Arguments
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
-	if len(args) > maxArgs {
-		return failed("", &errcode.Error{Code: wire.CodeTooLarge, Message: "the arguments must be at most 1 MiB of JSON"}), nil
-	}
-	var header http.Header
-	if req.Extra != nil {
-		header = req.Extra.Header
-	}
-	session := metaOr(p.Meta, MetaSession, header, "Toolhost-Session")
-	if session == "" && h.opts.NeedsSession != nil && h.opts.NeedsSession(p.Name) {
-		return failed("", &errcode.Error{Code: wire.CodeBadArgs, Message: fmt.Sprintf(
-			"%s runs in a conversation's sandbox and needs a session: name it in the call's _meta as %q "+
-				"(or in the Toolhost-Session header); a session id is 1 to 64 letters, digits, '-' or '_', chosen by the client, one per conversation",
-			p.Name, MetaSession)}), nil
-	}
-	run, err := h.opts.Dispatcher.Start(runs.Request{
-		Tool: p.Name, Args: args, Principal: id.Name,
-		Session:        session,
-		IdempotencyKey: metaOr(p.Meta, MetaIdempotencyKey, header, "Idempotency-Key"),
-	})
-	if err != nil {
-		var ce *errcode.Error
-		if errors.As(err, &ce) {
-			return failed("", ce), nil
-		}
-		return nil, fmt.Errorf("the call of %s could not be started: %w", p.Name, err)
-	}
-
 	// The wait ends when the client hangs up, when it cancels the call
 	// with notifications/cancelled (on any request: key), or when the
 	// SDK ends it; left says what then becomes of the run.
@@ -345,6 +311,60 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 
 	out := &notifier{h: h, ctx: wait, req: req, run: run.ID, tool: p.Name, token: p.GetProgressToken(),
 		level: h.logLevel(id.Name, p.Meta), next: next}
+	return h.relay(wait, in, run, out, p.Name, key, keyed)
+}
+
+// startRun checks the call (a tool the caller is shown and may run,
+// arguments of at most maxArgs, a session when the tool needs one) and
+// starts its run. When it starts none, it returns the call's answer
+// instead: a refusal as a result with isError, or a protocol error.
+func (h *Handler) startRun(in *request, req *sdkmcp.CallToolRequest) (*runs.Run, *sdkmcp.CallToolResult, error) {
+	p, id := req.Params, in.id
+	if !h.shown(id, p.Name) {
+		// Hidden tools are unknown to this caller, as in tools/list.
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool: there is no tool named %q (tools/list lists the tools)", p.Name)}
+	}
+	if !id.CanCall() {
+		return nil, failed("", &errcode.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("%s is a %s and may not run tools", id.Name, id.Role)}), nil
+	}
+	args := p.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	if len(args) > maxArgs {
+		return nil, failed("", &errcode.Error{Code: wire.CodeTooLarge, Message: "the arguments must be at most 1 MiB of JSON"}), nil
+	}
+	var header http.Header
+	if req.Extra != nil {
+		header = req.Extra.Header
+	}
+	session := metaOr(p.Meta, MetaSession, header, "Toolhost-Session")
+	if session == "" && h.opts.NeedsSession != nil && h.opts.NeedsSession(p.Name) {
+		return nil, failed("", &errcode.Error{Code: wire.CodeBadArgs, Message: fmt.Sprintf(
+			"%s runs in a conversation's sandbox and needs a session: name it in the call's _meta as %q "+
+				"(or in the Toolhost-Session header); a session id is 1 to 64 letters, digits, '-' or '_', chosen by the client, one per conversation",
+			p.Name, MetaSession)}), nil
+	}
+	run, err := h.opts.Dispatcher.Start(runs.Request{
+		Tool: p.Name, Args: args, Principal: id.Name,
+		Session:        session,
+		IdempotencyKey: metaOr(p.Meta, MetaIdempotencyKey, header, "Idempotency-Key"),
+	})
+	if err != nil {
+		var ce *errcode.Error
+		if errors.As(err, &ce) {
+			return nil, failed("", ce), nil
+		}
+		return nil, nil, fmt.Errorf("the call of %s could not be started: %w", p.Name, err)
+	}
+	return run, nil, nil
+}
+
+// relay passes the run's events on to the client (output and progress as
+// progress notifications, logs as log messages) until the run answers the
+// call: its result, its error, or the approval it awaits. A wait that ends
+// first answers with what becomes of the run (left).
+func (h *Handler) relay(wait context.Context, in *request, run *runs.Run, out *notifier, tool string, key callKey, keyed bool) (*sdkmcp.CallToolResult, error) {
 	for from := uint64(0); ; {
 		batch, err := run.Next(wait, from)
 		if err != nil {
@@ -362,7 +382,7 @@ func (h *Handler) call(ctx context.Context, in *request, req *sdkmcp.CallToolReq
 			case wire.TypeLog:
 				out.log(e)
 			case wire.TypeApprovalRequired:
-				return awaiting(run.ID, p.Name, e), nil
+				return awaiting(run.ID, tool, e), nil
 			case wire.TypeResult:
 				res, err := done(run.ID, e.Result, e.Content)
 				if err != nil {

@@ -325,6 +325,37 @@ func (p *Plugin) start(ctx context.Context) error {
 	// The parent's descriptor of the copy is not needed once the process
 	// runs: the process holds the copy itself.
 	defer image.Close()
+	cmd := p.command(image, script)
+	logger := p.m.opts.Logger.Named(p.kind)
+	client := p.newClient(cmd, logger)
+	// kill ends the process and everything it started, at once: a plugin
+	// that failed its start gets no grace period.
+	kill := func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		client.Kill()
+	}
+	p.m.hookBeforeExec(p.kind)
+	kc, info, err := p.handshake(ctx, client)
+	if err != nil {
+		kill()
+		return err
+	}
+	if err := p.configure(ctx, kc, info); err != nil {
+		kill()
+		return err
+	}
+	if err := p.publish(client, kc, cmd, info, sum, logger); err != nil {
+		kill()
+		return err
+	}
+	return nil
+}
+
+// command is the command that runs the plugin from image, its checked
+// and sealed copy (a script's interpreter reads it as descriptor 3).
+func (p *Plugin) command(image *os.File, script bool) *exec.Cmd {
 	// The kernel executes the sealed copy; argv[0] stays the real path, for
 	// ps and logs. The copy is close-on-exec, so no other program the host
 	// starts gets it, and neither does the plugin: its exec opened the copy
@@ -343,8 +374,13 @@ func (p *Plugin) start(ctx context.Context) error {
 	// A process group of its own, so stop can kill whatever it started;
 	// and killed if the host dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	logger := p.m.opts.Logger.Named(p.kind)
-	client := plugin.NewClient(&plugin.ClientConfig{
+	return cmd
+}
+
+// newClient is the go-plugin client that will run cmd and speak gRPC with
+// it; nothing is started yet.
+func (p *Plugin) newClient(cmd *exec.Cmd, logger hclog.Logger) *plugin.Client {
+	return plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: hostside.PluginSets(p.m.hostFor(p.kind)),
 		Cmd:              cmd,
@@ -371,35 +407,35 @@ func (p *Plugin) start(ctx context.Context) error {
 		GRPCDialOptions: []grpc.DialOption{grpc.WithIdleTimeout(0),
 			grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow)},
 	})
-	// kill ends the process and everything it started, at once: a plugin
-	// that failed its start gets no grace period.
-	kill := func() {
-		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-		client.Kill()
-	}
-	p.m.hookBeforeExec(p.kind)
+}
+
+// handshake starts the process, takes its tool kind and asks it to
+// describe itself, refusing a plugin that says it is another kind than
+// its file name. The caller kills the process when it fails.
+func (p *Plugin) handshake(ctx context.Context, client *plugin.Client) (*hostside.KindClient, sdk.Info, error) {
 	rpc, err := client.Client()
 	if err != nil {
-		kill()
-		return fmt.Errorf("the %s plugin %s did not start: %w", p.kind, p.path, explainStart(err))
+		return nil, sdk.Info{}, fmt.Errorf("the %s plugin %s did not start: %w", p.kind, p.path, explainStart(err))
 	}
 	raw, err := rpc.Dispense(sdk.PluginName)
 	if err != nil {
-		kill()
-		return fmt.Errorf("the %s plugin serves no tool kind: %w", p.kind, err)
+		return nil, sdk.Info{}, fmt.Errorf("the %s plugin serves no tool kind: %w", p.kind, err)
 	}
 	kc := raw.(*hostside.KindClient)
 	info, _, err := kc.Describe(ctx)
 	if err != nil {
-		kill()
-		return fmt.Errorf("the %s plugin: %w", p.kind, err)
+		return nil, sdk.Info{}, fmt.Errorf("the %s plugin: %w", p.kind, err)
 	}
 	if info.Kind != p.kind {
-		kill()
-		return fmt.Errorf("the plugin %s says it is the %q kind, but its file name says %q", p.path, info.Kind, p.kind)
+		return nil, sdk.Info{}, fmt.Errorf("the plugin %s says it is the %q kind, but its file name says %q", p.path, info.Kind, p.kind)
 	}
+	return kc, info, nil
+}
+
+// configure gives the plugin its kind's config table (none when the
+// manager only asks questions); a table the kind refuses is a
+// *ConfigError. The caller kills the process when it fails.
+func (p *Plugin) configure(ctx context.Context, kc *hostside.KindClient, info sdk.Info) error {
 	cfg := json.RawMessage("{}")
 	if p.m.opts.KindConfig != nil {
 		cfg = p.m.opts.KindConfig(p.kind, info)
@@ -407,18 +443,23 @@ func (p *Plugin) start(ctx context.Context) error {
 	if p.m.opts.NoConfigure {
 		// Asked questions only: nothing to configure.
 	} else if err := kc.Configure(ctx, cfg); err != nil {
-		kill()
 		var fe sdk.FieldErrors
 		if errors.As(err, &fe) {
 			return &ConfigError{Kind: p.kind, Errors: fe}
 		}
 		return fmt.Errorf("the %s plugin: %w", p.kind, err)
 	}
+	return nil
+}
+
+// publish makes the started process the plugin's current one and wakes
+// every caller waiting for it, unless Stop ran meanwhile: then it is an
+// error, and the caller kills the process.
+func (p *Plugin) publish(client *plugin.Client, kc *hostside.KindClient, cmd *exec.Cmd, info sdk.Info, sum string, logger hclog.Logger) error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.stopping {
 		// Stop ran while this restart was under way and found nothing to stop.
-		p.mu.Unlock()
-		kill()
 		return fmt.Errorf("the %s plugin was stopped while it started", p.kind)
 	}
 	logger.Info("plugin started", "path", p.path, "version", info.Version, "protocol", client.NegotiatedVersion())
@@ -430,7 +471,6 @@ func (p *Plugin) start(ctx context.Context) error {
 	default:
 		close(p.up) // wakes every caller waiting in current
 	}
-	p.mu.Unlock()
 	return nil
 }
 

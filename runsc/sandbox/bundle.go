@@ -68,14 +68,8 @@ func DefaultEnv() []string {
 // Spec builds the OCI runtime spec of a sandbox: read-only root, writable /work, size-capped /tmp,
 // no capabilities, no new privileges, an environment of its own, rlimits and cgroup limits.
 func Spec(o BundleOptions) (*specs.Spec, error) {
-	if o.Rootfs == "" || len(o.Args) == 0 {
-		return nil, errors.New("a sandbox needs a rootfs and a command")
-	}
-	if o.Limits.MemoryBytes <= 0 || o.Limits.Pids <= 0 {
-		return nil, errors.New("a sandbox needs a memory and a pids limit")
-	}
-	if o.CgroupsPath == "" {
-		return nil, errors.New("a sandbox needs a cgroup path of its own")
+	if err := checkBundleOptions(o); err != nil {
+		return nil, err
 	}
 	env := o.Env
 	if env == nil {
@@ -89,49 +83,6 @@ func Spec(o BundleOptions) (*specs.Spec, error) {
 	if host == "" {
 		host = "sandbox"
 	}
-	tmp := o.TmpBytes
-	if tmp <= 0 {
-		tmp = 64 << 20
-	}
-	var rlimits []specs.POSIXRlimit
-	add := func(kind string, v uint64) {
-		if v > 0 {
-			rlimits = append(rlimits, specs.POSIXRlimit{Type: kind, Hard: v, Soft: v})
-		}
-	}
-	add("RLIMIT_CPU", o.Limits.CPUSeconds)
-	add("RLIMIT_NOFILE", o.Limits.OpenFiles)
-	add("RLIMIT_FSIZE", o.Limits.FileBytes)
-
-	mounts := []specs.Mount{
-		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
-		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
-		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
-		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=16m"}},
-		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", tmp)}},
-	}
-	if o.WorkDir != "" {
-		mounts = append(mounts, specs.Mount{Destination: "/work", Type: "bind", Source: o.WorkDir,
-			Options: []string{"rbind", "rw", "nosuid", "nodev"}})
-	}
-
-	netns := specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: o.NetNSPath}
-	var cpu *specs.LinuxCPU
-	if o.Limits.CPUs > 0 {
-		period := uint64(100000)
-		quota := int64(o.Limits.CPUs * float64(period))
-		cpu = &specs.LinuxCPU{Period: &period, Quota: &quota}
-	}
-	if o.Limits.CPUShares > 0 {
-		if cpu == nil {
-			cpu = &specs.LinuxCPU{}
-		}
-		shares := o.Limits.CPUShares
-		cpu.Shares = &shares
-	}
-	mem, swap := o.Limits.MemoryBytes, o.Limits.MemoryBytes
-	pids := o.Limits.Pids
 	// The sandbox's processes are the OOM killer's first choice (runsc gives the sentry and the
 	// gofer the spec's score). Without it they inherit the starter's: a host or agent at -1000
 	// (OOMScoreAdjust=) left a sandbox over its memory limit unkillable on cgroup v2 — the
@@ -148,25 +99,105 @@ func Spec(o BundleOptions) (*specs.Spec, error) {
 			Env:             env,
 			Cwd:             cwd,
 			Capabilities:    &specs.LinuxCapabilities{},
-			Rlimits:         rlimits,
+			Rlimits:         specRlimits(o.Limits),
 			NoNewPrivileges: true,
 		},
 		Root:     &specs.Root{Path: o.Rootfs, Readonly: true},
 		Hostname: host,
-		Mounts:   mounts,
+		Mounts:   specMounts(o),
 		Linux: &specs.Linux{
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
-				{Type: specs.MountNamespace}, netns,
-			},
-			Resources: &specs.LinuxResources{
-				Memory: &specs.LinuxMemory{Limit: &mem, Swap: &swap},
-				Pids:   &specs.LinuxPids{Limit: &pids},
-				CPU:    cpu,
-			},
+			Namespaces:  specNamespaces(o.NetNSPath),
+			Resources:   specResources(o.Limits),
 			CgroupsPath: o.CgroupsPath,
 		},
 	}, nil
+}
+
+// checkBundleOptions refuses options a sandbox can't be started from: no rootfs or command, no
+// memory or pids limit, no cgroup path of its own.
+func checkBundleOptions(o BundleOptions) error {
+	if o.Rootfs == "" || len(o.Args) == 0 {
+		return errors.New("a sandbox needs a rootfs and a command")
+	}
+	if o.Limits.MemoryBytes <= 0 || o.Limits.Pids <= 0 {
+		return errors.New("a sandbox needs a memory and a pids limit")
+	}
+	if o.CgroupsPath == "" {
+		return errors.New("a sandbox needs a cgroup path of its own")
+	}
+	return nil
+}
+
+// specRlimits returns the process rlimits of l (CPU seconds, open files, file size), leaving out
+// the ones that are zero.
+func specRlimits(l Limits) []specs.POSIXRlimit {
+	var rlimits []specs.POSIXRlimit
+	add := func(kind string, v uint64) {
+		if v > 0 {
+			rlimits = append(rlimits, specs.POSIXRlimit{Type: kind, Hard: v, Soft: v})
+		}
+	}
+	add("RLIMIT_CPU", l.CPUSeconds)
+	add("RLIMIT_NOFILE", l.OpenFiles)
+	add("RLIMIT_FSIZE", l.FileBytes)
+	return rlimits
+}
+
+// specMounts returns the sandbox's mounts: /proc, /dev, /dev/pts, /dev/shm, /sys, a /tmp of
+// o.TmpBytes (64 MiB if unset), and o.WorkDir bound at /work if set.
+func specMounts(o BundleOptions) []specs.Mount {
+	tmp := o.TmpBytes
+	if tmp <= 0 {
+		tmp = 64 << 20
+	}
+	mounts := []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=16m"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", tmp)}},
+	}
+	if o.WorkDir != "" {
+		mounts = append(mounts, specs.Mount{Destination: "/work", Type: "bind", Source: o.WorkDir,
+			Options: []string{"rbind", "rw", "nosuid", "nodev"}})
+	}
+	return mounts
+}
+
+// specNamespaces returns the sandbox's namespaces: new PID, IPC, UTS and mount namespaces, and
+// the network namespace at netNSPath (a new one if empty).
+func specNamespaces(netNSPath string) []specs.LinuxNamespace {
+	netns := specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: netNSPath}
+	return []specs.LinuxNamespace{
+		{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+		{Type: specs.MountNamespace}, netns,
+	}
+}
+
+// specResources returns the cgroup limits of l: memory (with memory+swap at the same cap, so no
+// swap on top), pids, and the CPU quota and shares if set.
+func specResources(l Limits) *specs.LinuxResources {
+	var cpu *specs.LinuxCPU
+	if l.CPUs > 0 {
+		period := uint64(100000)
+		quota := int64(l.CPUs * float64(period))
+		cpu = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	if l.CPUShares > 0 {
+		if cpu == nil {
+			cpu = &specs.LinuxCPU{}
+		}
+		shares := l.CPUShares
+		cpu.Shares = &shares
+	}
+	mem, swap := l.MemoryBytes, l.MemoryBytes
+	pids := l.Pids
+	return &specs.LinuxResources{
+		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &swap},
+		Pids:   &specs.LinuxPids{Limit: &pids},
+		CPU:    cpu,
+	}
 }
 
 // WriteBundle writes spec as dir/config.json, making dir if needed.

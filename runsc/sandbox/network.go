@@ -137,32 +137,62 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 			_ = made.teardown(context.WithoutCancel(ctx)) // n is nil by now
 		}
 	}()
+	if err := n.makeNamespace(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.makeLink(ctx, opts); err != nil {
+		return nil, err
+	}
+	if err := n.makeChain(ctx, opts); err != nil {
+		return nil, err
+	}
+	if opts.OnlyTo.IsValid() {
+		// The proxy is an address of this machine: the sandbox's packets to it are delivered
+		// here, never forwarded, so there is nothing to translate or forward.
+		return n, nil
+	}
+	if err := n.makeNAT(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.enableForwarding(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// makeNamespace makes the sandbox's network namespace, with IPv6 off in it.
+func (n *sandboxNet) makeNamespace(ctx context.Context) error {
 	// Counted as made before it is: a cancelled `ip netns add` may have made it all the same.
 	n.created = append(n.created, "netns")
-	if err := run(ctx, "ip", "netns", "add", id); err != nil {
-		return nil, err
+	if err := run(ctx, "ip", "netns", "add", n.id); err != nil {
+		return err
 	}
 	// IPv6 off in the namespace before the veth's end arrives there: it takes the namespace's
 	// default, and lo loses ::1. The sandbox has IPv4 only, which the host's chain filters.
-	if err := disableIPv6InNetns(n.NSPath()); err != nil {
-		return nil, err
-	}
+	return disableIPv6InNetns(n.NSPath())
+}
+
+// makeLink picks the sandbox's subnet and makes its veth pair, one end in the namespace: IPv6
+// off on the host's end, addresses on both, both ends and lo up, and the namespace's route out
+// (to the proxy alone for a packages-mode one). It holds the network lock while it does.
+func (n *sandboxNet) makeLink(ctx context.Context, opts NetworkOptions) error {
+	id := n.id
 	unlock, err := lockFile(netLockPath)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer unlock()
 	if n.hostIP, n.sbIP, err = pickSubnet(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := run(ctx, "ip", "link", "add", n.hostIf, "type", "veth", "peer", "name", n.sbIf, "netns", id); err != nil {
-		return nil, err
+		return err
 	}
 	n.created = append(n.created, "link")
 	// The host's end takes no IPv6 either: nothing the sandbox sends over IPv6 reaches the host,
 	// whose iptables rules are IPv4 only.
 	if err := disableIPv6(n.hostIf); err != nil {
-		return nil, err
+		return err
 	}
 	steps := [][]string{
 		{"ip", "link", "set", "dev", n.hostIf, "alias", id},
@@ -182,19 +212,24 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 	}
 	for _, s := range steps {
 		if err := run(ctx, s...); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	unlock()
+	return nil
+}
 
+// makeChain makes the sandbox's iptables chain (chainRules) and hooks it into INPUT and FORWARD
+// for what comes from and goes to the sandbox's veth.
+func (n *sandboxNet) makeChain(ctx context.Context, opts NetworkOptions) error {
+	id := n.id
 	if err := iptables(ctx, "-N", id); err != nil {
-		return nil, err
+		return err
 	}
 	n.created = append(n.created, "chain")
 	rules := chainRules(opts)
 	for _, r := range rules {
 		if err := iptables(ctx, append([]string{"-A", id}, r...)...); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// Hooks, each marked with the id so a sweep finds them. Inserted in reverse: the ESTABLISHED
@@ -208,30 +243,29 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 	}
 	for _, h := range hooks {
 		if err := iptables(ctx, h...); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if opts.OnlyTo.IsValid() {
-		// The proxy is an address of this machine: the sandbox's packets to it are delivered
-		// here, never forwarded, so there is nothing to translate or forward.
-		return n, nil
-	}
+	return nil
+}
+
+// makeNAT masquerades what the sandbox sends out of any interface but its veth.
+func (n *sandboxNet) makeNAT(ctx context.Context) error {
 	n.created = append(n.created, "nat")
-	if err := iptables(ctx, "-t", "nat", "-I", "POSTROUTING", "-s", n.sbIP.String()+"/32", "!", "-o", n.hostIf,
-		"-m", "comment", "--comment", id, "-j", "MASQUERADE"); err != nil {
-		return nil, err
-	}
-	// Forwarding last, once the chain decides what the sandbox's packets may do.
+	return iptables(ctx, "-t", "nat", "-I", "POSTROUTING", "-s", n.sbIP.String()+"/32", "!", "-o", n.hostIf,
+		"-m", "comment", "--comment", n.id, "-j", "MASQUERADE")
+}
+
+// enableForwarding turns IPv4 forwarding on for the sandbox (ensureForwarding), holding the
+// network lock. It comes last, once the chain decides what the sandbox's packets may do.
+func (n *sandboxNet) enableForwarding(ctx context.Context) error {
 	n.created = append(n.created, "forwarding")
-	unlock, err = lockFile(netLockPath)
+	unlock, err := lockFile(netLockPath)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer unlock()
-	if err := ensureForwarding(ctx, n.hostIf, id); err != nil {
-		return nil, err
-	}
-	return n, nil
+	return ensureForwarding(ctx, n.hostIf, n.id)
 }
 
 // chainRules are the rules of a sandbox's chain, in order: what the sandbox may open.

@@ -192,6 +192,31 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	// A closed pool (its kind was reconfigured while this run began) keeps nothing ready: the
 	// run starts its sandbox cold on the manager, which stays open until the runs on it end.
 	pooled = pooled && !p.closed
+	sh, now := p.countGetLocked(opts)
+	if pooled {
+		if sb, err = p.takeOrAwaitReadyLocked(ctx, sh, now); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+	}
+	if sb != nil {
+		sh.handedOut++
+		p.inUse[sb] = sh
+		sb.owner = opts.Owner
+	} else {
+		sh.cold++
+	}
+	p.mu.Unlock()
+	p.kick()
+	if sb != nil && p.handOutReady(sb, sh, opts) {
+		return sb, nil
+	}
+	return p.startCold(ctx, sh, opts)
+}
+
+// countGetLocked counts a Get of opts among its shape's sandboxes in use (and its peak), and
+// returns the shape and when the Get was counted.
+func (p *Pool) countGetLocked(opts Options) (*poolShape, time.Time) {
 	sh := p.shapeLocked(opts)
 	now := time.Now()
 	sh.inUse++
@@ -199,8 +224,16 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if sh.inUse >= sh.peak {
 		sh.peak, sh.peakAt = sh.inUse, now
 	}
-	for pooled {
-		sb = p.takeReadyLocked(sh)
+	return sh, now
+}
+
+// takeOrAwaitReadyLocked takes a ready sandbox of sh, starting its replacement; when none is
+// ready but one is starting that no other Get waits for, it waits for that start to end (p.mu
+// unlocked meanwhile) and tries again. It returns nil when the Get must start a sandbox cold, and
+// an error (the Get no longer counted in use) when ctx ends first.
+func (p *Pool) takeOrAwaitReadyLocked(ctx context.Context, sh *poolShape, now time.Time) (*Sandbox, error) {
+	for {
+		sb := p.takeReadyLocked(sh)
 		// None ready, but one is starting that no other Get waits for: it began before this
 		// call and will be ready sooner than a cold start begun now (calls back to back
 		// outrun the refill otherwise, and each cold start slows the starts under way). Only
@@ -209,7 +242,7 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		waitable := sh.running > sh.waiting
 		p.fillLocked(sh, now, p.freePlaces()) // the replacement starts now, not when the pool's loop gets to it
 		if sb != nil || !waitable {
-			break
+			return sb, nil
 		}
 		sh.waiting++
 		readied := sh.readied
@@ -223,39 +256,39 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		sh.waiting--
 		if err := ctx.Err(); err != nil {
 			sh.inUse--
-			p.mu.Unlock()
 			return nil, fmt.Errorf("waiting for a sandbox to start: %w", err)
 		}
 		if p.closed {
 			// The start it waited for was given up with the pool: a reload must not fail the
 			// runs that were waiting, so this one starts cold.
-			break
+			return nil, nil
 		}
 	}
-	if sb != nil {
-		sh.handedOut++
-		p.inUse[sb] = sh
-		sb.owner = opts.Owner
-	} else {
-		sh.cold++
+}
+
+// handOutReady lowers a ready sandbox's memory limit to the run's and weighs it among its owner's
+// sandboxes. When that fails, it counts the Get as a cold start instead, destroys the sandbox in
+// the background and reports false.
+func (p *Pool) handOutReady(sb *Sandbox, sh *poolShape, opts Options) bool {
+	if err := sb.handOut(opts.Limits.MemoryBytes); err == nil {
+		sb.unweigh = p.places.Weigh(opts.Owner, sb)
+		return true
+	} else if p.opts.Log != nil {
+		p.opts.Log("handing out a ready sandbox", err)
 	}
+	p.mu.Lock()
+	delete(p.inUse, sb)
+	sh.handedOut--
+	sh.cold++
 	p.mu.Unlock()
-	p.kick()
-	if sb != nil {
-		if err := sb.handOut(opts.Limits.MemoryBytes); err == nil {
-			sb.unweigh = p.places.Weigh(opts.Owner, sb)
-			return sb, nil
-		} else if p.opts.Log != nil {
-			p.opts.Log("handing out a ready sandbox", err)
-		}
-		p.mu.Lock()
-		delete(p.inUse, sb)
-		sh.handedOut--
-		sh.cold++
-		p.mu.Unlock()
-		p.destroyInBackground(sb)
-	}
-	sb, err = p.opts.Manager.Start(ctx, opts)
+	p.destroyInBackground(sb)
+	return false
+}
+
+// startCold starts a sandbox of opts on the manager for a Get no ready sandbox served, and counts
+// it in use; when the start fails, the Get is no longer counted in use.
+func (p *Pool) startCold(ctx context.Context, sh *poolShape, opts Options) (*Sandbox, error) {
+	sb, err := p.opts.Manager.Start(ctx, opts)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {

@@ -222,24 +222,7 @@ type Sandbox struct {
 // Options.Ready, Start returns once it said it is ready). The sandbox lives until Destroy (or
 // DestroyInBackground), or until its first process ends.
 func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
-	if !opts.Root && opts.UID == 0 && opts.GID == 0 {
-		opts.UID, opts.GID = 65534, 65534
-	}
-	if opts.WorkBytes <= 0 {
-		opts.WorkBytes = 64 << 20
-	}
-	if opts.WorkFiles <= 0 {
-		opts.WorkFiles = 4096
-	}
-	m.mu.Lock()
-	id := m.inst.NewID()
-	for m.live[id] != nil {
-		id = m.inst.NewID()
-	}
-	sb := &Sandbox{ID: id, m: m, opts: opts, dir: filepath.Join(sandboxesDir(m.opts.StateDir), id),
-		done: make(chan struct{})}
-	m.live[id] = sb
-	m.mu.Unlock()
+	sb := m.register(withStartDefaults(opts))
 	defer func() {
 		if err != nil {
 			// Bounded: a runtime that hangs (a platform that never starts) must not hold the
@@ -250,78 +233,140 @@ func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err erro
 		}
 	}()
 
-	if err := os.MkdirAll(sb.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("making the sandbox folder: %w", err)
-	}
-	work := sb.workDir()
-	if opts.Workspace == "" {
-		if err := mountWork(work, opts.WorkBytes, opts.WorkFiles, opts.UID, opts.GID); err != nil {
-			return nil, err
-		}
-	} else if fi, err := os.Stat(work); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("the sandbox's workspace %s is not a folder", work)
-	}
-	netMode, nsPath := runsc.NetworkNone, ""
-	if opts.Network {
-		if sb.net, err = setupNetwork(ctx, id, m.opts.Network); err != nil {
-			return nil, fmt.Errorf("making the sandbox's network: %w", err)
-		}
-		netMode, nsPath = runsc.NetworkSandbox, sb.net.NSPath()
-	}
-	spec, err := Spec(BundleOptions{
-		Rootfs: m.opts.Rootfs, Args: opts.Args, Env: opts.Env, UID: opts.UID, GID: opts.GID,
-		WorkDir: work, TmpBytes: opts.TmpBytes, Limits: opts.Limits, CgroupsPath: m.cg.Path(id),
-		NetNSPath: nsPath,
-	})
+	bundle, netMode, flags, err := sb.prepareBundle(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var flags []string
-	if opts.GuardInit {
-		spec.Linux.Seccomp = guardInitFilter()
-		flags = append(flags, "--oci-seccomp")
-	}
-	bundle := filepath.Join(sb.dir, "bundle")
-	if err := WriteBundle(bundle, spec); err != nil {
+	inner, outW, errW, err := sb.openStreams()
+	if err != nil {
 		return nil, err
 	}
-
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("making the control socket: %w", err)
-	}
-	// Our end is non-blocking, so reads on it wait in Go's poller and Close interrupts them.
-	if err := syscall.SetNonblock(fds[0], true); err != nil {
-		syscall.Close(fds[0])
-		syscall.Close(fds[1])
-		return nil, fmt.Errorf("making the control socket: %w", err)
-	}
-	sb.Control = os.NewFile(uintptr(fds[0]), "control")
-	inner := os.NewFile(uintptr(fds[1]), "control-sandbox")
 	defer inner.Close()
-	var outW, errW *os.File
-	if sb.Stdout, outW, err = os.Pipe(); err != nil {
-		return nil, fmt.Errorf("making the stdout pipe: %w", err)
-	}
 	defer outW.Close()
-	if sb.Stderr, errW, err = os.Pipe(); err != nil {
-		return nil, fmt.Errorf("making the stderr pipe: %w", err)
-	}
 	defer errW.Close()
-
-	if err := m.opts.Runtime.Run(ctx, id, bundle, &runsc.RunOpts{Detach: true, CreateOpts: runsc.CreateOpts{
-		Network: netMode, Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{inner},
-		LogFile: filepath.Join(sb.dir, "runsc.log"), ExtraFlags: flags,
-	}}); err != nil {
-		return nil, fmt.Errorf("starting the sandbox: %w", err)
+	if err := sb.runRunsc(ctx, bundle, netMode, flags, inner, outW, errW); err != nil {
+		return nil, err
 	}
-	if opts.Ready != "" {
-		if err := sb.awaitReady(ctx, opts.Ready); err != nil {
+	if sb.opts.Ready != "" {
+		if err := sb.awaitReady(ctx, sb.opts.Ready); err != nil {
 			return nil, err
 		}
 	}
 	sb.started = time.Now()
 	return sb, nil
+}
+
+// withStartDefaults fills in what opts leaves unset: nobody's UID and GID (unless Root), a
+// 64 MiB /work of 4096 files.
+func withStartDefaults(opts Options) Options {
+	if !opts.Root && opts.UID == 0 && opts.GID == 0 {
+		opts.UID, opts.GID = 65534, 65534
+	}
+	if opts.WorkBytes <= 0 {
+		opts.WorkBytes = 64 << 20
+	}
+	if opts.WorkFiles <= 0 {
+		opts.WorkFiles = 4096
+	}
+	return opts
+}
+
+// register gives a new sandbox with opts an ID no live sandbox has, and counts it among the
+// live ones.
+func (m *Manager) register(opts Options) *Sandbox {
+	m.mu.Lock()
+	id := m.inst.NewID()
+	for m.live[id] != nil {
+		id = m.inst.NewID()
+	}
+	sb := &Sandbox{ID: id, m: m, opts: opts, dir: filepath.Join(sandboxesDir(m.opts.StateDir), id),
+		done: make(chan struct{})}
+	m.live[id] = sb
+	m.mu.Unlock()
+	return sb
+}
+
+// prepareBundle makes the sandbox's folder, its /work (unless it has a workspace) and its network
+// (if asked for), and writes its OCI bundle. It returns the bundle's folder, the network mode and
+// the extra flags runsc runs it with. What it made is left for Destroy to undo on failure.
+func (s *Sandbox) prepareBundle(ctx context.Context) (bundle string, netMode string, flags []string, err error) {
+	m, opts := s.m, s.opts
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return "", "", nil, fmt.Errorf("making the sandbox folder: %w", err)
+	}
+	work := s.workDir()
+	if opts.Workspace == "" {
+		if err := mountWork(work, opts.WorkBytes, opts.WorkFiles, opts.UID, opts.GID); err != nil {
+			return "", "", nil, err
+		}
+	} else if fi, err := os.Stat(work); err != nil || !fi.IsDir() {
+		return "", "", nil, fmt.Errorf("the sandbox's workspace %s is not a folder", work)
+	}
+	netMode, nsPath := runsc.NetworkNone, ""
+	if opts.Network {
+		if s.net, err = setupNetwork(ctx, s.ID, m.opts.Network); err != nil {
+			return "", "", nil, fmt.Errorf("making the sandbox's network: %w", err)
+		}
+		netMode, nsPath = runsc.NetworkSandbox, s.net.NSPath()
+	}
+	spec, err := Spec(BundleOptions{
+		Rootfs: m.opts.Rootfs, Args: opts.Args, Env: opts.Env, UID: opts.UID, GID: opts.GID,
+		WorkDir: work, TmpBytes: opts.TmpBytes, Limits: opts.Limits, CgroupsPath: m.cg.Path(s.ID),
+		NetNSPath: nsPath,
+	})
+	if err != nil {
+		return "", "", nil, err
+	}
+	if opts.GuardInit {
+		spec.Linux.Seccomp = guardInitFilter()
+		flags = append(flags, "--oci-seccomp")
+	}
+	bundle = filepath.Join(s.dir, "bundle")
+	if err := WriteBundle(bundle, spec); err != nil {
+		return "", "", nil, err
+	}
+	return bundle, netMode, flags, nil
+}
+
+// openStreams makes the sandbox's control socket and its stdout and stderr pipes. It keeps our
+// ends (Control, Stdout, Stderr) and returns the sandbox's: the control socket's other end and
+// the pipes' write ends, for the caller to close once runsc has them. On failure the sandbox's
+// ends it made are closed; ours are left for Destroy.
+func (s *Sandbox) openStreams() (inner, outW, errW *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("making the control socket: %w", err)
+	}
+	// Our end is non-blocking, so reads on it wait in Go's poller and Close interrupts them.
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, nil, nil, fmt.Errorf("making the control socket: %w", err)
+	}
+	s.Control = os.NewFile(uintptr(fds[0]), "control")
+	inner = os.NewFile(uintptr(fds[1]), "control-sandbox")
+	if s.Stdout, outW, err = os.Pipe(); err != nil {
+		inner.Close()
+		return nil, nil, nil, fmt.Errorf("making the stdout pipe: %w", err)
+	}
+	if s.Stderr, errW, err = os.Pipe(); err != nil {
+		outW.Close()
+		inner.Close()
+		return nil, nil, nil, fmt.Errorf("making the stderr pipe: %w", err)
+	}
+	return inner, outW, errW, nil
+}
+
+// runRunsc starts the sandbox's first process under runsc, detached, with the bundle, network
+// mode and flags prepareBundle gave, and the sandbox's ends of the streams openStreams made.
+func (s *Sandbox) runRunsc(ctx context.Context, bundle string, netMode string, flags []string, inner, outW, errW *os.File) error {
+	if err := s.m.opts.Runtime.Run(ctx, s.ID, bundle, &runsc.RunOpts{Detach: true, CreateOpts: runsc.CreateOpts{
+		Network: netMode, Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{inner},
+		LogFile: filepath.Join(s.dir, "runsc.log"), ExtraFlags: flags,
+	}}); err != nil {
+		return fmt.Errorf("starting the sandbox: %w", err)
+	}
+	return nil
 }
 
 // Started is when the sandbox became ready (a pool retires sandboxes that waited too long).

@@ -281,35 +281,69 @@ func Sweep(ctx context.Context, opts SweepOptions) error {
 	ours := scope.ours
 	var errs []error
 	if opts.Runtime != nil {
-		states, err := opts.Runtime.List(ctx)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, st := range states {
-			if !ours(st.ID) {
-				continue
-			}
-			_ = opts.Runtime.Kill(ctx, st.ID, syscall.SIGKILL, &runsc.KillOpts{All: true})
-			if err := opts.Runtime.Delete(ctx, st.ID, &runsc.DeleteOpts{Force: true}); err != nil && !runsc.IsNotExist(err) {
-				errs = append(errs, err)
-			} else {
-				opts.removed("runsc container " + st.ID)
-			}
-		}
+		errs = append(errs, sweepContainers(ctx, opts, ours)...)
 	}
 	killProcesses(ours)
-	if cg, err := OpenCgroups(); err != nil {
+	errs = append(errs, sweepCgroups(opts, ours)...)
+	errs = append(errs, sweepNetworks(ctx, opts, ours)...)
+	// With the swept sandboxes' rules gone, forwarding goes back to how it was if no network
+	// sandbox is left on the machine: a crash must not leave it on.
+	if err := RestoreForwarding(ctx); err != nil {
 		errs = append(errs, err)
-	} else {
-		dirs, names := cg.leftovers(ours)
-		for i, dir := range dirs {
-			if err := removeCgroupDir(dir); err != nil {
-				errs = append(errs, err)
-			} else {
-				opts.removed("cgroup " + names[i])
-			}
+	}
+	if opts.StateDir != "" {
+		errs = append(errs, sweepFolders(opts, scope)...)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("sweeping leftover sandboxes of %q: %w", opts.Prefix, errors.Join(errs...))
+	}
+	return nil
+}
+
+// sweepContainers kills and deletes the runsc containers that are ours in opts.Runtime's state
+// folder, and returns what failed.
+func sweepContainers(ctx context.Context, opts SweepOptions, ours func(string) bool) []error {
+	var errs []error
+	states, err := opts.Runtime.List(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, st := range states {
+		if !ours(st.ID) {
+			continue
+		}
+		_ = opts.Runtime.Kill(ctx, st.ID, syscall.SIGKILL, &runsc.KillOpts{All: true})
+		if err := opts.Runtime.Delete(ctx, st.ID, &runsc.DeleteOpts{Force: true}); err != nil && !runsc.IsNotExist(err) {
+			errs = append(errs, err)
+		} else {
+			opts.removed("runsc container " + st.ID)
 		}
 	}
+	return errs
+}
+
+// sweepCgroups removes the cgroups that are ours, and returns what failed.
+func sweepCgroups(opts SweepOptions, ours func(string) bool) []error {
+	cg, err := OpenCgroups()
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	dirs, names := cg.leftovers(ours)
+	for i, dir := range dirs {
+		if err := removeCgroupDir(dir); err != nil {
+			errs = append(errs, err)
+		} else {
+			opts.removed("cgroup " + names[i])
+		}
+	}
+	return errs
+}
+
+// sweepNetworks removes the iptables rules and chains, veth pairs and network namespaces that are
+// ours, and returns what failed.
+func sweepNetworks(ctx context.Context, opts SweepOptions, ours func(string) bool) []error {
+	var errs []error
 	if err := removeRulesTagged(ctx, ours); err != nil {
 		errs = append(errs, err)
 	}
@@ -342,38 +376,36 @@ func Sweep(ctx context.Context, opts SweepOptions) error {
 	} else {
 		errs = append(errs, err)
 	}
-	// With the swept sandboxes' rules gone, forwarding goes back to how it was if no network
-	// sandbox is left on the machine: a crash must not leave it on.
-	if err := RestoreForwarding(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if opts.StateDir != "" {
-		dir := sandboxesDir(opts.StateDir)
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			if !ours(e.Name()) {
-				continue
-			}
-			p := filepath.Join(dir, e.Name())
-			if err := unmountAll(p); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if err := os.RemoveAll(p); err != nil {
-				errs = append(errs, fmt.Errorf("removing a leftover sandbox folder: %w", err))
-			}
+	return errs
+}
+
+// sweepFolders unmounts and removes the sandbox folders in opts.StateDir that are in scope, and
+// marks the lock files of instances that are gone (but opts.Instance's) for scope.release to
+// remove. It returns what failed.
+func sweepFolders(opts SweepOptions, scope *sweepScope) []error {
+	var errs []error
+	dir := sandboxesDir(opts.StateDir)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !scope.ours(e.Name()) {
+			continue
 		}
-		// The lock files of instances that are gone and left nothing else behind.
-		for _, tag := range scope.lockFiles() {
-			if opts.Instance == nil || tag != opts.Instance.tag {
-				scope.dead(tag, false)
-			}
+		p := filepath.Join(dir, e.Name())
+		if err := unmountAll(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, fmt.Errorf("removing a leftover sandbox folder: %w", err))
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("sweeping leftover sandboxes of %q: %w", opts.Prefix, errors.Join(errs...))
+	// The lock files of instances that are gone and left nothing else behind.
+	for _, tag := range scope.lockFiles() {
+		if opts.Instance == nil || tag != opts.Instance.tag {
+			scope.dead(tag, false)
+		}
 	}
-	return nil
+	return errs
 }
 
 // Leftovers lists what of the prefix is still on the host: containers, runsc processes, cgroups,
@@ -404,6 +436,21 @@ func Leftovers(ctx context.Context, opts SweepOptions) ([]string, error) {
 	for _, n := range cgroups {
 		out = append(out, "cgroup "+n)
 	}
+	network, err := leftoverNetworks(ctx, ours)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, network...)
+	if opts.StateDir != "" {
+		out = append(out, leftoverFiles(opts, ours)...)
+	}
+	return out, nil
+}
+
+// leftoverNetworks lists the iptables rules (of the filter and nat tables), veth pairs and
+// network namespaces that are ours.
+func leftoverNetworks(ctx context.Context, ours func(string) bool) ([]string, error) {
+	var out []string
 	for _, table := range []string{"filter", "nat"} {
 		rules, err := output(ctx, "iptables", "-w", "-t", table, "-S")
 		if err != nil {
@@ -436,30 +483,35 @@ func Leftovers(ctx context.Context, opts SweepOptions) ([]string, error) {
 			out = append(out, "netns "+n)
 		}
 	}
-	if opts.StateDir != "" {
-		entries, _ := os.ReadDir(sandboxesDir(opts.StateDir))
-		for _, e := range entries {
-			if ours(e.Name()) {
-				out = append(out, "folder "+filepath.Join(sandboxesDir(opts.StateDir), e.Name()))
-			}
+	return out, nil
+}
+
+// leftoverFiles lists what is ours in opts.StateDir: sandbox folders, mounts under them, and the
+// lock files of instances that are gone.
+func leftoverFiles(opts SweepOptions, ours func(string) bool) []string {
+	var out []string
+	entries, _ := os.ReadDir(sandboxesDir(opts.StateDir))
+	for _, e := range entries {
+		if ours(e.Name()) {
+			out = append(out, "folder "+filepath.Join(sandboxesDir(opts.StateDir), e.Name()))
 		}
-		if m, err := mountsUnder(sandboxesDir(opts.StateDir)); err == nil {
-			base := sandboxesDir(opts.StateDir) + "/"
-			for _, p := range m {
-				if rest := strings.TrimPrefix(p, base); ours(strings.SplitN(rest, "/", 2)[0]) {
-					out = append(out, "mount "+p)
-				}
-			}
-		}
-		scope := newSweepScope(SweepOptions{Prefix: opts.Prefix, StateDir: opts.StateDir})
-		for _, tag := range scope.lockFiles() {
-			if f, err := lockTag(opts.StateDir, opts.Prefix, tag, false); err == nil && f != nil {
-				f.Close() // nobody holds it: its process is gone
-				out = append(out, "instance lock "+instanceLockPath(opts.StateDir, opts.Prefix, tag))
+	}
+	if m, err := mountsUnder(sandboxesDir(opts.StateDir)); err == nil {
+		base := sandboxesDir(opts.StateDir) + "/"
+		for _, p := range m {
+			if rest := strings.TrimPrefix(p, base); ours(strings.SplitN(rest, "/", 2)[0]) {
+				out = append(out, "mount "+p)
 			}
 		}
 	}
-	return out, nil
+	scope := newSweepScope(SweepOptions{Prefix: opts.Prefix, StateDir: opts.StateDir})
+	for _, tag := range scope.lockFiles() {
+		if f, err := lockTag(opts.StateDir, opts.Prefix, tag, false); err == nil && f != nil {
+			f.Close() // nobody holds it: its process is gone
+			out = append(out, "instance lock "+instanceLockPath(opts.StateDir, opts.Prefix, tag))
+		}
+	}
+	return out
 }
 
 // runscProcesses finds runsc processes (sandbox, gofer, or a runsc command) naming one of our ids.

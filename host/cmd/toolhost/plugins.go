@@ -119,18 +119,8 @@ func signalContext(bound time.Duration) (context.Context, context.CancelFunc) {
 
 // runPluginsPin is `toolhost plugins pin NAME [--config FILE]`.
 func runPluginsPin(args []string, stdout, stderr io.Writer) int {
-	path, rest, ok := parsePluginsFlags("pin", args, stderr)
+	path, kind, ok := pinArgs(args, stderr)
 	if !ok {
-		return 2
-	}
-	if len(rest) != 1 {
-		fmt.Fprintf(stderr, "toolhost plugins pin: name one kind, e.g. toolhost plugins pin weather (got %d arguments)\n", len(rest))
-		return 2
-	}
-	kind := rest[0]
-	if !kindRE.MatchString(kind) {
-		fmt.Fprintf(stderr, "toolhost plugins pin: %q is not a kind name: a kind's name starts with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores (its plugin is %sNAME)\n",
-			kind, plugins.BinaryPrefix)
 		return 2
 	}
 	cfg, ok := loadForPlugins("pin", path, stderr)
@@ -149,23 +139,9 @@ func runPluginsPin(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("the %s plugin %s can't be read: %v", kind, bin, err)
 	}
-	// Where the pin goes: a kind the pins file pins (a built-in one,
-	// pinned by `make build` or the package) stays there; any other goes
-	// into the main config's [plugins.sha256], the admin's file, which
-	// an upgrade keeps (the pins file it replaces).
-	mainSum, mainLine, inMain := cfg.MainFilePin(kind)
-	filePin, inFile, err := cfg.PinsFilePin(kind)
+	target, pinned, inFile, err := pinPlace(cfg, kind)
 	if err != nil {
-		return fail("%v; nothing was written", err)
-	}
-	if inMain && inFile {
-		return fail("%s is pinned twice, in %s:%d ([plugins.sha256]) and in %s:%d; a kind is pinned in one place: remove one of the two lines "+
-			"(keep the pins file's for a kind that comes with toolhost, the config's for any other: upgrades replace the pins file) and run this again; nothing was written",
-			kind, cfg.File, mainLine, filePin.File, filePin.Line)
-	}
-	target := config.PinPlace{File: cfg.File, Line: mainLine, SHA256: mainSum}
-	if inFile {
-		target = filePin
+		return fail("%v", err)
 	}
 	ctx, cancel := signalContext(2 * time.Minute)
 	defer cancel()
@@ -179,21 +155,74 @@ func runPluginsPin(args []string, stdout, stderr io.Writer) int {
 		return fail("the %s plugin %s changed while it was being pinned; nothing was written: run this again", kind, bin)
 	}
 	printProbe(stdout, probe)
-	if (inMain || inFile) && target.SHA256 == sum {
+	if pinned && target.SHA256 == sum {
 		fmt.Fprintf(stdout, "%s is already pinned to this hash in %s:%d; nothing was changed\n", kind, target.File, target.Line)
 		return 0
 	}
+	if err := writePin(stdout, cfg, kind, sum, target, pinned, inFile); err != nil {
+		return fail("%v", err)
+	}
+	return 0
+}
+
+// pinArgs reads the arguments of `toolhost plugins pin`: the config file
+// and the one kind to pin. What is wrong with them is told on stderr.
+func pinArgs(args []string, stderr io.Writer) (path, kind string, ok bool) {
+	path, rest, ok := parsePluginsFlags("pin", args, stderr)
+	if !ok {
+		return "", "", false
+	}
+	if len(rest) != 1 {
+		fmt.Fprintf(stderr, "toolhost plugins pin: name one kind, e.g. toolhost plugins pin weather (got %d arguments)\n", len(rest))
+		return "", "", false
+	}
+	kind = rest[0]
+	if !kindRE.MatchString(kind) {
+		fmt.Fprintf(stderr, "toolhost plugins pin: %q is not a kind name: a kind's name starts with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores (its plugin is %sNAME)\n",
+			kind, plugins.BinaryPrefix)
+		return "", "", false
+	}
+	return path, kind, true
+}
+
+// pinPlace is where kind's pin goes: a kind the pins file pins (a
+// built-in one, pinned by `make build` or the package) stays there; any
+// other goes into the main config's [plugins.sha256], the admin's file,
+// which an upgrade keeps (the pins file it replaces). pinned says kind has
+// a pin already (target.SHA256), inFile that it is in the pins file.
+func pinPlace(cfg *config.Config, kind string) (target config.PinPlace, pinned, inFile bool, err error) {
+	mainSum, mainLine, inMain := cfg.MainFilePin(kind)
+	filePin, inFile, err := cfg.PinsFilePin(kind)
+	if err != nil {
+		return config.PinPlace{}, false, false, fmt.Errorf("%w; nothing was written", err)
+	}
+	if inMain && inFile {
+		return config.PinPlace{}, false, false, fmt.Errorf("%s is pinned twice, in %s:%d ([plugins.sha256]) and in %s:%d; a kind is pinned in one place: remove one of the two lines "+
+			"(keep the pins file's for a kind that comes with toolhost, the config's for any other: upgrades replace the pins file) and run this again; nothing was written",
+			kind, cfg.File, mainLine, filePin.File, filePin.Line)
+	}
+	target = config.PinPlace{File: cfg.File, Line: mainLine, SHA256: mainSum}
+	if inFile {
+		target = filePin
+	}
+	return target, inMain || inFile, inFile, nil
+}
+
+// writePin writes kind's new pin sum at target (the pins file when inFile,
+// else the main config) and says on stdout what changed and when it counts.
+func writePin(stdout io.Writer, cfg *config.Config, kind, sum string, target config.PinPlace, pinned, inFile bool) error {
 	var line int
+	var err error
 	if inFile {
 		line, err = config.WritePin(target.File, kind, sum)
 	} else {
 		line, err = config.WriteMainPin(cfg.File, kind, sum)
 	}
 	if err != nil {
-		return fail("%v", err)
+		return err
 	}
 	was := ""
-	if inMain || inFile {
+	if pinned {
 		was = fmt.Sprintf(" (it was %s…)", target.SHA256[:12])
 	}
 	where := "the config's [plugins.sha256], kept by upgrades"
@@ -202,7 +231,7 @@ func runPluginsPin(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "pinned: %s = %q in %s:%d, %s%s\n", kind, sum, target.File, line, where, was)
 	fmt.Fprintln(stdout, "a running host goes by the new pin from its next start (systemctl restart toolhost): a reload starts no plugin")
-	return 0
+	return nil
 }
 
 // printProbe shows what a plugin said of itself.
