@@ -87,7 +87,7 @@ func (greetKind) Invoke(_ context.Context, inv hostside.Invocation, onEvent func
 func exampleHost() (addr string, stop func()) {
 	reg := tools.NewRegistry()
 	reg.Replace([]*tools.Tool{{Tool: config.Tool{Name: "greet", Description: "Greet someone.", Effect: "read",
-		Params: []config.Param{{Name: "name", Kind: "text", Required: true}}}, Kind: "greet", Run: json.RawMessage(`{"type":"greet"}`)}})
+		Params: []config.Param{{Name: "name", Type: "text", Required: true}}}, Kind: "greet", Run: json.RawMessage(`{"type":"greet"}`)}})
 	d := runs.NewDispatcher(reg, func(string) (runs.Invoker, bool) { return greetKind{}, true }, nil, time.Hour)
 	srv := httptest.NewServer(api.New(api.Options{Registry: reg, Dispatcher: d}))
 	return srv.URL, func() { srv.Close(); d.CancelAll("the test is over"); d.Close() }

@@ -342,7 +342,7 @@ run = { type = "python", code = "def run(x): return x" }
 	if got := a.ErrorAt("run.url", "must have a scheme").Error(); got != "toolhost.toml:13: run.url: must have a scheme" {
 		t.Errorf("ErrorAt: %s", got)
 	}
-	if b.Source != "toolhost.toml:15" || b.RunLine != 19 || b.Effect != "change" || b.Type() != "python" || a.Effect != "read" {
+	if b.Source != "toolhost.toml:15" || b.RunLine != 19 || b.Effect != "change" || b.Kind() != "python" || a.Effect != "read" {
 		t.Errorf("second tool: %+v", b)
 	}
 }

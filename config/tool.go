@@ -37,8 +37,8 @@ type Tool struct {
 	FieldLines map[string]int
 }
 
-// Type is the kind of the tool: its run table's type.
-func (t Tool) Type() string {
+// Kind is the name of the kind that runs the tool: its run table's type.
+func (t Tool) Kind() string {
 	s, _ := t.Run["type"].(string)
 	return s
 }
@@ -68,23 +68,23 @@ func (t Tool) ErrorAt(field, message string) Error {
 // Param is one parameter of a tool.
 type Param struct {
 	Name        string
-	Kind        string // text, number, integer, bool, json or list
+	Type        string // its value's type (`kind` in TOML): text, number, integer, bool, json or list
 	Description string
 	Required    bool
 	// Options are the values allowed, written as strings; only for text,
 	// number and integer params. Nil when any value goes.
 	Options []string
-	// Items is what a list param holds: one of ItemKinds, "text" when the
+	// Items is what a list param holds: one of ItemTypes, "text" when the
 	// file does not say. "" for the other kinds.
 	Items string
 }
 
-// ParamKinds are the kinds a parameter may have.
-var paramKinds = []string{"text", "number", "integer", "bool", "json", "list"}
+// paramTypes are the types a parameter's value may have (its `kind` in TOML).
+var paramTypes = []string{"text", "number", "integer", "bool", "json", "list"}
 
-// ItemKinds are the kinds a list param's items may have: the scalar
-// kinds, or json for any JSON value.
-var ItemKinds = []string{"text", "number", "integer", "bool", "json"}
+// ItemTypes are the types a list param's items may have: the scalar
+// types, or json for any JSON value.
+var ItemTypes = []string{"text", "number", "integer", "bool", "json"}
 
 // DefaultItems is what a list param holds when its items are not given.
 const DefaultItems = "text"
@@ -306,29 +306,29 @@ func (d *decoder) param(path string, v any) Param {
 	} else if _, ok := tb.m["name"]; !ok {
 		d.addf(path, "the parameter has no name: add name = \"...\"")
 	}
-	if tb.str("kind", &p.Kind) {
-		if !slices.Contains(paramKinds, p.Kind) {
-			d.addf(tb.at("kind"), "must be one of %s, not %q", strings.Join(paramKinds, ", "), p.Kind)
-			p.Kind = ""
+	if tb.str("kind", &p.Type) {
+		if !slices.Contains(paramTypes, p.Type) {
+			d.addf(tb.at("kind"), "must be one of %s, not %q", strings.Join(paramTypes, ", "), p.Type)
+			p.Type = ""
 		}
 	} else if _, ok := tb.m["kind"]; !ok {
-		d.addf(path, "the parameter has no kind: add kind = \"text\" (or %s)", strings.Join(paramKinds[1:], ", "))
+		d.addf(path, "the parameter has no kind: add kind = \"text\" (or %s)", strings.Join(paramTypes[1:], ", "))
 	}
 	tb.str("description", &p.Description)
 	tb.boolean("required", &p.Required)
 	if l, ok := tb.list("options"); ok {
-		p.Options = d.options(tb.at("options"), p.Kind, l)
+		p.Options = d.options(tb.at("options"), p.Type, l)
 	}
 	if tb.str("items", &p.Items) {
 		switch {
-		case p.Kind != "list" && p.Kind != "":
-			d.addf(tb.at("items"), "only list parameters say what they hold, not %s ones: leave items out", p.Kind)
+		case p.Type != "list" && p.Type != "":
+			d.addf(tb.at("items"), "only list parameters say what they hold, not %s ones: leave items out", p.Type)
 			p.Items = ""
-		case !slices.Contains(ItemKinds, p.Items):
-			d.addf(tb.at("items"), "must be one of %s, not %q", strings.Join(ItemKinds, ", "), p.Items)
+		case !slices.Contains(ItemTypes, p.Items):
+			d.addf(tb.at("items"), "must be one of %s, not %q", strings.Join(ItemTypes, ", "), p.Items)
 			p.Items = ""
 		}
-	} else if p.Kind == "list" {
+	} else if p.Type == "list" {
 		if _, given := tb.m["items"]; !given {
 			p.Items = DefaultItems
 		}

@@ -39,8 +39,8 @@ func TestParseToolRoundTrip(t *testing.T) {
 		Description: "Fetch a JSON document.",
 		Effect:      "read",
 		Params: []Param{
-			{Name: "path", Kind: "text", Required: true, Description: "Where the document is."},
-			{Name: "format", Kind: "integer", Options: []string{"1", "2"}},
+			{Name: "path", Type: "text", Required: true, Description: "Where the document is."},
+			{Name: "format", Type: "integer", Options: []string{"1", "2"}},
 		},
 		Run: map[string]any{
 			"type": "http", "method": "GET", "url": "http://127.0.0.1:9999/{{path}}",
@@ -60,8 +60,8 @@ func TestParseToolRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(tool, want) {
 		t.Errorf("got  %#v\nwant %#v", tool, want)
 	}
-	if tool.Type() != "http" {
-		t.Errorf("Type() = %q", tool.Type())
+	if tool.Kind() != "http" {
+		t.Errorf("Kind() = %q", tool.Kind())
 	}
 }
 
@@ -149,7 +149,7 @@ func TestRunKeysAreThePluginsToCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tool.Type() != "weather" || tool.Run["anything"] == nil || tool.FieldLines["run.nested.ok"] != 7 {
+	if tool.Kind() != "weather" || tool.Run["anything"] == nil || tool.FieldLines["run.nested.ok"] != 7 {
 		t.Errorf("got %+v", tool)
 	}
 }

@@ -104,7 +104,7 @@ func TestAKindThatWantsTheCatalogGetsIt(t *testing.T) {
 	if err != nil || !info.WantsCatalog {
 		t.Fatalf("describe: %+v %v", info, err)
 	}
-	p := sdk.Param{Name: "q", Kind: "text"}
+	p := sdk.Param{Name: "q", Type: "text"}
 	other := sdk.Tool{Name: "other", Params: []sdk.Param{p}, Run: json.RawMessage(`{"type":"http"}`)}
 	self := sdktest.Tool(t, "self", map[string]any{"type": "echo"}, p)
 	if _, err := c.CheckWithCatalog(context.Background(), self, []sdk.Tool{self, other}); err != nil {

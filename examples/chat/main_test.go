@@ -322,7 +322,7 @@ func TestPrinterTagsNodes(t *testing.T) {
 // on the terminal; y runs it, n declines it and the model is told.
 func TestChatAsksApproval(t *testing.T) {
 	change := &tools.Tool{Tool: config.Tool{Name: "write_lines", Description: "Write lines.", Effect: "change",
-		Params: []config.Param{{Name: "n", Kind: "integer"}}}, Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)}
+		Params: []config.Param{{Name: "n", Type: "integer"}}}, Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)}
 	for _, tc := range []struct {
 		answer, want, told string
 	}{
@@ -415,7 +415,7 @@ func hostile(_ hostside.Invocation, onEvent func(sdk.Event)) (json.RawMessage, e
 // control characters escaped: they can't clear the terminal, write the
 // clipboard, or draw a fake approval question over the real one.
 func TestChatTerminalEscapes(t *testing.T) {
-	ws := startHostWith(t, hostile, tool("page", "read"), tool("save", "change", config.Param{Name: "note", Kind: "text"}))
+	ws := startHostWith(t, hostile, tool("page", "read"), tool("save", "change", config.Param{Name: "note", Type: "text"}))
 	m := newFakeModel(t,
 		answer{tool: "page"},
 		answer{tool: "save", argParts: []string{`{"note":"\u001b[1A\r\u202eok"}`}},

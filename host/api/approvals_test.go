@@ -20,7 +20,7 @@ import (
 func newApprovalsHost(t *testing.T, opts Options) *testHost {
 	t.Helper()
 	publish := &tools.Tool{Tool: config.Tool{Name: "publish", Description: "Publish.", Effect: "change",
-		Params: []config.Param{{Name: "n", Kind: "integer"}}}, Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)}
+		Params: []config.Param{{Name: "n", Type: "integer"}}}, Kind: "fake", Run: json.RawMessage(`{"type":"fake"}`)}
 	h := apitest.Start(t, apitest.Setup{Tools: append(fakeTools(), publish)}, func(reg *tools.Registry, d *runs.Dispatcher) *Server {
 		opts.Registry, opts.Dispatcher = reg, d
 		return New(opts)

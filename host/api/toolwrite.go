@@ -259,7 +259,7 @@ type paramJSON struct {
 func toolJSON(t *tools.Tool) map[string]any {
 	params := make([]paramJSON, len(t.Params))
 	for i, p := range t.Params {
-		params[i] = paramJSON{Name: p.Name, Kind: p.Kind, Description: p.Description, Required: p.Required, Options: p.Options, Items: p.Items}
+		params[i] = paramJSON{Name: p.Name, Kind: p.Type, Description: p.Description, Required: p.Required, Options: p.Options, Items: p.Items}
 	}
 	var run any
 	_ = json.Unmarshal(t.Run, &run)
@@ -288,14 +288,14 @@ func (s *Server) putTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		writeRefusal(w, src, err)
 		return
 	}
-	kinds := []string{def.Type()}
+	kinds := []string{def.Kind()}
 	old, found := files.Find(name)
 	if found {
 		if !old.Editable {
 			writeError(w, http.StatusConflict, wire.CodeNotEditable, old.NotEditable)
 			return
 		}
-		kinds = append(kinds, old.Def.Type())
+		kinds = append(kinds, old.Def.Kind())
 	}
 	if err := s.mayWrite(id, kinds...); err != nil {
 		forbidden(w, err.Error())
@@ -358,7 +358,7 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request, id auth.Iden
 		writeError(w, http.StatusConflict, wire.CodeNotEditable, old.NotEditable)
 		return
 	}
-	if err := s.mayWrite(id, old.Def.Type()); err != nil {
+	if err := s.mayWrite(id, old.Def.Kind()); err != nil {
 		forbidden(w, err.Error())
 		return
 	}
@@ -417,11 +417,11 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 	if served, ok := s.opts.Registry.Get(name); ok {
 		body["tool"], body["spec"], body["served"] = toolJSON(served), served.Spec(), true
 	} else {
-		t := &tools.Tool{Tool: f.Def, Kind: f.Def.Type()}
+		t := &tools.Tool{Tool: f.Def, Kind: f.Def.Kind()}
 		t.Run, _ = json.Marshal(f.Def.Run)
 		body["tool"], body["served"] = toolJSON(t), false
 	}
-	if kind := f.Def.Type(); id.Role != auth.Admin && !s.runIsOpen(kind) {
+	if kind := f.Def.Kind(); id.Role != auth.Admin && !s.runIsOpen(kind) {
 		// An http tool's headers or a kind's settings may hold a secret
 		// written into the file; the drawings and prompts the editor shows
 		// to everyone hold none.
@@ -432,7 +432,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, id auth.Identit
 		body["not_editable"] = f.NotEditable
 	}
 	// The file's text, comments and all, is for those who may edit it.
-	if f.Text != "" && s.mayWrite(id, f.Def.Type()) == nil {
+	if f.Text != "" && s.mayWrite(id, f.Def.Kind()) == nil {
 		body["toml"] = f.Text
 	}
 	writeJSON(w, http.StatusOK, body)

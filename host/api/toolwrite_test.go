@@ -45,7 +45,7 @@ func (f *fakeFiles) Write(_ context.Context, name string, data []byte) (ToolWrit
 	f.defined[name] = ToolFile{Def: def, Editable: true, Text: string(data)}
 	f.written[name] = string(data)
 	run, _ := json.Marshal(def.Run)
-	t := &tools.Tool{Tool: def, Kind: def.Type(), Run: run}
+	t := &tools.Tool{Tool: def, Kind: def.Kind(), Run: run}
 	list := []*tools.Tool{t}
 	for _, old := range f.reg.List() {
 		if old.Name != name {
@@ -81,14 +81,14 @@ func (f *fakeFiles) wrote(name string) (string, bool) {
 // fakeCheck passes tools of the kinds "fake" and "python" whose run has no
 // "bad" key, as a plugin would.
 func fakeCheck(_ context.Context, def config.Tool) (*tools.Tool, error) {
-	if k := def.Type(); k != "fake" && k != "python" {
+	if k := def.Kind(); k != "fake" && k != "python" {
 		return nil, config.Errors{def.ErrorAt("run.type", "no plugin serves the \""+k+"\" kind")}
 	}
 	if _, bad := def.Run["bad"]; bad {
 		return nil, config.Errors{def.ErrorAt("run.bad", "is not a setting of the kind")}
 	}
 	run, _ := json.Marshal(def.Run)
-	return &tools.Tool{Tool: def, Kind: def.Type(), Run: run}, nil
+	return &tools.Tool{Tool: def, Kind: def.Kind(), Run: run}, nil
 }
 
 // newWriteHost serves the API with fake tool files holding "lines" (in a

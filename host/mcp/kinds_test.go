@@ -45,7 +45,7 @@ func talkHost(t testing.TB) (*httptest.Server, *runs.Dispatcher) {
 	t.Helper()
 	run := json.RawMessage(`{"type":"talk"}`)
 	list := []*tools.Tool{
-		{Tool: config.Tool{Name: "value", Description: "Return v.", Effect: "read", Params: []config.Param{{Name: "v", Kind: "json"}}}, Kind: "talk", Run: run},
+		{Tool: config.Tool{Name: "value", Description: "Return v.", Effect: "read", Params: []config.Param{{Name: "v", Type: "json"}}}, Kind: "talk", Run: run},
 		{Tool: config.Tool{Name: "talk", Description: "Log.", Effect: "read"}, Kind: "talk", Run: run},
 	}
 	reg := tools.NewRegistry()

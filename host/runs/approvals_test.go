@@ -59,7 +59,7 @@ func changeDispatcher(t *testing.T) (*Dispatcher, *changeKind) {
 		return &tools.Tool{Tool: config.Tool{Name: name, Description: "A test tool.", Effect: effect}, Kind: kind, Run: json.RawMessage(`{"type":"` + kind + `"}`)}
 	}
 	send := mk("send", "change", "t")
-	send.Params = []config.Param{{Name: "to", Kind: "text"}}
+	send.Params = []config.Param{{Name: "to", Type: "text"}}
 	reg.Replace([]*tools.Tool{send, mk("fetch", "read", "web"), mk("fetch404", "read", "web"), mk("graph", "read", "t"), mk("http", "read", "http")})
 	k := &changeKind{}
 	d := NewDispatcher(reg, func(string) (Invoker, bool) { return k, true }, nil, time.Hour)

@@ -96,7 +96,7 @@ func acctDispatcher(t *testing.T, ledger Ledger, b Budget) (*Dispatcher, *acctKi
 	var list []*tools.Tool
 	for _, name := range []string{"count", "box", "nest", "hold"} {
 		def := config.Tool{Name: name, Description: "A test tool.", Effect: "read",
-			Params: []config.Param{{Name: "n", Kind: "integer"}, {Name: "s", Kind: "text"}}}
+			Params: []config.Param{{Name: "n", Type: "integer"}, {Name: "s", Type: "text"}}}
 		kind := "acct"
 		if name == "box" {
 			kind = "sandboxed"

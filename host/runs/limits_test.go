@@ -89,7 +89,7 @@ func nestDispatcher(t *testing.T, limit int) (*Dispatcher, *nestKind) {
 	for _, name := range []string{"fan", "leaf", "chain", "block"} {
 		def := config.Tool{Name: name, Description: "A test tool.", Effect: "read"}
 		if name == "chain" {
-			def.Params = []config.Param{{Name: "n", Kind: "integer"}}
+			def.Params = []config.Param{{Name: "n", Type: "integer"}}
 		}
 		list = append(list, &tools.Tool{Tool: def, Kind: "nest", Run: json.RawMessage(`{"type":"nest"}`)})
 	}

@@ -19,7 +19,7 @@ func Tools(kind string) []config.Tool {
 		}
 	}
 	text := func(name, desc string) config.Param {
-		return config.Param{Name: name, Kind: "text", Required: true, Description: desc}
+		return config.Param{Name: name, Type: "text", Required: true, Description: desc}
 	}
 	return []config.Tool{
 		tool("run_python", "change", "python",

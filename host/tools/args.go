@@ -168,7 +168,7 @@ func explain(t *Tool, args map[string]any) *ArgError {
 	}
 	for _, p := range t.Params {
 		v, ok := args[p.Name]
-		if !ok || v == nil && p.Kind != "json" {
+		if !ok || v == nil && p.Type != "json" {
 			if p.Required {
 				return &ArgError{Param: p.Name, Message: "is required"}
 			}
@@ -177,7 +177,7 @@ func explain(t *Tool, args map[string]any) *ArgError {
 		if v == nil {
 			continue // a required json param's null
 		}
-		if msg := checkValue(p.Kind, p.Items, v); msg != "" {
+		if msg := checkValue(p.Type, p.Items, v); msg != "" {
 			return &ArgError{Param: p.Name, Message: msg}
 		}
 		if len(p.Options) > 0 && !inOptions(v, p.Options) {
@@ -315,9 +315,9 @@ func wholeNumbers(p config.Param, v any) any {
 		return v
 	}
 	switch {
-	case p.Kind == "integer":
+	case p.Type == "integer":
 		return whole(v)
-	case p.Kind == "list" && p.Items == "integer":
+	case p.Type == "list" && p.Items == "integer":
 		if l, ok := v.([]any); ok {
 			for i, e := range l {
 				l[i] = whole(e)

@@ -9,22 +9,22 @@ import (
 
 func testTool() *Tool {
 	return &Tool{Tool: config.Tool{Name: "t", Description: "d", Effect: "read", Params: []config.Param{
-		{Name: "text", Kind: "text", Required: true},
-		{Name: "n", Kind: "number"},
-		{Name: "i", Kind: "integer", Options: []string{"1", "2"}},
-		{Name: "b", Kind: "bool"},
-		{Name: "l", Kind: "list", Items: "text"},
-		{Name: "j", Kind: "json"},
-		{Name: "colour", Kind: "text", Options: []string{"red", "blue"}},
-		{Name: "big", Kind: "integer"},
-		{Name: "li", Kind: "list", Items: "integer"},
+		{Name: "text", Type: "text", Required: true},
+		{Name: "n", Type: "number"},
+		{Name: "i", Type: "integer", Options: []string{"1", "2"}},
+		{Name: "b", Type: "bool"},
+		{Name: "l", Type: "list", Items: "text"},
+		{Name: "j", Type: "json"},
+		{Name: "colour", Type: "text", Options: []string{"red", "blue"}},
+		{Name: "big", Type: "integer"},
+		{Name: "li", Type: "list", Items: "integer"},
 	}}, Kind: "echo"}
 }
 
 func requiredJSONTool() *Tool {
 	return &Tool{Tool: config.Tool{Name: "rj", Description: "d", Effect: "change", Params: []config.Param{
-		{Name: "v", Kind: "json", Required: true},
-		{Name: "anything", Kind: "list", Items: "json"},
+		{Name: "v", Type: "json", Required: true},
+		{Name: "anything", Type: "list", Items: "json"},
 	}}, Kind: "echo"}
 }
 

@@ -137,10 +137,10 @@ func genArgs(rng *rand.Rand, tool *Tool) (raw string, allGiven bool) {
 			allGiven = false
 			continue
 		}
-		parts = append(parts, strconv.Quote(p.Name)+":"+genValue(rng, p.Kind, p.Items, p.Options))
+		parts = append(parts, strconv.Quote(p.Name)+":"+genValue(rng, p.Type, p.Items, p.Options))
 		if rng.IntN(40) == 0 {
 			allGiven = false
-			parts = append(parts, strconv.Quote(p.Name)+":"+genValue(rng, p.Kind, p.Items, p.Options))
+			parts = append(parts, strconv.Quote(p.Name)+":"+genValue(rng, p.Type, p.Items, p.Options))
 		}
 	}
 	if rng.IntN(10) == 0 {

@@ -397,7 +397,7 @@ func exampleTools(t *testing.T) []*Tool {
 	defs = append(defs, def)
 	out := make([]*Tool, len(defs))
 	for i, d := range defs {
-		out[i] = &Tool{Tool: d, Kind: d.Type()}
+		out[i] = &Tool{Tool: d, Kind: d.Kind()}
 	}
 	if len(out) < 5 {
 		t.Fatalf("only %d example tools", len(out))
@@ -420,14 +420,14 @@ func generatedTools() []*Tool {
 		for _, req := range []bool{true, false} {
 			name := fmt.Sprintf("%s_%v", kind, req)
 			if kind == "list" {
-				for _, items := range config.ItemKinds {
-					add(config.Param{Name: name + "_" + items, Kind: kind, Required: req, Items: items, Description: "a list of " + items})
+				for _, items := range config.ItemTypes {
+					add(config.Param{Name: name + "_" + items, Type: kind, Required: req, Items: items, Description: "a list of " + items})
 				}
 				continue
 			}
-			add(config.Param{Name: name, Kind: kind, Required: req, Description: "a " + kind})
+			add(config.Param{Name: name, Type: kind, Required: req, Description: "a " + kind})
 			if opts, ok := options[kind]; ok {
-				add(config.Param{Name: name + "_options", Kind: kind, Required: req, Options: opts})
+				add(config.Param{Name: name + "_options", Type: kind, Required: req, Options: opts})
 			}
 		}
 	}
@@ -485,7 +485,7 @@ func TestSpecsPassTheProvidersRules(t *testing.T) {
 // TestCheckersCatchWhatProvidersRefuse: each checker refuses the specs its
 // provider refuses (a checker that passes everything proves nothing).
 func TestCheckersCatchWhatProvidersRefuse(t *testing.T) {
-	tool := &Tool{Tool: config.Tool{Name: "t", Description: "d", Effect: "read", Params: []config.Param{{Name: "l", Kind: "list", Items: "text"}, {Name: "n", Kind: "number"}}}, Kind: "echo"}
+	tool := &Tool{Tool: config.Tool{Name: "t", Description: "d", Effect: "read", Params: []config.Param{{Name: "l", Type: "list", Items: "text"}, {Name: "n", Type: "number"}}}, Kind: "echo"}
 	strict, _ := tool.OpenAI(true)
 	mutate := func(v any, f func(m map[string]any)) map[string]any {
 		m := asJSON(t, v)

@@ -37,7 +37,7 @@ type Tool struct {
 func (t *Tool) SDK() sdk.Tool {
 	params := make([]sdk.Param, len(t.Params))
 	for i, p := range t.Params {
-		params[i] = sdk.Param{Name: p.Name, Kind: p.Kind, Required: p.Required, Options: p.Options, Description: p.Description}
+		params[i] = sdk.Param{Name: p.Name, Type: p.Type, Required: p.Required, Options: p.Options, Description: p.Description}
 	}
 	return sdk.Tool{Name: t.Name, Description: t.Description, Effect: t.Effect, Params: params, Run: t.Run, Source: t.Source}
 }
@@ -54,8 +54,8 @@ type Checker interface {
 func Catalog(defs []config.Tool) []sdk.Tool {
 	out := make([]sdk.Tool, 0, len(defs))
 	for _, def := range defs {
-		t := Tool{Tool: def, Kind: def.Type()}
-		t.Run, _ = json.Marshal(map[string]string{"type": def.Type()})
+		t := Tool{Tool: def, Kind: def.Kind()}
+		t.Run, _ = json.Marshal(map[string]string{"type": def.Kind()})
 		out = append(out, t.SDK())
 	}
 	return out

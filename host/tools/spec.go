@@ -57,14 +57,14 @@ func (t *Tool) Schema() map[string]any {
 
 // paramSchema is the schema of one param's value.
 func paramSchema(p config.Param) map[string]any {
-	s := kindSchema(p.Kind, p.Items)
+	s := kindSchema(p.Type, p.Items)
 	if p.Description != "" {
 		s["description"] = p.Description
 	}
 	if len(p.Options) > 0 {
 		enum := make([]any, 0, len(p.Options)+1)
 		for _, o := range p.Options {
-			enum = append(enum, optionValue(p.Kind, o))
+			enum = append(enum, optionValue(p.Type, o))
 		}
 		s["enum"] = enum
 		delete(s, "minimum") // the options are within them
@@ -171,9 +171,9 @@ func (t *Tool) notStrict() string {
 	var why []string
 	for _, p := range t.Params {
 		switch {
-		case p.Kind == "json":
+		case p.Type == "json":
 			why = append(why, fmt.Sprintf("%s is a json param (any JSON value)", p.Name))
-		case p.Kind == "list" && p.Items == "json":
+		case p.Type == "list" && p.Items == "json":
 			why = append(why, fmt.Sprintf("%s is a list of any JSON values (items = \"json\")", p.Name))
 		}
 	}

@@ -43,12 +43,12 @@ func TestSpecIsAFunctionSchema(t *testing.T) {
 
 func TestFormats(t *testing.T) {
 	tool := &Tool{Tool: config.Tool{Name: "get", Description: "Get one.", Effect: "read", Params: []config.Param{
-		{Name: "id", Kind: "text", Required: true},
-		{Name: "n", Kind: "number"},
+		{Name: "id", Type: "text", Required: true},
+		{Name: "n", Type: "number"},
 	}}, Kind: "http"}
 	params := `{"additionalProperties":false,"properties":{"id":{"type":"string"},"n":{"type":["number","null"]}},"required":["id"],"type":"object"}`
 	strictParams := strings.Replace(params, `"required":["id"]`, `"required":["id","n"]`, 1)
-	change := &Tool{Tool: config.Tool{Name: "put", Description: "Put one.", Effect: "change", Params: []config.Param{{Name: "v", Kind: "json"}}}, Kind: "python"}
+	change := &Tool{Tool: config.Tool{Name: "put", Description: "Put one.", Effect: "change", Params: []config.Param{{Name: "v", Type: "json"}}}, Kind: "python"}
 	for _, c := range []struct {
 		format string
 		strict bool

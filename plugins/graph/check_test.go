@@ -26,16 +26,16 @@ func graphTool(t testing.TB, params []sdk.Param, nodes ...n) sdk.Tool {
 }
 
 func text(name string, required bool) sdk.Param {
-	return sdk.Param{Name: name, Kind: "text", Required: required}
+	return sdk.Param{Name: name, Type: "text", Required: required}
 }
 
 // catalog is the tools a host serves in these tests.
 func catalog() []sdk.Tool {
 	return []sdk.Tool{
-		{Name: "get_json", Params: []sdk.Param{{Name: "resource", Kind: "text", Required: true}, {Name: "id", Kind: "integer", Required: true}}},
+		{Name: "get_json", Params: []sdk.Param{{Name: "resource", Type: "text", Required: true}, {Name: "id", Type: "integer", Required: true}}},
 		{Name: "delete_item", Effect: "change"},
 		{Name: "word_count", Params: []sdk.Param{text("text", true)}},
-		{Name: "scale", Params: []sdk.Param{{Name: "x", Kind: "number", Required: true}, {Name: "flag", Kind: "bool"}, {Name: "items", Kind: "list"}, {Name: "any", Kind: "json"}}},
+		{Name: "scale", Params: []sdk.Param{{Name: "x", Type: "number", Required: true}, {Name: "flag", Type: "bool"}, {Name: "items", Type: "list"}, {Name: "any", Type: "json"}}},
 	}
 }
 
@@ -131,7 +131,7 @@ func TestCheckRules(t *testing.T) {
 			{"id": "num", "type": "template", "text": "{{a}}"},
 			{"id": "fetch", "type": "call_tool", "tool": "get_json", "args": n{"resource": "res", "id": "num"}}, ret("fetch")},
 			true, "run.nodes[3].args.id", []string{`node "fetch"`, `get_json's parameter "id" takes a whole number, and "num" gives text`}},
-		{"a number does not go where text goes", []sdk.Param{{Name: "n", Kind: "integer", Required: true}}, []n{
+		{"a number does not go where text goes", []sdk.Param{{Name: "n", Type: "integer", Required: true}}, []n{
 			{"id": "a", "type": "arg", "param": "n"},
 			{"id": "wc", "type": "call_tool", "tool": "word_count", "args": n{"text": "a"}}, ret("wc")},
 			true, "run.nodes[1].args.text", []string{`node "wc"`, `takes text, and "a" gives a whole number`, `a template node with text = "{{a}}" turns it into text`}},
@@ -229,7 +229,7 @@ func TestCheckWithoutCatalogLeavesCallTargets(t *testing.T) {
 // passes, and a graph may call itself (as it is being saved, whatever the
 // catalog holds of its older self).
 func TestCheckAllowsTypesThatFit(t *testing.T) {
-	tool := graphTool(t, []sdk.Param{{Name: "n", Kind: "integer", Required: true}, {Name: "j", Kind: "json"}},
+	tool := graphTool(t, []sdk.Param{{Name: "n", Type: "integer", Required: true}, {Name: "j", Type: "json"}},
 		n{"id": "n", "type": "arg", "param": "n"},
 		n{"id": "j", "type": "arg", "param": "j"},
 		n{"id": "fetch", "type": "call_tool", "tool": "get_json", "args": n{"resource": "j", "id": "n"}}, // json goes anywhere

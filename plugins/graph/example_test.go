@@ -31,7 +31,7 @@ func loadTool(t *testing.T, path string) sdk.Tool {
 	}
 	tool := sdk.Tool{Name: ct.Name, Description: ct.Description, Effect: ct.Effect, Run: run, Source: ct.Source}
 	for _, p := range ct.Params {
-		tool.Params = append(tool.Params, sdk.Param{Name: p.Name, Kind: p.Kind, Required: p.Required, Options: p.Options, Description: p.Description})
+		tool.Params = append(tool.Params, sdk.Param{Name: p.Name, Type: p.Type, Required: p.Required, Options: p.Options, Description: p.Description})
 	}
 	return tool
 }

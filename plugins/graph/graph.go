@@ -748,8 +748,8 @@ func (c *checker) checkCall(n *node, types map[*node]vtype) {
 		if from == nil {
 			continue
 		}
-		if t := types[from]; !t.fits(p.Kind) {
-			c.nodef(n, "args."+a.param, "%s's parameter %q takes %s, and %q gives %s%s", target.Name, a.param, kindWords(p.Kind), a.from, t.words(), t.hint(p.Kind, a.from))
+		if t := types[from]; !t.fits(p.Type) {
+			c.nodef(n, "args."+a.param, "%s's parameter %q takes %s, and %q gives %s%s", target.Name, a.param, kindWords(p.Type), a.from, t.words(), t.hint(p.Type, a.from))
 		}
 	}
 	for _, p := range target.Params {

@@ -59,7 +59,7 @@ func testCtx(t *testing.T) context.Context {
 // truth and on equals) and return give the values the format says.
 func TestRunWorksOutTheReturn(t *testing.T) {
 	c := serve(t, nil, `{}`)
-	tool := graphTool(t, []sdk.Param{text("name", true), {Name: "data", Kind: "json", Required: true}, text("nick", false)},
+	tool := graphTool(t, []sdk.Param{text("name", true), {Name: "data", Type: "json", Required: true}, text("nick", false)},
 		n{"id": "name", "type": "arg", "param": "name"},
 		n{"id": "data", "type": "arg", "param": "data"},
 		n{"id": "nick", "type": "arg", "param": "nick"},
@@ -83,7 +83,7 @@ func TestRunWorksOutTheReturn(t *testing.T) {
 	}
 
 	// The other branches.
-	run = c.Invoke(testCtx(t), graphTool(t, []sdk.Param{{Name: "data", Kind: "json", Required: true}},
+	run = c.Invoke(testCtx(t), graphTool(t, []sdk.Param{{Name: "data", Type: "json", Required: true}},
 		n{"id": "data", "type": "arg", "param": "data"},
 		n{"id": "flag", "type": "pick", "from": "data", "path": "on"},
 		n{"id": "yes", "type": "const", "value": "yes"},
@@ -134,7 +134,7 @@ func TestPickPaths(t *testing.T) {
 	c := serve(t, nil, `{}`)
 	data := map[string]any{"data": n{"items": []any{n{"title": "a", "tags": []any{"x", "y"}}, "plain"}, "n": 3}}
 	pickTool := func(path string) sdk.Tool {
-		return graphTool(t, []sdk.Param{{Name: "data", Kind: "json", Required: true}},
+		return graphTool(t, []sdk.Param{{Name: "data", Type: "json", Required: true}},
 			n{"id": "data", "type": "arg", "param": "data"},
 			n{"id": "p", "type": "pick", "from": "data", "path": path},
 			n{"id": "out", "type": "return", "value": "p"})
@@ -239,7 +239,7 @@ func TestChooseRunsOnlyItsBranch(t *testing.T) {
 		return sdk.ToolResult{Result: json.RawMessage(`"called"`)}, nil
 	}}
 	c := serve(t, host, `{}`)
-	tool := graphTool(t, []sdk.Param{{Name: "cheap", Kind: "bool", Required: true}},
+	tool := graphTool(t, []sdk.Param{{Name: "cheap", Type: "bool", Required: true}},
 		n{"id": "cheap", "type": "arg", "param": "cheap"},
 		n{"id": "free", "type": "const", "value": "free"},
 		n{"id": "costly", "type": "call_tool", "tool": "expensive"},

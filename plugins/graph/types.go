@@ -156,7 +156,7 @@ func (c *checker) types(g *graph) map[*node]vtype {
 		switch n.typ {
 		case typeArg:
 			if p := paramOf(c.tool.Params, n.param); p != nil {
-				t = typeOfKind(p.Kind)
+				t = typeOfKind(p.Type)
 			}
 		case typeConst:
 			t = typeOfValue(n.constVal)

@@ -27,7 +27,7 @@ func BenchmarkCall(b *testing.B) {
 			b.Fatal(err)
 		}
 		tool := sdktest.Tool(b, "t", map[string]any{"type": "http", "url": s.URL + "/items/{{id}}"},
-			sdk.Param{Name: "id", Kind: "integer", Required: true})
+			sdk.Param{Name: "id", Type: "integer", Required: true})
 		args := map[string]any{"id": 1}
 		for b.Loop() {
 			if run := c.Invoke(context.Background(), tool, args); run.Err != nil {

@@ -64,7 +64,7 @@ func echo(t *testing.T) *httptest.Server {
 }
 
 func text(name string, required bool) sdk.Param {
-	return sdk.Param{Name: name, Kind: "text", Required: required}
+	return sdk.Param{Name: name, Type: "text", Required: required}
 }
 
 // response is the result of a call without pick, with the echo's body.
@@ -149,7 +149,7 @@ func TestCheckNormalises(t *testing.T) {
 	c := start(t, &kind{}, map[string]any{"timeout_seconds": 20})
 	tool := sdktest.Tool(t, "get", map[string]any{"type": "http", "url": "https://example.com/{{id}}", "method": "post",
 		"headers": map[string]any{"x-api-key": "k"}, "body": `{"a": {{id}}}`},
-		sdk.Param{Name: "id", Kind: "integer", Required: true})
+		sdk.Param{Name: "id", Type: "integer", Required: true})
 	run, err := c.Check(context.Background(), tool)
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func TestTemplating(t *testing.T) {
 		"url":     s.URL + "/items/{{id}}/notes?q={{q}}&tags={{tags}}",
 		"headers": map[string]any{"Authorization": "Bearer {{token}}", "X-Name": "{{name}}"},
 		"body":    `{"name": "{{name}}", "id": {{id}}, "tags": {{tags}}, "note": {{note}}}`,
-	}, text("id", true), text("q", false), sdk.Param{Name: "tags", Kind: "list"}, text("token", true), text("name", true), text("note", false))
+	}, text("id", true), text("q", false), sdk.Param{Name: "tags", Type: "list"}, text("token", true), text("name", true), text("note", false))
 	r := call(t, c, tool, map[string]any{
 		"id": "a/b c", "q": "x&y=z #1", "tags": []any{"red", "blue"}, "token": "t0k3n", "name": `Zoë "Z" \ <z>`,
 	})

@@ -226,7 +226,7 @@ func (*kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.Raw
 	}
 	values := make(map[string]string, len(call.Tool.Params))
 	for _, prm := range call.Tool.Params {
-		values[prm.Name] = valueText(prm.Kind, args[prm.Name])
+		values[prm.Name] = valueText(prm.Type, args[prm.Name])
 	}
 	ans, err := call.Host.AskModel(ctx, sdk.ModelRequest{
 		ParentRunID: call.RunID,

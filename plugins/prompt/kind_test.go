@@ -73,7 +73,7 @@ func start(t *testing.T, host sdk.Host) *sdktest.Conn {
 }
 
 func param(name, kind string, required bool) sdk.Param {
-	return sdk.Param{Name: name, Kind: kind, Required: required}
+	return sdk.Param{Name: name, Type: kind, Required: required}
 }
 
 // summarise is the tool of the kind's documentation.
@@ -83,7 +83,7 @@ func summarise(t *testing.T, run map[string]any) sdk.Tool {
 	for k, v := range run {
 		r[k] = v
 	}
-	return sdktest.Tool(t, "summarise", r, param("text", "text", true), sdk.Param{Name: "tone", Kind: "text", Options: []string{"plain", "cheerful"}})
+	return sdktest.Tool(t, "summarise", r, param("text", "text", true), sdk.Param{Name: "tone", Type: "text", Options: []string{"plain", "cheerful"}})
 }
 
 func TestDescribe(t *testing.T) {
@@ -167,7 +167,7 @@ func TestCheckNormalises(t *testing.T) {
 func TestCheckErrors(t *testing.T) {
 	c := start(t, nil)
 	text := param("text", "text", true)
-	tone := sdk.Param{Name: "tone", Kind: "text", Options: []string{"plain", "cheerful"}}
+	tone := sdk.Param{Name: "tone", Type: "text", Options: []string{"plain", "cheerful"}}
 	tool := func(run map[string]any, params ...sdk.Param) sdk.Tool {
 		r := map[string]any{"type": "prompt"}
 		for k, v := range run {

@@ -82,7 +82,7 @@ func (k Kind) Invoke(ctx context.Context, inv hostside.Invocation, onEvent func(
 
 // Tools are the tools of Kind: lines, block and fail.
 func Tools() []*tools.Tool {
-	param := func(name, kind string) config.Param { return config.Param{Name: name, Kind: kind} }
+	param := func(name, kind string) config.Param { return config.Param{Name: name, Type: kind} }
 	run := json.RawMessage(`{"type":"fake"}`)
 	return []*tools.Tool{
 		{Tool: config.Tool{Name: "lines", Description: "Print lines.", Effect: "read",

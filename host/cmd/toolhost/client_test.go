@@ -13,12 +13,12 @@ import (
 // text as a string.
 func TestParseArgsReadsTodaysSpecs(t *testing.T) {
 	tool := &tools.Tool{Tool: config.Tool{Name: "t", Description: "d", Effect: "read", Params: []config.Param{
-		{Name: "req", Kind: "text", Required: true},
-		{Name: "opt", Kind: "text"},
-		{Name: "colour", Kind: "text", Options: []string{"red"}},
-		{Name: "n", Kind: "integer"},
-		{Name: "j", Kind: "json"},
-		{Name: "l", Kind: "list", Items: "number"},
+		{Name: "req", Type: "text", Required: true},
+		{Name: "opt", Type: "text"},
+		{Name: "colour", Type: "text", Options: []string{"red"}},
+		{Name: "n", Type: "integer"},
+		{Name: "j", Type: "json"},
+		{Name: "l", Type: "list", Items: "number"},
 	}}, Kind: "echo"}
 	got, err := parseArgs(tool.Spec(), []string{"req=42", "opt=true", "colour=red", "n=7", "j=plain words", "l=[1,2.5]"})
 	if want := `{"colour":"red","j":"plain words","l":[1,2.5],"n":7,"opt":"true","req":"42"}`; err != nil || string(got) != want {

@@ -142,12 +142,12 @@ func ToolsFromProto(ts []*pluginv1.Tool) []types.Tool {
 
 // ToProtoParam is one of a tool's parameters.
 func ToProtoParam(p types.Param) *pluginv1.Param {
-	return &pluginv1.Param{Name: p.Name, Kind: p.Kind, Required: p.Required, Options: p.Options, Description: p.Description}
+	return &pluginv1.Param{Name: p.Name, Kind: p.Type, Required: p.Required, Options: p.Options, Description: p.Description}
 }
 
 // ParamFromProto is one of a tool's parameters.
 func ParamFromProto(p *pluginv1.Param) types.Param {
-	return types.Param{Name: p.GetName(), Kind: p.GetKind(), Required: p.GetRequired(), Options: p.GetOptions(), Description: p.GetDescription()}
+	return types.Param{Name: p.GetName(), Type: p.GetKind(), Required: p.GetRequired(), Options: p.GetOptions(), Description: p.GetDescription()}
 }
 
 // ToProtoFieldErrors is what Check or Configure found wrong.

@@ -23,8 +23,8 @@ func TestSDKValuesRoundTrip(t *testing.T) {
 	tool := types.Tool{
 		Name: "get", Description: "gets a page", Effect: "read",
 		Params: []types.Param{
-			{Name: "url", Kind: "text", Required: true, Options: []string{"a", "b"}, Description: "the page"},
-			{Name: "n", Kind: "integer", Required: true, Options: []string{"1"}, Description: "how many"},
+			{Name: "url", Type: "text", Required: true, Options: []string{"a", "b"}, Description: "the page"},
+			{Name: "n", Type: "integer", Required: true, Options: []string{"1"}, Description: "how many"},
 		},
 		Run: json.RawMessage(`{"type":"http"}`), Source: "tools/get.toml:1",
 	}

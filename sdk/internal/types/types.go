@@ -99,7 +99,7 @@ type Tool struct {
 // Param is one of a tool's parameters.
 type Param struct {
 	Name        string
-	Kind        string // text, number, integer, bool, json or list
+	Type        string // its value's type (`kind` on the wire): text, number, integer, bool, json or list
 	Required    bool
 	Options     []string
 	Description string
