@@ -67,14 +67,14 @@ type Conn struct {
 	nextID atomic.Uint64
 
 	mu     sync.Mutex
-	cur    *session
+	cur    *socket
 	closed error // set once the host or Close ended the Conn for good
 	subs   map[string]*sub
 }
 
-// session is one websocket: a reader goroutine hands each frame to the
+// socket is one websocket: a reader goroutine hands each frame to the
 // subscriber of its id.
-type session struct {
+type socket struct {
 	ws   *websocket.Conn
 	wmu  sync.Mutex
 	done chan struct{}
@@ -124,7 +124,7 @@ func (s *sub) take() []frame {
 	return q
 }
 
-// errDropped says the session ended; a caller may redial.
+// errDropped says the websocket ended; a caller may redial.
 var errDropped = errors.New("the connection to the host dropped")
 
 // Dial opens a websocket to the host at addr and signs in. addr is the
@@ -185,7 +185,7 @@ func (c *Conn) header() http.Header {
 }
 
 // open dials a websocket and says hello.
-func (c *Conn) open(ctx context.Context) (*session, HelloReply, error) {
+func (c *Conn) open(ctx context.Context) (*socket, HelloReply, error) {
 	d := c.opts.Dialer
 	if d == nil {
 		d = websocket.DefaultDialer
@@ -206,7 +206,7 @@ func (c *Conn) open(ctx context.Context) (*session, HelloReply, error) {
 		}
 		return nil, HelloReply{}, fmt.Errorf("the websocket at %s can't be opened: %w", c.ws, err)
 	}
-	s := &session{ws: ws, done: make(chan struct{})}
+	s := &socket{ws: ws, done: make(chan struct{})}
 	stop := context.AfterFunc(ctx, func() { _ = ws.NetConn().Close() })
 	defer stop()
 	hello := Message{Type: wire.TypeHello, ID: "hello", Client: c.opts.Client, Protocol: ProtocolVersion, Token: c.opts.Token}
@@ -248,7 +248,7 @@ func (c *Conn) open(ctx context.Context) (*session, HelloReply, error) {
 }
 
 // read hands each frame of s to the subscriber of its id, until s ends.
-func (c *Conn) read(s *session) {
+func (c *Conn) read(s *socket) {
 	defer close(s.done)
 	for {
 		_, data, err := s.ws.ReadMessage()
@@ -310,9 +310,9 @@ func (c *Conn) wakeAll() {
 	}
 }
 
-// session gives the current websocket, opening a new one if the last one
+// socket gives the current websocket, opening a new one if the last one
 // dropped (dead is the one the caller saw drop, or nil).
-func (c *Conn) session(ctx context.Context, dead *session) (*session, error) {
+func (c *Conn) socket(ctx context.Context, dead *socket) (*socket, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed != nil {
@@ -337,7 +337,7 @@ func (c *Conn) session(ctx context.Context, dead *session) (*session, error) {
 	return s, nil
 }
 
-func (s *session) send(ctx context.Context, m Message) error {
+func (s *socket) send(ctx context.Context, m Message) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if dl, ok := ctx.Deadline(); ok {
@@ -346,7 +346,7 @@ func (s *session) send(ctx context.Context, m Message) error {
 		_ = s.ws.SetWriteDeadline(time.Now().Add(75 * time.Second))
 	}
 	if err := s.ws.WriteJSON(m); err != nil {
-		_ = s.ws.NetConn().Close() // the reader sees it and ends the session
+		_ = s.ws.NetConn().Close() // the reader sees it and ends the socket
 		return fmt.Errorf("%w: %w", errDropped, err)
 	}
 	return nil
@@ -393,7 +393,7 @@ func (c *Conn) Close() error {
 func (c *Conn) request(ctx context.Context, m Message, done func(frame) (bool, error)) error {
 	sb := c.subscribe(m.ID)
 	defer c.unsubscribe(m.ID)
-	s, err := c.session(ctx, nil)
+	s, err := c.socket(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -425,9 +425,9 @@ func (c *Conn) request(ctx context.Context, m Message, done func(frame) (bool, e
 	}
 }
 
-// ended says why session s is over: the host closed the Conn for good,
+// ended says why socket s is over: the host closed the Conn for good,
 // or the connection dropped.
-func (c *Conn) ended(s *session) error {
+func (c *Conn) ended(s *socket) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed != nil {
@@ -507,7 +507,7 @@ func (c *Conn) Cancel(ctx context.Context, run string) error {
 	// its errors: a ping with the same id marks the end.
 	sb := c.subscribe(id)
 	defer c.unsubscribe(id)
-	s, err := c.session(ctx, nil)
+	s, err := c.socket(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -652,7 +652,7 @@ type follower struct {
 
 	run        string
 	last       int64
-	s          *session
+	s          *socket
 	redials    int
 	maxRedials int
 	wait       time.Duration
@@ -683,7 +683,7 @@ func (c *Conn) newFollower(first Message, sb *sub, onEvent func(Event)) *followe
 // can't be reopened after a redial is an errDropped, to try again, unless
 // the host refused it.
 func (f *follower) connect(ctx context.Context, msg Message) error {
-	next, err := f.c.session(ctx, f.s)
+	next, err := f.c.socket(ctx, f.s)
 	if err == nil {
 		f.s = next
 		return f.s.send(ctx, msg)
