@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // RunTable reads the keys of a tool's run table, or of a table inside it,
@@ -123,13 +124,28 @@ func (t *RunTable) Strings(key, wrong string) ([]string, bool) {
 	return out, true
 }
 
-// Int reads a whole number from lo to hi (5.0 counts as 5). Anything else
-// is recorded with the message wrong; ok is false then and when key is
-// absent.
-func (t *RunTable) Int(key string, lo, hi int, wrong string) (int, bool) {
+// A ReadOption widens what a getter accepts, for a kind whose run tables
+// were read that way before it used RunTable.
+type ReadOption int
+
+const (
+	// NumberInText lets Int also read text that is exactly a number, as
+	// seconds = "5" in a tool file: the quotes are ignored, and the text
+	// is then read as the number would be ("5.0" too, but not " 5" or
+	// "five").
+	NumberInText ReadOption = iota + 1
+)
+
+// Int reads a whole number from lo to hi (5.0 counts as 5); opts may
+// widen that (NumberInText). Anything else is recorded with the message
+// wrong; ok is false then and when key is absent.
+func (t *RunTable) Int(key string, lo, hi int, wrong string, opts ...ReadOption) (int, bool) {
 	v, ok := t.Raw(key)
 	if !ok {
 		return 0, false
+	}
+	if slices.Contains(opts, NumberInText) {
+		v = numberInText(v)
 	}
 	n, ok := wholeNumber(v)
 	if !ok || n < int64(lo) || n > int64(hi) {
@@ -137,6 +153,35 @@ func (t *RunTable) Int(key string, lo, hi int, wrong string) (int, bool) {
 		return 0, false
 	}
 	return int(n), true
+}
+
+// numberInText is the number that v, text, holds exactly; v itself when
+// it is anything else.
+func numberInText(v json.RawMessage) json.RawMessage {
+	var s string
+	if json.Unmarshal(v, &s) != nil || isNull(v) || s == "" || strings.TrimSpace(s) != s || !json.Valid([]byte(s)) {
+		return v
+	}
+	if c := s[0]; c != '-' && (c < '0' || c > '9') {
+		return v
+	}
+	return json.RawMessage(s)
+}
+
+// Bool reads true or false. A value that is not one (null neither) is
+// recorded with the message wrong; ok is false then and when key is
+// absent.
+func (t *RunTable) Bool(key, wrong string) (bool, bool) {
+	v, ok := t.Raw(key)
+	if !ok {
+		return false, false
+	}
+	var b bool
+	if err := json.Unmarshal(v, &b); err != nil || isNull(v) {
+		t.Errorf(key, "%s", wrong)
+		return false, false
+	}
+	return b, true
 }
 
 // Float reads a number. A value that is not one is recorded with the

@@ -213,3 +213,51 @@ func ExampleDecodeRunTable() {
 	// run.timeout_seconds: must be a whole number of seconds from 1 to 600, not 900
 	// run.retries: is not a key of an http run
 }
+
+func TestRunTableBoolReadsTrueOrFalseOnly(t *testing.T) {
+	rt := decode(t, `{"yes": true, "no": false, "null": null, "text": "true", "one": 1}`)
+	if b, ok := rt.Bool("yes", "bad"); !ok || !b {
+		t.Errorf("Bool(true) = %v %v", b, ok)
+	}
+	if b, ok := rt.Bool("no", "bad"); !ok || b {
+		t.Errorf("Bool(false) = %v %v", b, ok)
+	}
+	if _, ok := rt.Bool("absent", "bad"); ok {
+		t.Error("Bool of an absent key is ok")
+	}
+	for _, key := range []string{"null", "text", "one"} {
+		if _, ok := rt.Bool(key, key+" is wrong"); ok {
+			t.Errorf("Bool(%s) is ok", key)
+		}
+	}
+	want := sdk.FieldErrors{{Path: "run.null", Message: "null is wrong"}, {Path: "run.text", Message: "text is wrong"}, {Path: "run.one", Message: "one is wrong"}}
+	if fe := fieldErrors(t, rt); !reflect.DeepEqual(fe, want) {
+		t.Errorf("problems = %v; want %v", fe, want)
+	}
+}
+
+func TestRunTableIntReadsANumberInTextOnlyWhenAsked(t *testing.T) {
+	good := map[string]int{`"5"`: 5, `"-3"`: -3, `"5.0"`: 5, `"1e1"`: 10, `7`: 7}
+	for v, want := range good {
+		rt := decode(t, `{"n": `+v+`}`)
+		if n, ok := rt.Int("n", -10, 10, "bad", sdk.NumberInText); !ok || n != want {
+			t.Errorf("Int(%s, NumberInText) = %d %v; want %d", v, n, ok, want)
+		}
+		if v[0] == '"' {
+			rt := decode(t, `{"n": `+v+`}`)
+			if _, ok := rt.Int("n", -10, 10, "bad"); ok {
+				t.Errorf("Int(%s) without NumberInText is ok", v)
+			}
+		}
+	}
+	for _, v := range []string{`" 5"`, `"5 "`, `""`, `"five"`, `"5 6"`, `"true"`, `"\"5\""`, `"[5]"`, `"5.5"`, `"11"`, `null`, `true`} {
+		rt := decode(t, `{"n": `+v+`}`)
+		if n, ok := rt.Int("n", -10, 10, "n is wrong", sdk.NumberInText); ok {
+			t.Errorf("Int(%s, NumberInText) = %d, ok", v, n)
+		}
+		want := sdk.FieldErrors{{Path: "run.n", Message: "n is wrong"}}
+		if fe := fieldErrors(t, rt); !reflect.DeepEqual(fe, want) {
+			t.Errorf("Int(%s, NumberInText): problems = %v; want %v", v, fe, want)
+		}
+	}
+}

@@ -89,7 +89,21 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 		return nil, statusError(p.Method, safeURL(resp.Request.URL), resp, excerpt, sec)
 	}
 
-	limit := st.cfg.MaxBytes
+	body, err := readBody(ctx, resp, p, st.cfg.MaxBytes, where, sec)
+	if err != nil {
+		return nil, err
+	}
+	emit.Log("info", fmt.Sprintf("%s %s: %s, %d bytes in %s", p.Method, where, sec.hide(resp.Status), len(body), time.Since(start).Round(time.Millisecond)))
+
+	if p.pick != nil {
+		return pickFrom(body, p.Pick, p.pick, where)
+	}
+	return resultOf(resp, body, emit)
+}
+
+// readBody reads the body of a good answer to p's request at where, refusing one of more than
+// limit bytes, before reading it when the server says its length.
+func readBody(ctx context.Context, resp *http.Response, p *plan, limit int64, where string, sec secrets) ([]byte, error) {
 	if resp.ContentLength > limit && p.Method != "HEAD" {
 		return nil, tooLarge(where, limit, resp.ContentLength)
 	}
@@ -100,11 +114,13 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 	if int64(len(body)) > limit {
 		return nil, tooLarge(where, limit, -1)
 	}
-	emit.Log("info", fmt.Sprintf("%s %s: %s, %d bytes in %s", p.Method, where, sec.hide(resp.Status), len(body), time.Since(start).Round(time.Millisecond)))
+	return body, nil
+}
 
-	if p.pick != nil {
-		return pickFrom(body, p.Pick, p.pick, where)
-	}
+// resultOf is the result of an answer with the body body: its status, the headers a result
+// keeps, and the body as JSON, text or base64. An image or a sound goes to emit as content
+// instead.
+func resultOf(resp *http.Response, body []byte, emit sdk.Emit) (json.RawMessage, error) {
 	r := result{Status: resp.StatusCode, Headers: map[string]string{}}
 	for _, h := range resultHeaders() {
 		if v := resp.Header.Values(h); len(v) > 0 {

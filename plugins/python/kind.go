@@ -130,19 +130,9 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	if same {
 		return nil
 	}
-	// The checks of toolhost doctor; the platform is tried last, with the new manager, so its
-	// sandbox is removed in the background instead of holding up the start.
-	doctor := sandbox.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
-		Platform: cfg.Platform, Prefix: cfg.SandboxPrefix, SkipPlatform: true}
-	if err := sandbox.Ready(sandbox.Doctor(ctx, doctor)); err != nil {
-		return fmt.Errorf("the python kind can't start: %w", err)
-	}
-	if k.opts.runtimeBinary != "" {
-		doctor.Runsc = k.opts.runtimeBinary
-	}
-	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: doctor.Runsc, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform})
+	rt, doctor, err := k.newRuntime(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("the python kind can't start: %w", err)
+		return err
 	}
 	k.mu.Lock()
 	inst, oldInst := k.inst, k.inst
@@ -158,11 +148,59 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 			}
 		}()
 	}
+	mgr, err := k.newManager(ctx, cfg, rt, inst, newInst, doctor)
+	if err != nil {
+		return err
+	}
+	if err := checkPreload(ctx, cfg, mgr); err != nil {
+		return err
+	}
+	pool, err := k.newPool(ctx, cfg, mgr)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	old, oldPool := k.mgr, k.pool
+	oldRuns := k.runs
+	k.inst = inst
+	k.cfg, k.mgr, k.pool, k.runs = cfg, mgr, pool, &sync.RWMutex{}
+	k.mu.Unlock()
+	if old != nil {
+		// Runs in flight finish on the old manager; it is closed once they are done.
+		go k.retire(old, oldPool, oldRuns, oldInst, newInst)
+	}
+	return nil
+}
+
+// newRuntime runs the checks of toolhost doctor but the platform's, and makes the runsc runtime
+// of cfg. It returns the doctor's options too, for the platform's advice later.
+func (k *kind) newRuntime(ctx context.Context, cfg Config) (*runsc.Runtime, sandbox.DoctorOptions, error) {
+	// The platform is tried last, with the new manager, so its sandbox is removed in the
+	// background instead of holding up the start.
+	doctor := sandbox.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
+		Platform: cfg.Platform, Prefix: cfg.SandboxPrefix, SkipPlatform: true}
+	if err := sandbox.Ready(sandbox.Doctor(ctx, doctor)); err != nil {
+		return nil, doctor, fmt.Errorf("the python kind can't start: %w", err)
+	}
+	if k.opts.runtimeBinary != "" {
+		doctor.Runsc = k.opts.runtimeBinary
+	}
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: doctor.Runsc, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform})
+	if err != nil {
+		return nil, doctor, fmt.Errorf("the python kind can't start: %w", err)
+	}
+	return rt, doctor, nil
+}
+
+// newManager makes the sandbox manager of cfg on rt and inst, sweeps what processes that are
+// gone left when inst is new, and checks that the platform starts a sandbox (with advice from
+// doctor when not). On failure the manager is closed.
+func (k *kind) newManager(ctx context.Context, cfg Config, rt *runsc.Runtime, inst *sandbox.Instance, newInst bool, doctor sandbox.DoctorOptions) (*sandbox.Manager, error) {
 	mgr, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: cfg.Rootfs, StateDir: cfg.StateDir,
 		Prefix: cfg.SandboxPrefix, Network: networkOptions(cfg), Instance: inst,
 		Swept: func(what string) { k.log.Info("removed a leftover of a sandbox from before", "leftover", what) }})
 	if err != nil {
-		return fmt.Errorf("the python kind can't start: %w", err)
+		return nil, fmt.Errorf("the python kind can't start: %w", err)
 	}
 	if newInst {
 		// Starting up: whatever processes that are gone left goes first.
@@ -175,17 +213,30 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 		if why := sandbox.Ready([]sandbox.Check{sandbox.PlatformAdvice(ctx, doctor, err)}); why != nil {
 			err = why
 		}
-		return fmt.Errorf("the python kind can't start: %w", err)
+		return nil, fmt.Errorf("the python kind can't start: %w", err)
 	}
-	if len(cfg.pool.Preload) > 0 {
-		// A module that can't be imported would fail every sandbox: say so now, in one sandbox.
-		sb, err := mgr.Start(ctx, sandboxOptions(cfg, runTable{MemoryMB: cfg.MaxMemoryMB}))
-		if err != nil {
-			_ = mgr.Close(context.WithoutCancel(ctx))
-			return sdk.FieldErrors{{Path: "python.pool.preload", Message: fmt.Sprintf("a sandbox can't preload these modules: %v", err)}}
-		}
-		mgr.DestroyInBackground(sb, nil)
+	return mgr, nil
+}
+
+// checkPreload starts one sandbox that preloads [python.pool] preload, when it names modules: a
+// module that can't be imported would fail every sandbox, so it is said now, as a FieldError. On
+// failure mgr is closed.
+func checkPreload(ctx context.Context, cfg Config, mgr *sandbox.Manager) error {
+	if len(cfg.pool.Preload) == 0 {
+		return nil
 	}
+	sb, err := mgr.Start(ctx, sandboxOptions(cfg, runTable{MemoryMB: cfg.MaxMemoryMB}))
+	if err != nil {
+		_ = mgr.Close(context.WithoutCancel(ctx))
+		return sdk.FieldErrors{{Path: "python.pool.preload", Message: fmt.Sprintf("a sandbox can't preload these modules: %v", err)}}
+	}
+	mgr.DestroyInBackground(sb, nil)
+	return nil
+}
+
+// newPool sets the places' max and makes the pool of ready sandboxes on mgr (none ready for a
+// check), warming the shape most runs have. On failure mgr is closed.
+func (k *kind) newPool(ctx context.Context, cfg Config, mgr *sandbox.Manager) (*sandbox.Pool, error) {
 	size := cfg.pool.Size
 	if k.opts.CheckOnly {
 		size = 0 // a check keeps nothing ready: it ends as soon as its tools are checked
@@ -200,46 +251,41 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	})
 	if err != nil {
 		_ = mgr.Close(context.WithoutCancel(ctx))
-		return fmt.Errorf("the python kind can't start: %w", err)
+		return nil, fmt.Errorf("the python kind can't start: %w", err)
 	}
 	// The shape most runs have (no network) is kept ready from the start; the network shape
 	// once a tool asks for it.
 	pool.Warm(sandboxOptions(cfg, runTable{MemoryMB: min(defaultMemoryMB, cfg.MaxMemoryMB)}))
-	k.mu.Lock()
-	old, oldPool := k.mgr, k.pool
-	oldRuns := k.runs
-	k.inst = inst
-	k.cfg, k.mgr, k.pool, k.runs = cfg, mgr, pool, &sync.RWMutex{}
-	k.mu.Unlock()
-	if old != nil {
-		// Runs in flight finish on the old manager; it is closed once they are done. Its ready
-		// sandboxes go at once.
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			if err := oldPool.Close(ctx); err != nil {
-				k.log.Warn("closing the previous sandbox pool", "error", err)
-			}
-			// The session sandboxes on the old manager stop once their runs are done (their
-			// files stay); the next use starts them on the new one.
-			k.sess.leave(ctx, old)
-			oldRuns.Lock()
-			defer oldRuns.Unlock()
-			if err := old.Close(ctx); err != nil {
-				k.log.Warn("closing the previous sandbox manager", "error", err)
-			}
-			if newInst && oldInst != nil {
-				// The previous prefix or state folder: what is left of it goes with its tag.
-				if err := old.Sweep(ctx); err != nil {
-					k.log.Warn("removing the previous sandboxes' leftovers", "error", err)
-				}
-				if err := oldInst.Close(); err != nil {
-					k.log.Warn("closing the previous sandbox instance", "error", err)
-				}
-			}
-		}()
+	return pool, nil
+}
+
+// retire closes the manager a new configuration replaced, once the runs of oldRuns are done:
+// its ready sandboxes go at once, its session sandboxes stop (their files stay). When the
+// instance was new too, what is left of the previous prefix or state folder is swept with
+// oldInst's tag and oldInst closed.
+func (k *kind) retire(old *sandbox.Manager, oldPool *sandbox.Pool, oldRuns *sync.RWMutex, oldInst *sandbox.Instance, newInst bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := oldPool.Close(ctx); err != nil {
+		k.log.Warn("closing the previous sandbox pool", "error", err)
 	}
-	return nil
+	// The session sandboxes on the old manager stop once their runs are done (their files
+	// stay); the next use starts them on the new one.
+	k.sess.leave(ctx, old)
+	oldRuns.Lock()
+	defer oldRuns.Unlock()
+	if err := old.Close(ctx); err != nil {
+		k.log.Warn("closing the previous sandbox manager", "error", err)
+	}
+	if newInst && oldInst != nil {
+		// The previous prefix or state folder: what is left of it goes with its tag.
+		if err := old.Sweep(ctx); err != nil {
+			k.log.Warn("removing the previous sandboxes' leftovers", "error", err)
+		}
+		if err := oldInst.Close(); err != nil {
+			k.log.Warn("closing the previous sandbox instance", "error", err)
+		}
+	}
 }
 
 // poolStarts bounds how many sandboxes the pool starts at once: one per core of this kind of

@@ -201,29 +201,11 @@ func sandboxOptions(cfg Config, t runTable) sandbox.Options {
 func (k *kind) drive(ctx context.Context, sb *sandbox.Sandbox, req request, lim limits, emit sdk.Emit) outcome {
 	var o outcome
 	out := newCappedOutput(lim.outputBytes, emit)
-	var streams sync.WaitGroup
-	for _, s := range []struct {
-		f      *os.File
-		stderr bool
-	}{{sb.Stdout, false}, {sb.Stderr, true}} {
-		streams.Add(1)
-		go func() {
-			defer streams.Done()
-			out.copy(s.f, s.stderr)
-		}()
-	}
-	streamsDone := make(chan struct{})
-	go func() { streams.Wait(); close(streamsDone) }()
-
+	streamsDone := streamOutput(sb, out)
 	answers := make(chan outcome, 1)
 	go func() { answers <- readAnswer(sb.Control, out) }()
-
-	body, err := json.Marshal(req)
-	if err == nil {
-		_, err = sb.Control.Write(append(body, '\n'))
-	}
-	if err != nil {
-		o.answerErr = fmt.Errorf("handing the request to the sandbox: %w", err)
+	if err := handRequest(sb, req); err != nil {
+		o.answerErr = err
 		_ = sb.Kill(context.WithoutCancel(ctx))
 	}
 	timer := time.NewTimer(time.Duration(lim.seconds)*time.Second + wallGrace)
@@ -256,7 +238,49 @@ func (k *kind) drive(ctx context.Context, sb *sandbox.Sandbox, req request, lim 
 		o.cancelled = true
 		kill()
 	}
-	if o.answer != nil {
+	endOutput(sb, out, streamsDone, o.answer != nil, kill)
+	if out.wasCut() {
+		o.outputCut = true
+	}
+	k.readCounters(ctx, sb, lim, &o)
+	return o
+}
+
+// streamOutput copies the sandbox's stdout and stderr into out as they come; the channel it
+// returns is closed when both have ended.
+func streamOutput(sb *sandbox.Sandbox, out *cappedOutput) <-chan struct{} {
+	var streams sync.WaitGroup
+	for _, s := range []struct {
+		f      *os.File
+		stderr bool
+	}{{sb.Stdout, false}, {sb.Stderr, true}} {
+		streams.Add(1)
+		go func() {
+			defer streams.Done()
+			out.copy(s.f, s.stderr)
+		}()
+	}
+	streamsDone := make(chan struct{})
+	go func() { streams.Wait(); close(streamsDone) }()
+	return streamsDone
+}
+
+// handRequest writes req to the sandbox's control channel, one line of JSON.
+func handRequest(sb *sandbox.Sandbox, req request) error {
+	body, err := json.Marshal(req)
+	if err == nil {
+		_, err = sb.Control.Write(append(body, '\n'))
+	}
+	if err != nil {
+		return fmt.Errorf("handing the request to the sandbox: %w", err)
+	}
+	return nil
+}
+
+// endOutput waits for the output streams to end and takes what is left in the pipes. After an
+// answer that is at once; otherwise when the sandbox ends, which kill hastens after drainWait.
+func endOutput(sb *sandbox.Sandbox, out *cappedOutput, streamsDone <-chan struct{}, answered bool, kill func()) {
+	if answered {
 		// The code is done and everything it wrote is in the pipes already (the sandbox writes
 		// them synchronously): stop the streaming goroutines and drain what is left, rather than
 		// wait for the sandbox to end.
@@ -265,25 +289,28 @@ func (k *kind) drive(ctx context.Context, sb *sandbox.Sandbox, req request, lim 
 		<-streamsDone
 		out.drain(sb.Stdout, false)
 		out.drain(sb.Stderr, true)
-	} else {
-		// Stopped or crashed: the output ends when the sandbox does.
+		return
+	}
+	// Stopped or crashed: the output ends when the sandbox does.
+	select {
+	case <-streamsDone:
+	case <-time.After(drainWait):
+		kill()
 		select {
 		case <-streamsDone:
 		case <-time.After(drainWait):
-			kill()
-			select {
-			case <-streamsDone:
-			case <-time.After(drainWait):
-				_ = sb.Stdout.SetReadDeadline(time.Now())
-				_ = sb.Stderr.SetReadDeadline(time.Now())
-				<-streamsDone
-			}
+			_ = sb.Stdout.SetReadDeadline(time.Now())
+			_ = sb.Stderr.SetReadDeadline(time.Now())
+			<-streamsDone
 		}
 	}
-	if out.wasCut() {
-		o.outputCut = true
-	}
-	// Without its counters a run that hit a limit reads as the code's own failure: say so.
+}
+
+// readCounters puts the sandbox's cgroup counters in o, and its firewall counters when the run
+// had the network. Without its counters a run that hit a limit reads as the code's own failure:
+// a counter that can't be read is logged, saying so.
+func (k *kind) readCounters(ctx context.Context, sb *sandbox.Sandbox, lim limits, o *outcome) {
+	var err error
 	if o.stats, err = sb.Stats(); err != nil {
 		k.log.Warn("reading a sandbox's cgroup counters; a limit the run hit may read as the code's own error", "id", sb.ID, "error", err)
 	}
@@ -292,7 +319,6 @@ func (k *kind) drive(ctx context.Context, sb *sandbox.Sandbox, req request, lim 
 			k.log.Warn("reading a sandbox's firewall counters; a refused connection may read as the code's own error", "id", sb.ID, "error", err)
 		}
 	}
-	return o
 }
 
 // readAnswer reads fd 3 until the runner's answer: the module toolhost's event lines go to out as

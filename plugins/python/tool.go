@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -50,98 +49,75 @@ func runSchema(maxMemoryMB int) json.RawMessage {
 }`, minSeconds, maxSeconds, defaultSeconds, minMemoryMB, maxMemoryMB, def))
 }
 
+// Messages of parseRun's FieldErrors that more than one place words.
+const (
+	unknownKey = "is not a key of a python tool's run table (type, code, seconds, memory_mb, network)"
+	sessionKey = "is not a key of a session tool's run table (type, session): its code comes with each call and its limits are [sessions]'s"
+)
+
 // parseRun decodes and checks a run table, filling in defaults. Problems are FieldErrors at
-// "run.<key>".
+// "run.<key>", in the order of their paths.
 func parseRun(raw json.RawMessage, maxMemoryMB int) (runTable, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return runTable{}, sdk.FieldErrors{{Path: "run", Message: "the run table can't be read: " + err.Error()}}
+	t, err := sdk.DecodeRunTable(raw)
+	if err != nil {
+		return runTable{}, err
 	}
-	rt := runTable{Seconds: defaultSeconds, MemoryMB: min(defaultMemoryMB, maxMemoryMB)}
-	var fe sdk.FieldErrors
-	codeTyped := true
-	bad := func(key, format string, args ...any) {
-		fe = append(fe, sdk.FieldError{Path: "run." + key, Message: fmt.Sprintf(format, args...)})
+	if typ, ok := t.String("type", `must be "python"`); ok && typ != "python" {
+		t.Errorf("type", `must be "python"`)
 	}
-	for k, v := range fields {
-		switch k {
-		case "type":
-			if json.Unmarshal(v, &rt.Type) != nil || rt.Type != "python" {
-				bad(k, "must be \"python\"")
-			}
-		case "code":
-			if json.Unmarshal(v, &rt.Code) != nil {
-				codeTyped = false
-				bad(k, "must be text: Python defining run(**args)")
-			}
-		case "seconds":
-			if !wholeNumber(v, &rt.Seconds) || rt.Seconds < minSeconds || rt.Seconds > maxSeconds {
-				bad(k, "is a whole number from %d to %d", minSeconds, maxSeconds)
-			}
-		case "memory_mb":
-			if !wholeNumber(v, &rt.MemoryMB) || rt.MemoryMB < minMemoryMB || rt.MemoryMB > maxMemoryMB {
-				bad(k, "is a whole number of MiB from %d to %d ([python] max_memory_mb)", minMemoryMB, maxMemoryMB)
-			}
-		case "network":
-			if json.Unmarshal(v, &rt.Network) != nil {
-				bad(k, "is true or false")
-			}
-		case "session":
-			err := json.Unmarshal(v, &rt.Session)
-			if _, known := sessionTools[rt.Session]; err != nil || !known {
-				bad(k, "must be \"python\", \"bash\", \"files\" or \"file\"")
-			}
-		default:
-			bad(k, "is not a key of a python tool's run table (type, code, seconds, memory_mb, network)")
-		}
+	rt := runTable{Type: "python"}
+	if t.Has("session") {
+		rt.Session = readSession(t)
+	} else {
+		rt.Code = readCode(t)
+		rt.Seconds, rt.MemoryMB, rt.Network = readLimits(t, maxMemoryMB)
 	}
-	if _, ok := fields["session"]; ok {
-		// A tool of the conversation's sandbox: its code comes with each call, its limits are the
-		// session's.
-		for _, key := range []string{"code", "seconds", "memory_mb", "network"} {
-			if _, ok := fields[key]; ok {
-				fe = slices.DeleteFunc(fe, func(e sdk.FieldError) bool { return e.Path == "run."+key })
-				bad(key, "is not a key of a session tool's run table (type, session): its code comes with each call and its limits are [sessions]'s")
-			}
-		}
-		if len(fe) > 0 {
-			sortFieldErrors(fe)
-			return rt, fe
-		}
-		return runTable{Type: "python", Session: rt.Session}, nil
+	t.Done(func(string) string { return unknownKey })
+	if err := t.Err(); err != nil {
+		fe := err.(sdk.FieldErrors)
+		slices.SortStableFunc(fe, func(a, b sdk.FieldError) int { return strings.Compare(a.Path, b.Path) })
+		return runTable{}, fe
 	}
-	if codeTyped && strings.TrimSpace(rt.Code) == "" {
-		bad("code", "is required: Python defining run(**args)")
-	} else if len(rt.Code) > maxCodeBytes {
-		bad("code", "is longer than %d bytes", maxCodeBytes)
-	}
-	if len(fe) > 0 {
-		sortFieldErrors(fe)
-		return rt, fe
-	}
-	rt.Type = "python"
 	return rt, nil
 }
 
-func wholeNumber(raw json.RawMessage, dst *int) bool {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var n json.Number
-	if dec.Decode(&n) != nil {
-		return false
+// readSession reads run.session, the tool of the conversation's sandbox a table names. Its code
+// comes with each call and its limits are the session's, so the keys of both are refused.
+func readSession(t *sdk.RunTable) string {
+	s, ok := t.String("session", `must be "python", "bash", "files" or "file"`)
+	if _, known := sessionTools[s]; ok && !known {
+		t.Errorf("session", `must be "python", "bash", "files" or "file"`)
 	}
-	i, err := n.Int64()
-	if err != nil || i < -1<<31 || i > 1<<31-1 {
-		return false
-	}
-	*dst = int(i)
-	return true
-}
-
-func sortFieldErrors(fe sdk.FieldErrors) {
-	for i := 1; i < len(fe); i++ {
-		for j := i; j > 0 && fe[j].Path < fe[j-1].Path; j-- {
-			fe[j], fe[j-1] = fe[j-1], fe[j]
+	for _, key := range []string{"code", "seconds", "memory_mb", "network"} {
+		if _, ok := t.Raw(key); ok {
+			t.Errorf(key, "%s", sessionKey)
 		}
 	}
+	return s
+}
+
+// readCode reads run.code, which must hold some Python and at most maxCodeBytes of it.
+func readCode(t *sdk.RunTable) string {
+	code, ok := t.String("code", "must be text: Python defining run(**args)")
+	switch {
+	case !t.Has("code") || ok && strings.TrimSpace(code) == "":
+		t.Errorf("code", "is required: Python defining run(**args)")
+	case len(code) > maxCodeBytes:
+		t.Errorf("code", "is longer than %d bytes", maxCodeBytes)
+	}
+	return code
+}
+
+// readLimits reads run.seconds, run.memory_mb and run.network, each its default when absent. A
+// number may be written as text ("5"), as it always could.
+func readLimits(t *sdk.RunTable, maxMemoryMB int) (seconds, memoryMB int, network bool) {
+	seconds, memoryMB = defaultSeconds, min(defaultMemoryMB, maxMemoryMB)
+	if n, ok := t.Int("seconds", minSeconds, maxSeconds, fmt.Sprintf("is a whole number from %d to %d", minSeconds, maxSeconds), sdk.NumberInText); ok {
+		seconds = n
+	}
+	if n, ok := t.Int("memory_mb", minMemoryMB, maxMemoryMB, fmt.Sprintf("is a whole number of MiB from %d to %d ([python] max_memory_mb)", minMemoryMB, maxMemoryMB), sdk.NumberInText); ok {
+		memoryMB = n
+	}
+	network, _ = t.Bool("network", "is true or false")
+	return seconds, memoryMB, network
 }

@@ -202,17 +202,53 @@ func checkID(id string) error {
 
 // New checks the options, makes Dir and takes its lock, and starts the idle stop.
 func New(opts Options) (*Manager, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	t, err := findTools()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("the session folder %s: %w", opts.Dir, err)
+	}
+	opts.Dir = dir
+	if err := makeFolders(dir); err != nil {
+		return nil, err
+	}
+	lock, err := lockFolder(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{opts: opts, log: opts.Log, tools: t, lock: lock, sessions: map[string]*session{},
+		stopIdle: make(chan struct{}), idleDone: make(chan struct{})}
+	if opts.ProxyAddr.IsValid() {
+		net := opts.Sandboxes.NetworkOptions()
+		m.packages = opts.Sandboxes.WithNetwork(sandbox.NetworkOptions{MaxConnections: net.MaxConnections, OnlyTo: opts.ProxyAddr})
+	}
+	if opts.Places != nil {
+		m.unreclaim = opts.Places.OnFull(m.reclaim)
+	}
+	go m.idleLoop()
+	return m, nil
+}
+
+// withDefaults checks the options a manager can't do without and fills in the defaults of those
+// left out.
+func (opts Options) withDefaults() (Options, error) {
 	if opts.Sandboxes == nil {
-		return nil, errors.New("the session manager needs a sandbox manager")
+		return opts, errors.New("the session manager needs a sandbox manager")
 	}
 	if opts.Dir == "" {
-		return nil, errors.New("the session manager needs a folder for the workspaces")
+		return opts, errors.New("the session manager needs a folder for the workspaces")
 	}
 	if opts.DiskMB == 0 {
 		opts.DiskMB = DefaultDiskMB
 	}
 	if opts.DiskMB < minDiskMB {
-		return nil, fmt.Errorf("a session's disk of %d MiB is too small: give at least %d MiB", opts.DiskMB, minDiskMB)
+		return opts, fmt.Errorf("a session's disk of %d MiB is too small: give at least %d MiB", opts.DiskMB, minDiskMB)
 	}
 	if opts.IdleStop <= 0 {
 		opts.IdleStop = DefaultIdleStop
@@ -245,26 +281,28 @@ func New(opts Options) (*Manager, error) {
 	if opts.Log == nil {
 		opts.Log = hclog.NewNullLogger()
 	}
-	t, err := findTools()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := filepath.Abs(opts.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("the session folder %s: %w", opts.Dir, err)
-	}
-	opts.Dir = dir
+	return opts, nil
+}
+
+// makeFolders makes the session folder dir and its mnt, each checked and private to this user.
+func makeFolders(dir string) error {
 	for _, d := range []string{dir, filepath.Join(dir, "mnt")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("making the session folder: %w", err)
+			return fmt.Errorf("making the session folder: %w", err)
 		}
 		if err := checkFolder(d); err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.Chmod(d, 0o700); err != nil {
-			return nil, fmt.Errorf("making the session folder private: %w", err)
+			return fmt.Errorf("making the session folder private: %w", err)
 		}
 	}
+	return nil
+}
+
+// lockFolder takes the session folder dir for this process, which holds the file it returns
+// open as long as it uses the folder: another process that has it is refused.
+func lockFolder(dir string) (*os.File, error) {
 	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening the session folder's lock: %w", err)
@@ -276,17 +314,7 @@ func New(opts Options) (*Manager, error) {
 		}
 		return nil, fmt.Errorf("locking the session folder: %w", err)
 	}
-	m := &Manager{opts: opts, log: opts.Log, tools: t, lock: lock, sessions: map[string]*session{},
-		stopIdle: make(chan struct{}), idleDone: make(chan struct{})}
-	if opts.ProxyAddr.IsValid() {
-		net := opts.Sandboxes.NetworkOptions()
-		m.packages = opts.Sandboxes.WithNetwork(sandbox.NetworkOptions{MaxConnections: net.MaxConnections, OnlyTo: opts.ProxyAddr})
-	}
-	if opts.Places != nil {
-		m.unreclaim = opts.Places.OnFull(m.reclaim)
-	}
-	go m.idleLoop()
-	return m, nil
+	return lock, nil
 }
 
 // sessionsDirRisk is what a user who could change the session folder could do.
