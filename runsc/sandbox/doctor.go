@@ -171,9 +171,9 @@ func networkCheck(ctx context.Context, root bool, prefix string) []Check {
 	} else {
 		id, err := NewID(prefix)
 		if err == nil {
-			err = run(ctx, "ip", "netns", "add", id)
+			err = runCommand(ctx, "ip", "netns", "add", id)
 			if err == nil {
-				err = run(ctx, "ip", "netns", "del", id)
+				err = runCommand(ctx, "ip", "netns", "del", id)
 			}
 		}
 		if err != nil {
@@ -189,15 +189,15 @@ func networkCheck(ctx context.Context, root bool, prefix string) []Check {
 	} else if !root {
 		out = append(out, Check{Name: "iptables", Detail: "not tried without root", Fix: "run as root"})
 	} else {
-		err := run(ctx, "iptables", "-w", "-S")
+		err := runCommand(ctx, "iptables", "-w", "-S")
 		if err == nil {
-			err = run(ctx, "iptables", "-w", "-t", "nat", "-S")
+			err = runCommand(ctx, "iptables", "-w", "-t", "nat", "-S")
 		}
 		if err != nil {
 			out = append(out, Check{Name: "iptables", Detail: err.Error(),
 				Fix: "install iptables (make netdeps) and load the filter and nat tables (nf_tables or legacy)"})
 		} else {
-			v, _ := output(ctx, "iptables", "--version")
+			v, _ := commandOutput(ctx, "iptables", "--version")
 			out = append(out, Check{Name: "iptables", OK: true, Detail: strings.TrimSpace(string(v))})
 		}
 	}

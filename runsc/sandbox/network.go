@@ -164,7 +164,7 @@ func setupNetwork(ctx context.Context, id string, opts NetworkOptions) (n *sandb
 func (n *sandboxNet) makeNamespace(ctx context.Context) error {
 	// Counted as made before it is: a cancelled `ip netns add` may have made it all the same.
 	n.created = append(n.created, "netns")
-	if err := run(ctx, "ip", "netns", "add", n.id); err != nil {
+	if err := runCommand(ctx, "ip", "netns", "add", n.id); err != nil {
 		return err
 	}
 	// IPv6 off in the namespace before the veth's end arrives there: it takes the namespace's
@@ -185,7 +185,7 @@ func (n *sandboxNet) makeLink(ctx context.Context, opts NetworkOptions) error {
 	if n.hostIP, n.sbIP, err = pickSubnet(ctx); err != nil {
 		return err
 	}
-	if err := run(ctx, "ip", "link", "add", n.hostIf, "type", "veth", "peer", "name", n.sbIf, "netns", id); err != nil {
+	if err := runCommand(ctx, "ip", "link", "add", n.hostIf, "type", "veth", "peer", "name", n.sbIf, "netns", id); err != nil {
 		return err
 	}
 	n.created = append(n.created, "link")
@@ -211,7 +211,7 @@ func (n *sandboxNet) makeLink(ctx context.Context, opts NetworkOptions) error {
 		steps[len(steps)-1] = []string{"ip", "-n", id, "route", "add", opts.OnlyTo.Addr().Unmap().String() + "/32", "via", n.hostIP.String()}
 	}
 	for _, s := range steps {
-		if err := run(ctx, s...); err != nil {
+		if err := runCommand(ctx, s...); err != nil {
 			return err
 		}
 	}
@@ -333,7 +333,7 @@ type NetCounters struct {
 // Counters reads the sandbox's chain's counters.
 func (n *sandboxNet) Counters(ctx context.Context) (NetCounters, error) {
 	var c NetCounters
-	out, err := output(ctx, "iptables", "-w", "-v", "-S", n.id)
+	out, err := commandOutput(ctx, "iptables", "-w", "-v", "-S", n.id)
 	if err != nil {
 		return c, err
 	}
@@ -372,12 +372,12 @@ func (n *sandboxNet) teardown(ctx context.Context) error {
 	}
 	// The link first: with it gone nothing passes, whatever the rules say while they go.
 	var errs []error
-	if err := run(ctx, "ip", "link", "del", n.hostIf); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+	if err := runCommand(ctx, "ip", "link", "del", n.hostIf); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
 		errs = append(errs, err)
 	}
 	errs = append(errs, removeRulesTagged(ctx, func(c string) bool { return c == n.id }),
 		removeChains(ctx, func(c string) bool { return c == n.id }))
-	if err := run(ctx, "ip", "netns", "del", n.id); err != nil && !strings.Contains(err.Error(), "No such file") {
+	if err := runCommand(ctx, "ip", "netns", "del", n.id); err != nil && !strings.Contains(err.Error(), "No such file") {
 		errs = append(errs, err)
 	}
 	if slices.Contains(n.created, "forwarding") {
@@ -392,7 +392,7 @@ func (n *sandboxNet) teardown(ctx context.Context) error {
 // pickSubnet chooses a /30 of sandboxNetPool no interface on the host uses yet. The caller holds
 // the network lock.
 func pickSubnet(ctx context.Context) (host, sb netip.Addr, err error) {
-	out, err := output(ctx, "ip", "-o", "-4", "addr", "show")
+	out, err := commandOutput(ctx, "ip", "-o", "-4", "addr", "show")
 	if err != nil {
 		return host, sb, err
 	}
@@ -421,7 +421,7 @@ func pickSubnet(ctx context.Context) (host, sb netip.Addr, err error) {
 func removeRulesTagged(ctx context.Context, match func(comment string) bool) error {
 	var errs []error
 	for _, table := range []string{"filter", "nat"} {
-		out, err := output(ctx, "iptables", "-w", "-t", table, "-S")
+		out, err := commandOutput(ctx, "iptables", "-w", "-t", table, "-S")
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -451,7 +451,7 @@ func removeRulesTagged(ctx context.Context, match func(comment string) bool) err
 
 // removeChains flushes and deletes every filter chain whose name matches.
 func removeChains(ctx context.Context, match func(chain string) bool) error {
-	out, err := output(ctx, "iptables", "-w", "-S")
+	out, err := commandOutput(ctx, "iptables", "-w", "-S")
 	if err != nil {
 		return err
 	}
@@ -498,7 +498,7 @@ func splitRule(line string) []string {
 
 // hostLinks lists the host's network interfaces with their alias.
 func hostLinks(ctx context.Context) (map[string]string, error) {
-	out, err := output(ctx, "ip", "-j", "link", "show")
+	out, err := commandOutput(ctx, "ip", "-j", "link", "show")
 	if err != nil {
 		return nil, err
 	}
@@ -533,7 +533,7 @@ func netnsNames() ([]string, error) {
 }
 
 func iptables(ctx context.Context, args ...string) error {
-	return run(ctx, append([]string{"iptables", "-w"}, args...)...)
+	return runCommand(ctx, append([]string{"iptables", "-w"}, args...)...)
 }
 
 // HostCommandError is a command of the host's (ip, iptables, iptables-restore) that failed while
@@ -557,12 +557,16 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-func run(ctx context.Context, args ...string) error {
-	_, err := output(ctx, args...)
+// runCommand runs a command of this machine (ip, iptables) and returns its error with what it
+// printed.
+func runCommand(ctx context.Context, args ...string) error {
+	_, err := commandOutput(ctx, args...)
 	return err
 }
 
-func output(ctx context.Context, args ...string) ([]byte, error) {
+// commandOutput runs a command of this machine and returns what it printed on stdout, or its
+// error with what it printed on stderr.
+func commandOutput(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	var stdout, stderr bytes.Buffer
@@ -638,7 +642,7 @@ func (r forwardRecord) touched(dev string) bool {
 
 func readForwardRecord(ctx context.Context) (forwardRecord, error) {
 	var r forwardRecord
-	out, err := output(ctx, "iptables", "-w", "-S")
+	out, err := commandOutput(ctx, "iptables", "-w", "-S")
 	if err != nil {
 		return r, err
 	}

@@ -353,7 +353,7 @@ func sweepNetworks(ctx context.Context, opts SweepOptions, ours func(string) boo
 	if links, err := hostLinks(ctx); err == nil {
 		for name, alias := range links {
 			if ours(alias) {
-				if err := run(ctx, "ip", "link", "del", name); err != nil {
+				if err := runCommand(ctx, "ip", "link", "del", name); err != nil {
 					errs = append(errs, err)
 				} else {
 					opts.removed("link " + name + " of " + alias)
@@ -366,7 +366,7 @@ func sweepNetworks(ctx context.Context, opts SweepOptions, ours func(string) boo
 	if names, err := netnsNames(); err == nil {
 		for _, n := range names {
 			if ours(n) {
-				if err := run(ctx, "ip", "netns", "del", n); err != nil {
+				if err := runCommand(ctx, "ip", "netns", "del", n); err != nil {
 					errs = append(errs, err)
 				} else {
 					opts.removed("network namespace " + n)
@@ -452,7 +452,7 @@ func Leftovers(ctx context.Context, opts SweepOptions) ([]string, error) {
 func leftoverNetworks(ctx context.Context, ours func(string) bool) ([]string, error) {
 	var out []string
 	for _, table := range []string{"filter", "nat"} {
-		rules, err := output(ctx, "iptables", "-w", "-t", table, "-S")
+		rules, err := commandOutput(ctx, "iptables", "-w", "-t", table, "-S")
 		if err != nil {
 			return nil, err
 		}

@@ -55,8 +55,8 @@ func findTools() (tools, error) {
 func (m *Manager) imagePath(id string) string { return filepath.Join(m.opts.Dir, id+".img") }
 func (m *Manager) mountPath(id string) string { return filepath.Join(m.opts.Dir, "mnt", id) }
 
-// run runs a tool and returns its error with what it printed.
-func run(ctx context.Context, name string, args ...string) error {
+// runCommand runs a program of this machine (mkfs, mount) and returns its error with what it printed.
+func runCommand(ctx context.Context, name string, args ...string) error {
 	return runOn(ctx, nil, name, args...)
 }
 

@@ -28,7 +28,7 @@ func TestPlantedImageLinkIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := run(ctx, m.tools.mkfs, "-q", "-F", "-O", "^has_journal", outside); err != nil {
+	if err := runCommand(ctx, m.tools.mkfs, "-q", "-F", "-O", "^has_journal", outside); err != nil {
 		t.Fatal(err)
 	}
 	before, err := os.ReadFile(outside)
