@@ -124,15 +124,17 @@ func (d *Dispatcher) clock() func() time.Time {
 
 // charge checks the principal's budgets and records the run's start as
 // one step, or refuses the call (wire.CodeBudget) saying which budget, the
-// use and when it resets.
-func (d *Dispatcher) charge(id string, req Request, tool *tools.Tool) error {
+// use and when it resets. sandboxed is whether the run was counted as
+// sandboxed code, whose seconds its end records: decided here, once, so a
+// reload between its start and its end can't change how it is counted.
+func (d *Dispatcher) charge(id string, req Request, tool *tools.Tool) (sandboxed bool, err error) {
 	return d.chargeFor(id, req, tool, "the call of "+req.Tool)
 }
 
 // chargeFor is charge; what names the refused work in its message ("the
 // call of send", "the check of send").
-func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what string) error {
-	sandboxed := d.sandboxRuns(tool.Kind) // asks the plugins: not under the budget lock
+func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what string) (sandboxed bool, err error) {
+	sandboxed = d.sandboxRuns(tool.Kind) // asks the plugins: not under the budget lock
 	a := &d.acct
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -145,22 +147,22 @@ func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what st
 		if b.RunsPerHour > 0 || b.SandboxSecondsPerHour > 0 {
 			use, err := l.Usage(ctx, req.Principal, t.Add(-BudgetWindow))
 			if err != nil {
-				return fmt.Errorf("the budgets of %s can't be counted: %w", req.Principal, err)
+				return false, fmt.Errorf("the budgets of %s can't be counted: %w", req.Principal, err)
 			}
 			if b.RunsPerHour > 0 && use.Runs >= b.RunsPerHour {
-				return budgetError(b.Who, "runs_per_hour", b.RunsSetting, fmt.Sprintf("%d runs of %d", use.Runs, b.RunsPerHour), use.OldestRun, t, what)
+				return false, budgetError(b.Who, "runs_per_hour", b.RunsSetting, fmt.Sprintf("%d runs of %d", use.Runs, b.RunsPerHour), use.OldestRun, t, what)
 			}
 			if b.SandboxSecondsPerHour > 0 && sandboxed && use.SandboxSeconds >= float64(b.SandboxSecondsPerHour) {
-				return budgetError(b.Who, "sandbox_cpu_seconds_per_hour", b.SecondsSetting,
+				return false, budgetError(b.Who, "sandbox_cpu_seconds_per_hour", b.SecondsSetting,
 					fmt.Sprintf("%.1f sandbox seconds of %d", use.SandboxSeconds, b.SandboxSecondsPerHour), use.OldestSandbox, t, what)
 			}
 		}
 	}
 	e := UsageEntry{Run: id, Principal: req.Principal, Tool: tool.Name, Parent: req.Parent, Started: t, Sandbox: sandboxed}
 	if err := l.StartUsage(ctx, e); err != nil {
-		return fmt.Errorf("the run of %s can't be counted against its budgets: %w", req.Tool, err)
+		return false, fmt.Errorf("the run of %s can't be counted against its budgets: %w", req.Tool, err)
 	}
-	return nil
+	return sandboxed, nil
 }
 
 func budgetError(who, budget, setting, use string, oldest, now time.Time, what string) error {
@@ -193,7 +195,7 @@ func (d *Dispatcher) ended(run *Run, tool *tools.Tool, end Event, began time.Tim
 	d.acct.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if d.sandboxRuns(tool.Kind) {
+	if run.sandboxed {
 		d.endUsage(run.ID, now().Sub(began).Seconds())
 	}
 	if run.IdempotencyKey != "" {

@@ -32,12 +32,12 @@ func (d *Dispatcher) StartCheck(principal string, def config.Tool) (end func(), 
 	if err := d.holdPlace(principal); err != nil {
 		return nil, err
 	}
-	if err := d.chargeFor(id, Request{Tool: def.Name, Principal: principal}, tool, "the check of "+def.Name); err != nil {
+	sandboxed, err := d.chargeFor(id, Request{Tool: def.Name, Principal: principal}, tool, "the check of "+def.Name)
+	if err != nil {
 		d.freePlace(principal)
 		return nil, err
 	}
 	began := d.clock()()
-	sandboxed := d.sandboxRuns(kind) // decided once, at the start, as the charge was
 	var once sync.Once
 	return func() {
 		once.Do(func() {

@@ -197,12 +197,13 @@ func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, e
 	}
 	runCtx, cancel := context.WithCancelCause(context.Background())
 	id := newRunID()
-	if err := d.charge(id, req, tool); err != nil {
+	sandboxed, err := d.charge(id, req, tool)
+	if err != nil {
 		cancel(nil)
 		return nil, err
 	}
 	run := newRun(id, req, d.spill, cancel)
-	run.kind = tool.Kind
+	run.kind, run.sandboxed = tool.Kind, sandboxed
 	if err := d.admit(ctx, run, req, wait); err != nil {
 		cancel(nil)
 		d.refund(id)

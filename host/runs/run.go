@@ -57,6 +57,9 @@ type Run struct {
 	// kind is the kind of the run's tool: its plugin executes the run
 	// (see ForKind). Set before the run is known to anyone.
 	kind string
+	// sandboxed is whether the run was charged as sandboxed code, whose
+	// seconds its end records (charge). Set with kind.
+	sandboxed bool
 
 	cancel context.CancelCauseFunc
 
