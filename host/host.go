@@ -288,7 +288,7 @@ func (h *Host) loadTools(ctx context.Context) config.Errors {
 	h.toolsMu.Lock()
 	defer h.toolsMu.Unlock()
 	defs, errs := h.config().AllTools()
-	defs = h.sessions.tools(defs)
+	defs = h.sessions.withTools(defs)
 	checked, cerrs, later := tools.CheckAll(ctx, defs, h.kinds)
 	problems := append(errs, cerrs...)
 	for _, e := range problems {

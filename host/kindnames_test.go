@@ -22,8 +22,6 @@ var kindNameAllowed = map[[2]string]string{
 	{"egress/egress.go", "http"}: "the URL scheme the egress proxy forwards",
 	{"egress/keys.go", "http"}:   "the scheme of the proxy's URL",
 	{"mcp/oauth.go", "http"}:     "the scheme of the host's own URL",
-	{"sessions/tools.go", "python"}: "run_python's session language (what the sandbox runs), " +
-		"not a kind",
 }
 
 // kindNames lists each string literal of root's non-test Go files (outside testdata and the

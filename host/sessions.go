@@ -19,6 +19,7 @@ import (
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/hostside"
 )
 
@@ -49,9 +50,10 @@ type hostSessions struct {
 	mu       sync.Mutex
 	store    *sessions.Store
 	attached sessions.Backend
-	// kind is the kind that keeps the sessions, once attached: the
-	// session tools are its tools.
+	// kind is the kind that keeps the sessions, once attached, and
+	// tools the session tools it declared (sdk.Info.SessionTools).
 	kind       string
+	tools      []sdk.SessionTool
 	proxy      *egress.Proxy
 	stopExpiry context.CancelFunc
 }
@@ -158,7 +160,7 @@ func (hs *hostSessions) start(ctx context.Context) {
 	}
 	hs.svc.Attach(st, b)
 	hs.mu.Lock()
-	hs.attached, hs.kind = b, p.Info().Kind
+	hs.attached, hs.kind, hs.tools = b, p.Info().Kind, p.Info().SessionTools
 	hs.mu.Unlock()
 	if _, err := hs.svc.Reconcile(ctx); err != nil {
 		hs.h.log.Error("sessions could not be reconciled at start; their files are kept", "error", err)
@@ -203,16 +205,17 @@ func (hs *hostSessions) startProxy(ctx context.Context, cfg *config.Config) {
 	hs.svc.SetProxy(p.Addr())
 }
 
-// tools adds the built-in session tools to defs when sessions are served,
-// but not one whose name a tool of the config already has.
-func (hs *hostSessions) tools(defs []config.Tool) []config.Tool {
+// withTools adds the session tools the sessions kind declared to defs
+// when sessions are served, but not one whose name a tool of the config
+// already has.
+func (hs *hostSessions) withTools(defs []config.Tool) []config.Tool {
 	if hs.svc.Ready() != nil {
 		return defs
 	}
 	hs.mu.Lock()
-	kind := hs.kind
+	kind, declared := hs.kind, hs.tools
 	hs.mu.Unlock()
-	for _, t := range sessions.Tools(kind) {
+	for _, t := range sessions.Tools(kind, declared) {
 		if slices.ContainsFunc(defs, func(d config.Tool) bool { return d.Name == t.Name }) {
 			hs.h.log.Warn("a tool of the config has the name of a built-in session tool, which is not served", "tool", t.Name)
 			continue

@@ -94,7 +94,8 @@ func toolNames(t *testing.T, th *testHost, token string) []string {
 func TestSessionToolsRunInTheCallersSession(t *testing.T) {
 	back := sessionstest.New()
 	th := startSessionsHost(t, sessionsPluginHead(t), filepath.Join(t.TempDir(), "state"), back, "")
-	for _, name := range sessions.ToolNames {
+	for _, st := range sessionstest.Tools() {
+		name := st.Name
 		if !slices.Contains(toolNames(t, th, "ed-token"), name) {
 			t.Errorf("the editor is not shown %s", name)
 		}

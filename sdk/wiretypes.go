@@ -28,6 +28,9 @@ type Tool = types.Tool
 // Param is one of a tool's parameters.
 type Param = types.Param
 
+// SessionTool is a tool a kind serves in conversation sandboxes.
+type SessionTool = types.SessionTool
+
 // Call is one run of a tool.
 type Call = types.Call
 

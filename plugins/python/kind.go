@@ -94,7 +94,7 @@ func (k *kind) Describe(context.Context) (sdk.Info, error) {
 	}
 	// A python tool with network = true reads the web: its runs bring outside text.
 	return sdk.Info{Kind: "python", Version: version, RunSchema: runSchema(maxMem), ConfigSchema: json.RawMessage(configSchema), OutsideTextWhen: "network",
-		SandboxRuns: true, AdminWritesOnly: true}, nil
+		SandboxRuns: true, AdminWritesOnly: true, SessionTools: declaredSessionTools()}, nil
 }
 
 // Doctor checks, line by line, that this machine can run the kind's sandboxes with the [python]

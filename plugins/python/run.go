@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toolhost/toolhost/plugins/python/stopcause"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/errcode"
@@ -504,23 +505,39 @@ func (c *cappedOutput) forward(p []byte, stderr bool) {
 
 func (c *cappedOutput) wasCut() bool { return c.cutFlag.Load() }
 
-// classify turns an outcome into the result or the error the user reads. The cause of a stop is
-// taken from what the host did (time, output, cancel), the cgroup (memory, pids), the firewall's
-// counters and the runner's report of its child's exit status, never from printed text.
+// classify turns an outcome into the result or the error the user reads. Why a run stopped is
+// stopcause.Of's to say (what the host did, the cgroup, the runner's report); the firewall's
+// counters and the runner's report of its child's exit status tell the rest, never printed text.
 func classify(o outcome, lim limits) (json.RawMessage, *sdk.Error) {
 	a := o.answer
-	switch {
-	case o.cancelled:
+	f := stopcause.Facts{After: o.stats, Cancelled: o.cancelled, TimedOut: o.timedOut, OutputCut: o.outputCut,
+		Died: a == nil, Failed: a == nil || !a.OK}
+	if a != nil {
+		f.MemoryError = a.Kind == "memory"
+		f.CPUOver = a.Error == "cpu"
+		f.TimeOver = a.Error == "timeout"
+		f.DiskFull = a.Error == "exception" && a.Kind == "disk"
+	}
+	switch stopcause.Of(f) {
+	case stopcause.Cancelled:
 		return nil, sdk.Errorf(codeCancelled, "the run was cancelled")
-	case o.timedOut:
+	case stopcause.Timeout:
 		return nil, sdk.Errorf(codeTimeout, "the code ran longer than %d seconds and was stopped", lim.seconds)
-	case o.outputCut:
+	case stopcause.Output:
 		return nil, sdk.Errorf(codeOutputCut, "the code printed more than its output limit (%s) and was stopped; what it printed is cut there", sizeText(lim.outputBytes))
-	case o.stats.OOMKills > 0 || (a == nil && o.stats.MemoryLimitHits > 0) || (a != nil && a.Kind == "memory"):
+	case stopcause.Memory:
 		return nil, sdk.Errorf(codeMemory, "the code used more memory than its limit (%d MiB)", lim.memoryMB)
-	case o.stats.PidsLimitHits > 0 && (a == nil || !a.OK):
+	case stopcause.Processes:
 		return nil, sdk.Errorf(codeProcesses, "the code started more processes than its limit")
-	case a == nil:
+	case stopcause.CPU:
+		return nil, sdk.Errorf(codeCPU, "the code used more CPU time than its limit")
+	case stopcause.Disk:
+		mb := lim.workMB
+		if a.Full == "/tmp" {
+			mb = lim.tmpMB
+		}
+		return nil, sdk.Errorf(codeDisk, "the code wrote more than its disk limit (%d MiB)", mb)
+	case stopcause.Died:
 		if errors.Is(o.answerErr, errTooLarge) {
 			return nil, sdk.Errorf(codeBadResult, "the code's result is larger than %s", sizeText(maxResultBytes))
 		}
@@ -548,10 +565,6 @@ func classify(o outcome, lim limits) (json.RawMessage, *sdk.Error) {
 		return nil, sdk.Errorf(codeCompile, "the code doesn't compile: %s", a.Msg)
 	case "no_run":
 		return nil, sdk.Errorf(codeNoRun, "the code defines a function run(**args) that the tool calls")
-	case "cpu":
-		return nil, sdk.Errorf(codeCPU, "the code used more CPU time than its limit")
-	case "timeout":
-		return nil, sdk.Errorf(codeTimeout, "the code ran longer than %d seconds and was stopped", lim.seconds)
 	case "bad_result":
 		if a.Msg != "" {
 			return nil, sdk.Errorf(codeBadResult, "the code's result isn't JSON: %s", a.Msg)
@@ -563,12 +576,6 @@ func classify(o outcome, lim limits) (json.RawMessage, *sdk.Error) {
 		return nil, sdk.Errorf(codeCodeError, "the code failed: it exited (status %d) before returning a result", a.Status)
 	case "exception":
 		switch {
-		case a.Kind == "disk":
-			mb := lim.workMB
-			if a.Full == "/tmp" {
-				mb = lim.tmpMB
-			}
-			return nil, sdk.Errorf(codeDisk, "the code wrote more than its disk limit (%d MiB)", mb)
 		case a.Kind == "network" && !lim.network:
 			return nil, sdk.Errorf(codeNetwork, "this tool has no network: say it needs it (network = true)")
 		case lim.network && o.net.OverConnLimit > 0:

@@ -17,8 +17,9 @@ import (
 )
 
 // The tools of conversation sandboxes: a run table {"type": "python", "session": S} with S one
-// of sessionLanguages or sessionFileTools, the host's run_python(code), run_bash(command),
-// sandbox_files() and sandbox_file(path). They run in the sandbox of the call's session.
+// of sessionTools' keys, the tools the kind declares in Describe (declaredSessionTools) and the
+// host serves: run_python(code), run_bash(command), sandbox_files() and sandbox_file(path). They
+// run in the sandbox of the call's session.
 
 const (
 	// shownChars is how much of a run's stdout (its head) and stderr (its tail) goes back in the
@@ -34,6 +35,31 @@ const (
 
 // sessionTools are the values of run.session, with the argument each reads.
 var sessionTools = map[string]string{"python": "code", "bash": "command", "files": "", "file": "path"}
+
+// declaredSessionTools are the tools of conversation sandboxes as the kind declares them in
+// Describe (sdk.Info.SessionTools): the host serves each, its run table {"type": "python",
+// "session": Session}, when [sessions] is on.
+func declaredSessionTools() []sdk.SessionTool {
+	text := func(name, desc string) sdk.Param {
+		return sdk.Param{Name: name, Type: "text", Required: true, Description: desc}
+	}
+	return []sdk.SessionTool{
+		{Name: "run_python", Effect: "change", Session: "python",
+			Description: "Run Python 3 code in this conversation's sandbox. The working folder is /work; files written there stay " +
+				"for the next runs of the conversation, and files the user uploaded are there too. Print what you want to see. " +
+				"Returns exit_code, stdout (its start) and stderr (its end), and why the run was stopped if it was (timeout, memory, pids, disk).",
+			Params: []sdk.Param{text("code", "The Python code to run, as a whole program.")}},
+		{Name: "run_bash", Effect: "change", Session: "bash",
+			Description: "Run a bash command in this conversation's sandbox, in /work, whose files stay for the next runs of the conversation. " +
+				"Returns exit_code, stdout (its start) and stderr (its end), and why the run was stopped if it was.",
+			Params: []sdk.Param{text("command", "The command line, run by bash -c.")}},
+		{Name: "sandbox_files", Effect: "read", Session: "files",
+			Description: "List the files in this conversation's sandbox (/work): each file's path, size and time of change."},
+		{Name: "sandbox_file", Effect: "read", Session: "file",
+			Description: "Read one file of this conversation's sandbox: text as it is, any other file as base64.",
+			Params:      []sdk.Param{text("path", "The file's path relative to /work, e.g. \"results/table.csv\".")}},
+	}
+}
 
 // sessionResult is what a run in a session gives back.
 type sessionResult struct {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toolhost/toolhost/plugins/python/stopcause"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk/errcode"
 )
@@ -137,7 +138,8 @@ func runEnv(r Run, net Network, token string) []string {
 	return env
 }
 
-// runIn runs one process in b and classifies how it ended.
+// runIn runs one process in b and says how it ended: stopcause.Of says why it stopped, named here
+// on the session's wire ("timeout", "memory", "pids", "disk").
 func (m *Manager) runIn(ctx context.Context, s *session, b *box, r Run, net Network, args []string, stdin string) (Result, error) {
 	res := Result{ExitCode: -1}
 	before, _ := b.sb.Stats()
@@ -167,33 +169,39 @@ func (m *Manager) runIn(ctx context.Context, s *session, b *box, r Run, net Netw
 		after, _ = b.sb.Stats()
 	}
 	lim := m.opts.Limits
-	switch why := b.stopped(); {
-	case cancelled:
+	why := b.stopped()
+	failed := res.ExitCode != 0
+	f := stopcause.Facts{Before: before, After: after, Cancelled: cancelled, Stopped: why != "", TimedOut: timedOut,
+		Died: died, Failed: failed, DiskFull: failed && m.workspaceFull(s.id)}
+	switch stopcause.Of(f) {
+	case stopcause.Cancelled:
 		return res, fmt.Errorf("the run was cancelled: %w", ctx.Err())
-	case why != "":
+	case stopcause.Stopped:
 		return res, errcode.Errorf(errcode.Failed, "the code was stopped: %s", why)
-	case timedOut:
+	case stopcause.Timeout:
 		res.Stopped = "timeout"
 		res.Message = fmt.Sprintf("the code ran longer than %s and was stopped; the session's files and sandbox are kept", durationText(r.Timeout))
 		if killed {
 			res.Message = fmt.Sprintf("the code ran longer than %s and was stopped with the session's sandbox; its files are kept and its next run starts a new sandbox", durationText(r.Timeout))
 		}
-	case after.OOMKills > before.OOMKills || died && after.MemoryLimitHits > before.MemoryLimitHits:
+	case stopcause.Memory:
 		res.Stopped = "memory"
 		res.Message = fmt.Sprintf("the code used more memory than the session's limit (%d MiB) and was stopped; the session's files are kept and its next run starts a new sandbox", lim.MemoryBytes>>20)
-	case after.PidsLimitHits > before.PidsLimitHits && (died || res.ExitCode != 0):
+	case stopcause.Processes:
 		res.Stopped = "pids"
 		res.Message = fmt.Sprintf("the code started more processes or threads than the session's limit (%d) and was stopped", lim.Pids)
 		if died {
 			res.Message += "; the session's files are kept and its next run starts a new sandbox"
 		}
-	case res.ExitCode != 0 && m.workspaceFull(s.id):
+	case stopcause.Disk:
 		res.Stopped = "disk"
 		res.Message = fmt.Sprintf("the code ran out of disk space: the session's files may take %d MiB; remove some to make room", m.opts.DiskMB)
-	case died:
+	case stopcause.Died:
 		return res, errcode.Errorf(errcode.Failed, "the session's sandbox stopped while the code ran; its files are kept and the next run starts a new sandbox")
-	case x.err != nil:
-		return res, fmt.Errorf("running the code in the session's sandbox: %w", x.err)
+	default:
+		if x.err != nil {
+			return res, fmt.Errorf("running the code in the session's sandbox: %w", x.err)
+		}
 	}
 	return res, nil
 }

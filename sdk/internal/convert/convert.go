@@ -45,6 +45,7 @@ func ToProtoDescribeResponse(info types.Info, versions []uint32) *pluginv1.Descr
 		SandboxRuns:      info.SandboxRuns,
 		AdminWritesOnly:  info.AdminWritesOnly,
 		OpenRunTable:     info.OpenRunTable,
+		SessionTools:     ToProtoSessionTools(info.SessionTools),
 	}
 }
 
@@ -56,6 +57,7 @@ func InfoFromProto(r *pluginv1.DescribeResponse) (types.Info, []uint32) {
 		WantsCatalog: r.GetWantsCatalog(), ServesSessions: r.GetServesSessions(),
 		OutsideText: OutsideTextFromProto(r.GetOutsideText()), OutsideTextWhen: r.GetOutsideTextWhen(),
 		SandboxRuns: r.GetSandboxRuns(), AdminWritesOnly: r.GetAdminWritesOnly(), OpenRunTable: r.GetOpenRunTable(),
+		SessionTools: SessionToolsFromProto(r.GetSessionTools()),
 	}
 	if s := r.GetConfigSchema(); s != "" {
 		info.ConfigSchema = json.RawMessage(s)
@@ -136,6 +138,40 @@ func ToolsFromProto(ts []*pluginv1.Tool) []types.Tool {
 	out := make([]types.Tool, len(ts))
 	for i, t := range ts {
 		out[i] = ToolFromProto(t)
+	}
+	return out
+}
+
+// ToProtoSessionTools are the tools a kind serves in conversation
+// sandboxes; none is nil.
+func ToProtoSessionTools(ts []types.SessionTool) []*pluginv1.SessionTool {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]*pluginv1.SessionTool, len(ts))
+	for i, t := range ts {
+		params := make([]*pluginv1.Param, len(t.Params))
+		for j, p := range t.Params {
+			params[j] = ToProtoParam(p)
+		}
+		out[i] = &pluginv1.SessionTool{Name: t.Name, Description: t.Description, Effect: t.Effect, Params: params, Session: t.Session}
+	}
+	return out
+}
+
+// SessionToolsFromProto are the tools a kind serves in conversation
+// sandboxes; none is nil, and so is a tool's no params.
+func SessionToolsFromProto(ts []*pluginv1.SessionTool) []types.SessionTool {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]types.SessionTool, len(ts))
+	for i, t := range ts {
+		var params []types.Param
+		for _, p := range t.GetParams() {
+			params = append(params, ParamFromProto(p))
+		}
+		out[i] = types.SessionTool{Name: t.GetName(), Description: t.GetDescription(), Effect: t.GetEffect(), Params: params, Session: t.GetSession()}
 	}
 	return out
 }

@@ -44,6 +44,10 @@ func TestSDKValuesRoundTrip(t *testing.T) {
 			ConfigSchema: json.RawMessage(`{"type":"object","properties":{}}`),
 			WantsCatalog: true, ServesSessions: true, OutsideText: types.OutsideTextAlways, OutsideTextWhen: "network",
 			SandboxRuns: true, AdminWritesOnly: true, OpenRunTable: true,
+			SessionTools: []types.SessionTool{
+				{Name: "run_it", Description: "Runs it.", Effect: "change", Params: tool.Params, Session: "python"},
+				{Name: "list_it", Description: "Lists it.", Effect: "read", Params: tool.Params[:1], Session: "files"},
+			},
 		}, func(v any) any {
 			info, versions := InfoFromProto(ToProtoDescribeResponse(v.(types.Info), []uint32{1, 2, 3}))
 			if !reflect.DeepEqual(versions, []uint32{1, 2, 3}) {
@@ -53,6 +57,8 @@ func TestSDKValuesRoundTrip(t *testing.T) {
 		}},
 		{"Tool", nil, tool, func(v any) any { return ToolFromProto(ToProtoTool(v.(types.Tool))) }},
 		{"Tools", nil, []types.Tool{tool, tool}, func(v any) any { return ToolsFromProto(ToProtoTools(v.([]types.Tool))) }},
+		{"SessionTools", nil, []types.SessionTool{{Name: "a", Description: "A.", Effect: "read", Params: tool.Params, Session: "file"}},
+			func(v any) any { return SessionToolsFromProto(ToProtoSessionTools(v.([]types.SessionTool))) }},
 		{"Param", nil, tool.Params[0], func(v any) any { return ParamFromProto(ToProtoParam(v.(types.Param))) }},
 		{"FieldErrors", nil, types.FieldErrors{{Path: "run.url", Message: "is empty"}, {Path: "run.n", Message: "is negative"}},
 			func(v any) any { return FieldErrorsFromProto(ToProtoFieldErrors(v.(types.FieldErrors))) }},
@@ -218,6 +224,9 @@ func protoCases() map[string]protoCase {
 			return ToProtoDescribeResponse(InfoFromProto(m.(*pluginv1.DescribeResponse)))
 		}},
 		"Tool": {msg: &pluginv1.Tool{}, back: func(m proto.Message) proto.Message { return ToProtoTool(ToolFromProto(m.(*pluginv1.Tool))) }},
+		"SessionTool": {msg: &pluginv1.SessionTool{}, back: func(m proto.Message) proto.Message {
+			return ToProtoSessionTools(SessionToolsFromProto([]*pluginv1.SessionTool{m.(*pluginv1.SessionTool)}))[0]
+		}},
 		"Param": {msg: &pluginv1.Param{}, back: func(m proto.Message) proto.Message {
 			return ToProtoParam(ParamFromProto(m.(*pluginv1.Param)))
 		}},

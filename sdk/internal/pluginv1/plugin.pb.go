@@ -185,7 +185,13 @@ type DescribeResponse struct {
 	AdminWritesOnly bool `protobuf:"varint,11,opt,name=admin_writes_only,json=adminWritesOnly,proto3" json:"admin_writes_only,omitempty"`
 	// The kind's run tables hold no secrets: every signed-in role may read
 	// them. False keeps them for admins. Added with sandbox_runs.
-	OpenRunTable  bool `protobuf:"varint,12,opt,name=open_run_table,json=openRunTable,proto3" json:"open_run_table,omitempty"`
+	OpenRunTable bool `protobuf:"varint,12,opt,name=open_run_table,json=openRunTable,proto3" json:"open_run_table,omitempty"`
+	// The tools the kind serves in conversation sandboxes (run_python,
+	// run_bash, ...), which the host adds to the tools it serves when
+	// `[sessions]` is on and this kind keeps the sessions (serves_sessions).
+	// Added in protocol 3, after its release: a plugin built before it
+	// declares none.
+	SessionTools  []*SessionTool `protobuf:"bytes,13,rep,name=session_tools,json=sessionTools,proto3" json:"session_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +310,95 @@ func (x *DescribeResponse) GetOpenRunTable() bool {
 	return false
 }
 
+func (x *DescribeResponse) GetSessionTools() []*SessionTool {
+	if x != nil {
+		return x.SessionTools
+	}
+	return nil
+}
+
+// SessionTool is a tool a kind serves in conversation sandboxes. The host
+// serves it as a tool of its own, its run table {"type": kind, "session":
+// session}; each call runs in the caller's session.
+type SessionTool struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// read or change.
+	Effect string   `protobuf:"bytes,3,opt,name=effect,proto3" json:"effect,omitempty"`
+	Params []*Param `protobuf:"bytes,4,rep,name=params,proto3" json:"params,omitempty"`
+	// The run table's "session" value: what the tool does in the sandbox
+	// (python's "python", "bash", "files", "file").
+	Session       string `protobuf:"bytes,5,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionTool) Reset() {
+	*x = SessionTool{}
+	mi := &file_v1_plugin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionTool) ProtoMessage() {}
+
+func (x *SessionTool) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_plugin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionTool.ProtoReflect.Descriptor instead.
+func (*SessionTool) Descriptor() ([]byte, []int) {
+	return file_v1_plugin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SessionTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SessionTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *SessionTool) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+func (x *SessionTool) GetParams() []*Param {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+func (x *SessionTool) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
 type ConfigureRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The kind's config table as a JSON object.
@@ -322,7 +417,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[2]
+	mi := &file_v1_plugin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +429,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[2]
+	mi := &file_v1_plugin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +442,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{2}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ConfigureRequest) GetConfigJson() string {
@@ -373,7 +468,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[3]
+	mi := &file_v1_plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +480,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[3]
+	mi := &file_v1_plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +493,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{3}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConfigureResponse) GetErrors() []*FieldError {
@@ -419,7 +514,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[4]
+	mi := &file_v1_plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +526,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[4]
+	mi := &file_v1_plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +539,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{4}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DoctorRequest) GetConfigJson() string {
@@ -466,7 +561,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[5]
+	mi := &file_v1_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +573,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[5]
+	mi := &file_v1_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +586,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{5}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DoctorResponse) GetChecks() []*DoctorCheck {
@@ -524,7 +619,7 @@ type DoctorCheck struct {
 
 func (x *DoctorCheck) Reset() {
 	*x = DoctorCheck{}
-	mi := &file_v1_plugin_proto_msgTypes[6]
+	mi := &file_v1_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +631,7 @@ func (x *DoctorCheck) String() string {
 func (*DoctorCheck) ProtoMessage() {}
 
 func (x *DoctorCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[6]
+	mi := &file_v1_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +644,7 @@ func (x *DoctorCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorCheck.ProtoReflect.Descriptor instead.
 func (*DoctorCheck) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{6}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DoctorCheck) GetName() string {
@@ -588,7 +683,7 @@ type MetricsRequest struct {
 
 func (x *MetricsRequest) Reset() {
 	*x = MetricsRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[7]
+	mi := &file_v1_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +695,7 @@ func (x *MetricsRequest) String() string {
 func (*MetricsRequest) ProtoMessage() {}
 
 func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[7]
+	mi := &file_v1_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +708,7 @@ func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsRequest.ProtoReflect.Descriptor instead.
 func (*MetricsRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 type MetricsResponse struct {
@@ -625,7 +720,7 @@ type MetricsResponse struct {
 
 func (x *MetricsResponse) Reset() {
 	*x = MetricsResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[8]
+	mi := &file_v1_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +732,7 @@ func (x *MetricsResponse) String() string {
 func (*MetricsResponse) ProtoMessage() {}
 
 func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[8]
+	mi := &file_v1_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +745,7 @@ func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
 func (*MetricsResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MetricsResponse) GetMetrics() []*Metric {
@@ -675,7 +770,7 @@ type Metric struct {
 
 func (x *Metric) Reset() {
 	*x = Metric{}
-	mi := &file_v1_plugin_proto_msgTypes[9]
+	mi := &file_v1_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +782,7 @@ func (x *Metric) String() string {
 func (*Metric) ProtoMessage() {}
 
 func (x *Metric) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[9]
+	mi := &file_v1_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +795,7 @@ func (x *Metric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metric.ProtoReflect.Descriptor instead.
 func (*Metric) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Metric) GetName() string {
@@ -752,7 +847,7 @@ type Param struct {
 
 func (x *Param) Reset() {
 	*x = Param{}
-	mi := &file_v1_plugin_proto_msgTypes[10]
+	mi := &file_v1_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +859,7 @@ func (x *Param) String() string {
 func (*Param) ProtoMessage() {}
 
 func (x *Param) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[10]
+	mi := &file_v1_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +872,7 @@ func (x *Param) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Param.ProtoReflect.Descriptor instead.
 func (*Param) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{10}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Param) GetName() string {
@@ -832,7 +927,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_v1_plugin_proto_msgTypes[11]
+	mi := &file_v1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +939,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[11]
+	mi := &file_v1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +952,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{11}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Tool) GetName() string {
@@ -915,7 +1010,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[12]
+	mi := &file_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1022,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[12]
+	mi := &file_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1035,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CheckRequest) GetTool() *Tool {
@@ -968,7 +1063,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_v1_plugin_proto_msgTypes[13]
+	mi := &file_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1075,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[13]
+	mi := &file_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1088,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FieldError) GetPath() string {
@@ -1021,7 +1116,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[14]
+	mi := &file_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1128,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[14]
+	mi := &file_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1141,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CheckResponse) GetRunJson() string {
@@ -1090,7 +1185,7 @@ type Call struct {
 
 func (x *Call) Reset() {
 	*x = Call{}
-	mi := &file_v1_plugin_proto_msgTypes[15]
+	mi := &file_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1197,7 @@ func (x *Call) String() string {
 func (*Call) ProtoMessage() {}
 
 func (x *Call) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[15]
+	mi := &file_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1210,7 @@ func (x *Call) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Call.ProtoReflect.Descriptor instead.
 func (*Call) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Call) GetRunId() string {
@@ -1173,7 +1268,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[16]
+	mi := &file_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1280,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[16]
+	mi := &file_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1293,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InvokeRequest) GetTool() *Tool {
@@ -1241,7 +1336,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_v1_plugin_proto_msgTypes[17]
+	mi := &file_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1348,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[17]
+	mi := &file_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1361,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -1389,7 +1484,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_v1_plugin_proto_msgTypes[18]
+	mi := &file_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1496,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[18]
+	mi := &file_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1509,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Output) GetData() []byte {
@@ -1447,7 +1542,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_v1_plugin_proto_msgTypes[19]
+	mi := &file_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1554,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[19]
+	mi := &file_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1567,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Progress) GetFraction() float64 {
@@ -1513,7 +1608,7 @@ type Log struct {
 
 func (x *Log) Reset() {
 	*x = Log{}
-	mi := &file_v1_plugin_proto_msgTypes[20]
+	mi := &file_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1620,7 @@ func (x *Log) String() string {
 func (*Log) ProtoMessage() {}
 
 func (x *Log) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[20]
+	mi := &file_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1633,7 @@ func (x *Log) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Log.ProtoReflect.Descriptor instead.
 func (*Log) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Log) GetLevel() string {
@@ -1577,7 +1672,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_v1_plugin_proto_msgTypes[21]
+	mi := &file_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1684,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[21]
+	mi := &file_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1697,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Result) GetJson() string {
@@ -1639,7 +1734,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_v1_plugin_proto_msgTypes[22]
+	mi := &file_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1746,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[22]
+	mi := &file_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1759,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Content) GetType() string {
@@ -1714,7 +1809,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_v1_plugin_proto_msgTypes[23]
+	mi := &file_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1821,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[23]
+	mi := &file_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1834,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Error) GetCode() string {
@@ -1768,7 +1863,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[24]
+	mi := &file_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1875,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[24]
+	mi := &file_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1888,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CallToolRequest) GetParentRunId() string {
@@ -1834,7 +1929,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[25]
+	mi := &file_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1941,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[25]
+	mi := &file_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1954,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -1906,7 +2001,7 @@ type AskModelRequest struct {
 
 func (x *AskModelRequest) Reset() {
 	*x = AskModelRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[26]
+	mi := &file_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2013,7 @@ func (x *AskModelRequest) String() string {
 func (*AskModelRequest) ProtoMessage() {}
 
 func (x *AskModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[26]
+	mi := &file_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2026,7 @@ func (x *AskModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskModelRequest.ProtoReflect.Descriptor instead.
 func (*AskModelRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AskModelRequest) GetParentRunId() string {
@@ -1983,7 +2078,7 @@ type AskModelResponse struct {
 
 func (x *AskModelResponse) Reset() {
 	*x = AskModelResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[27]
+	mi := &file_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2090,7 @@ func (x *AskModelResponse) String() string {
 func (*AskModelResponse) ProtoMessage() {}
 
 func (x *AskModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[27]
+	mi := &file_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2103,7 @@ func (x *AskModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskModelResponse.ProtoReflect.Descriptor instead.
 func (*AskModelResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AskModelResponse) GetText() string {
@@ -2061,7 +2156,7 @@ type ModelEvent struct {
 
 func (x *ModelEvent) Reset() {
 	*x = ModelEvent{}
-	mi := &file_v1_plugin_proto_msgTypes[28]
+	mi := &file_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2168,7 @@ func (x *ModelEvent) String() string {
 func (*ModelEvent) ProtoMessage() {}
 
 func (x *ModelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[28]
+	mi := &file_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2181,7 @@ func (x *ModelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelEvent.ProtoReflect.Descriptor instead.
 func (*ModelEvent) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ModelEvent) GetKind() isModelEvent_Kind {
@@ -2171,7 +2266,7 @@ type SessionsConfig struct {
 
 func (x *SessionsConfig) Reset() {
 	*x = SessionsConfig{}
-	mi := &file_v1_plugin_proto_msgTypes[29]
+	mi := &file_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2278,7 @@ func (x *SessionsConfig) String() string {
 func (*SessionsConfig) ProtoMessage() {}
 
 func (x *SessionsConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[29]
+	mi := &file_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2291,7 @@ func (x *SessionsConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsConfig.ProtoReflect.Descriptor instead.
 func (*SessionsConfig) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SessionsConfig) GetDiskMb() uint32 {
@@ -2249,7 +2344,7 @@ type SessionsConfigureResponse struct {
 
 func (x *SessionsConfigureResponse) Reset() {
 	*x = SessionsConfigureResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[30]
+	mi := &file_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2356,7 @@ func (x *SessionsConfigureResponse) String() string {
 func (*SessionsConfigureResponse) ProtoMessage() {}
 
 func (x *SessionsConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[30]
+	mi := &file_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2369,7 @@ func (x *SessionsConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsConfigureResponse.ProtoReflect.Descriptor instead.
 func (*SessionsConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 // SessionRef names a session by its backend id.
@@ -2287,7 +2382,7 @@ type SessionRef struct {
 
 func (x *SessionRef) Reset() {
 	*x = SessionRef{}
-	mi := &file_v1_plugin_proto_msgTypes[31]
+	mi := &file_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2394,7 @@ func (x *SessionRef) String() string {
 func (*SessionRef) ProtoMessage() {}
 
 func (x *SessionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[31]
+	mi := &file_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2407,7 @@ func (x *SessionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRef.ProtoReflect.Descriptor instead.
 func (*SessionRef) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SessionRef) GetSession() string {
@@ -2337,7 +2432,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_v1_plugin_proto_msgTypes[32]
+	mi := &file_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2444,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[32]
+	mi := &file_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2457,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FileInfo) GetPath() string {
@@ -2402,7 +2497,7 @@ type FileList struct {
 
 func (x *FileList) Reset() {
 	*x = FileList{}
-	mi := &file_v1_plugin_proto_msgTypes[33]
+	mi := &file_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2509,7 @@ func (x *FileList) String() string {
 func (*FileList) ProtoMessage() {}
 
 func (x *FileList) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[33]
+	mi := &file_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2522,7 @@ func (x *FileList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileList.ProtoReflect.Descriptor instead.
 func (*FileList) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FileList) GetFiles() []*FileInfo {
@@ -2453,7 +2548,7 @@ type FileRequest struct {
 
 func (x *FileRequest) Reset() {
 	*x = FileRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[34]
+	mi := &file_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2560,7 @@ func (x *FileRequest) String() string {
 func (*FileRequest) ProtoMessage() {}
 
 func (x *FileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[34]
+	mi := &file_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2573,7 @@ func (x *FileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileRequest.ProtoReflect.Descriptor instead.
 func (*FileRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FileRequest) GetSession() string {
@@ -2516,7 +2611,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_v1_plugin_proto_msgTypes[35]
+	mi := &file_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2623,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[35]
+	mi := &file_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2636,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Chunk) GetData() []byte {
@@ -2571,7 +2666,7 @@ type WriteChunk struct {
 
 func (x *WriteChunk) Reset() {
 	*x = WriteChunk{}
-	mi := &file_v1_plugin_proto_msgTypes[36]
+	mi := &file_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2678,7 @@ func (x *WriteChunk) String() string {
 func (*WriteChunk) ProtoMessage() {}
 
 func (x *WriteChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[36]
+	mi := &file_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2691,7 @@ func (x *WriteChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteChunk.ProtoReflect.Descriptor instead.
 func (*WriteChunk) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WriteChunk) GetSession() string {
@@ -2628,7 +2723,7 @@ type RemoveFileResponse struct {
 
 func (x *RemoveFileResponse) Reset() {
 	*x = RemoveFileResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[37]
+	mi := &file_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2735,7 @@ func (x *RemoveFileResponse) String() string {
 func (*RemoveFileResponse) ProtoMessage() {}
 
 func (x *RemoveFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[37]
+	mi := &file_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2748,7 @@ func (x *RemoveFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveFileResponse.ProtoReflect.Descriptor instead.
 func (*RemoveFileResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 type StopSessionResponse struct {
@@ -2664,7 +2759,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[38]
+	mi := &file_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2771,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[38]
+	mi := &file_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2784,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 type DeleteSessionResponse struct {
@@ -2700,7 +2795,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[39]
+	mi := &file_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +2807,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[39]
+	mi := &file_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +2820,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 type ReconcileRequest struct {
@@ -2738,7 +2833,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_v1_plugin_proto_msgTypes[40]
+	mi := &file_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2845,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[40]
+	mi := &file_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2858,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReconcileRequest) GetKeep() []string {
@@ -2783,7 +2878,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_v1_plugin_proto_msgTypes[41]
+	mi := &file_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +2890,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_plugin_proto_msgTypes[41]
+	mi := &file_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +2903,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_v1_plugin_proto_rawDescGZIP(), []int{41}
+	return file_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReconcileResponse) GetRemoved() []string {
@@ -2823,7 +2918,7 @@ var File_v1_plugin_proto protoreflect.FileDescriptor
 const file_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x0fv1/plugin.proto\x12\x12toolhost.plugin.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xe4\x03\n" +
+	"\x0fDescribeRequest\"\xaa\x04\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12+\n" +
 	"\x11protocol_versions\x18\x02 \x03(\rR\x10protocolVersions\x12\x18\n" +
@@ -2838,7 +2933,14 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\fsandbox_runs\x18\n" +
 	" \x01(\bR\vsandboxRuns\x12*\n" +
 	"\x11admin_writes_only\x18\v \x01(\bR\x0fadminWritesOnly\x12$\n" +
-	"\x0eopen_run_table\x18\f \x01(\bR\fopenRunTable\"[\n" +
+	"\x0eopen_run_table\x18\f \x01(\bR\fopenRunTable\x12D\n" +
+	"\rsession_tools\x18\r \x03(\v2\x1f.toolhost.plugin.v1.SessionToolR\fsessionTools\"\xa8\x01\n" +
+	"\vSessionTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\x121\n" +
+	"\x06params\x18\x04 \x03(\v2\x19.toolhost.plugin.v1.ParamR\x06params\x12\x18\n" +
+	"\asession\x18\x05 \x01(\tR\asession\"[\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
 	"configJson\x12&\n" +
@@ -3041,119 +3143,122 @@ func file_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_v1_plugin_proto_goTypes = []any{
 	(OutsideText)(0),                  // 0: toolhost.plugin.v1.OutsideText
 	(*DescribeRequest)(nil),           // 1: toolhost.plugin.v1.DescribeRequest
 	(*DescribeResponse)(nil),          // 2: toolhost.plugin.v1.DescribeResponse
-	(*ConfigureRequest)(nil),          // 3: toolhost.plugin.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 4: toolhost.plugin.v1.ConfigureResponse
-	(*DoctorRequest)(nil),             // 5: toolhost.plugin.v1.DoctorRequest
-	(*DoctorResponse)(nil),            // 6: toolhost.plugin.v1.DoctorResponse
-	(*DoctorCheck)(nil),               // 7: toolhost.plugin.v1.DoctorCheck
-	(*MetricsRequest)(nil),            // 8: toolhost.plugin.v1.MetricsRequest
-	(*MetricsResponse)(nil),           // 9: toolhost.plugin.v1.MetricsResponse
-	(*Metric)(nil),                    // 10: toolhost.plugin.v1.Metric
-	(*Param)(nil),                     // 11: toolhost.plugin.v1.Param
-	(*Tool)(nil),                      // 12: toolhost.plugin.v1.Tool
-	(*CheckRequest)(nil),              // 13: toolhost.plugin.v1.CheckRequest
-	(*FieldError)(nil),                // 14: toolhost.plugin.v1.FieldError
-	(*CheckResponse)(nil),             // 15: toolhost.plugin.v1.CheckResponse
-	(*Call)(nil),                      // 16: toolhost.plugin.v1.Call
-	(*InvokeRequest)(nil),             // 17: toolhost.plugin.v1.InvokeRequest
-	(*Event)(nil),                     // 18: toolhost.plugin.v1.Event
-	(*Output)(nil),                    // 19: toolhost.plugin.v1.Output
-	(*Progress)(nil),                  // 20: toolhost.plugin.v1.Progress
-	(*Log)(nil),                       // 21: toolhost.plugin.v1.Log
-	(*Result)(nil),                    // 22: toolhost.plugin.v1.Result
-	(*Content)(nil),                   // 23: toolhost.plugin.v1.Content
-	(*Error)(nil),                     // 24: toolhost.plugin.v1.Error
-	(*CallToolRequest)(nil),           // 25: toolhost.plugin.v1.CallToolRequest
-	(*CallToolResponse)(nil),          // 26: toolhost.plugin.v1.CallToolResponse
-	(*AskModelRequest)(nil),           // 27: toolhost.plugin.v1.AskModelRequest
-	(*AskModelResponse)(nil),          // 28: toolhost.plugin.v1.AskModelResponse
-	(*ModelEvent)(nil),                // 29: toolhost.plugin.v1.ModelEvent
-	(*SessionsConfig)(nil),            // 30: toolhost.plugin.v1.SessionsConfig
-	(*SessionsConfigureResponse)(nil), // 31: toolhost.plugin.v1.SessionsConfigureResponse
-	(*SessionRef)(nil),                // 32: toolhost.plugin.v1.SessionRef
-	(*FileInfo)(nil),                  // 33: toolhost.plugin.v1.FileInfo
-	(*FileList)(nil),                  // 34: toolhost.plugin.v1.FileList
-	(*FileRequest)(nil),               // 35: toolhost.plugin.v1.FileRequest
-	(*Chunk)(nil),                     // 36: toolhost.plugin.v1.Chunk
-	(*WriteChunk)(nil),                // 37: toolhost.plugin.v1.WriteChunk
-	(*RemoveFileResponse)(nil),        // 38: toolhost.plugin.v1.RemoveFileResponse
-	(*StopSessionResponse)(nil),       // 39: toolhost.plugin.v1.StopSessionResponse
-	(*DeleteSessionResponse)(nil),     // 40: toolhost.plugin.v1.DeleteSessionResponse
-	(*ReconcileRequest)(nil),          // 41: toolhost.plugin.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),         // 42: toolhost.plugin.v1.ReconcileResponse
-	nil,                               // 43: toolhost.plugin.v1.Metric.LabelsEntry
+	(*SessionTool)(nil),               // 3: toolhost.plugin.v1.SessionTool
+	(*ConfigureRequest)(nil),          // 4: toolhost.plugin.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 5: toolhost.plugin.v1.ConfigureResponse
+	(*DoctorRequest)(nil),             // 6: toolhost.plugin.v1.DoctorRequest
+	(*DoctorResponse)(nil),            // 7: toolhost.plugin.v1.DoctorResponse
+	(*DoctorCheck)(nil),               // 8: toolhost.plugin.v1.DoctorCheck
+	(*MetricsRequest)(nil),            // 9: toolhost.plugin.v1.MetricsRequest
+	(*MetricsResponse)(nil),           // 10: toolhost.plugin.v1.MetricsResponse
+	(*Metric)(nil),                    // 11: toolhost.plugin.v1.Metric
+	(*Param)(nil),                     // 12: toolhost.plugin.v1.Param
+	(*Tool)(nil),                      // 13: toolhost.plugin.v1.Tool
+	(*CheckRequest)(nil),              // 14: toolhost.plugin.v1.CheckRequest
+	(*FieldError)(nil),                // 15: toolhost.plugin.v1.FieldError
+	(*CheckResponse)(nil),             // 16: toolhost.plugin.v1.CheckResponse
+	(*Call)(nil),                      // 17: toolhost.plugin.v1.Call
+	(*InvokeRequest)(nil),             // 18: toolhost.plugin.v1.InvokeRequest
+	(*Event)(nil),                     // 19: toolhost.plugin.v1.Event
+	(*Output)(nil),                    // 20: toolhost.plugin.v1.Output
+	(*Progress)(nil),                  // 21: toolhost.plugin.v1.Progress
+	(*Log)(nil),                       // 22: toolhost.plugin.v1.Log
+	(*Result)(nil),                    // 23: toolhost.plugin.v1.Result
+	(*Content)(nil),                   // 24: toolhost.plugin.v1.Content
+	(*Error)(nil),                     // 25: toolhost.plugin.v1.Error
+	(*CallToolRequest)(nil),           // 26: toolhost.plugin.v1.CallToolRequest
+	(*CallToolResponse)(nil),          // 27: toolhost.plugin.v1.CallToolResponse
+	(*AskModelRequest)(nil),           // 28: toolhost.plugin.v1.AskModelRequest
+	(*AskModelResponse)(nil),          // 29: toolhost.plugin.v1.AskModelResponse
+	(*ModelEvent)(nil),                // 30: toolhost.plugin.v1.ModelEvent
+	(*SessionsConfig)(nil),            // 31: toolhost.plugin.v1.SessionsConfig
+	(*SessionsConfigureResponse)(nil), // 32: toolhost.plugin.v1.SessionsConfigureResponse
+	(*SessionRef)(nil),                // 33: toolhost.plugin.v1.SessionRef
+	(*FileInfo)(nil),                  // 34: toolhost.plugin.v1.FileInfo
+	(*FileList)(nil),                  // 35: toolhost.plugin.v1.FileList
+	(*FileRequest)(nil),               // 36: toolhost.plugin.v1.FileRequest
+	(*Chunk)(nil),                     // 37: toolhost.plugin.v1.Chunk
+	(*WriteChunk)(nil),                // 38: toolhost.plugin.v1.WriteChunk
+	(*RemoveFileResponse)(nil),        // 39: toolhost.plugin.v1.RemoveFileResponse
+	(*StopSessionResponse)(nil),       // 40: toolhost.plugin.v1.StopSessionResponse
+	(*DeleteSessionResponse)(nil),     // 41: toolhost.plugin.v1.DeleteSessionResponse
+	(*ReconcileRequest)(nil),          // 42: toolhost.plugin.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),         // 43: toolhost.plugin.v1.ReconcileResponse
+	nil,                               // 44: toolhost.plugin.v1.Metric.LabelsEntry
 }
 var file_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: toolhost.plugin.v1.DescribeResponse.outside_text:type_name -> toolhost.plugin.v1.OutsideText
-	14, // 1: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
-	7,  // 2: toolhost.plugin.v1.DoctorResponse.checks:type_name -> toolhost.plugin.v1.DoctorCheck
-	10, // 3: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
-	43, // 4: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
-	11, // 5: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
-	12, // 6: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	12, // 7: toolhost.plugin.v1.CheckRequest.catalog:type_name -> toolhost.plugin.v1.Tool
-	14, // 8: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
-	12, // 9: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
-	16, // 10: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
-	19, // 11: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
-	19, // 12: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
-	20, // 13: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
-	21, // 14: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
-	22, // 15: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
-	24, // 16: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
-	23, // 17: toolhost.plugin.v1.Result.content:type_name -> toolhost.plugin.v1.Content
-	24, // 18: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
-	23, // 19: toolhost.plugin.v1.CallToolResponse.content:type_name -> toolhost.plugin.v1.Content
-	24, // 20: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
-	28, // 21: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
-	24, // 22: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
-	33, // 23: toolhost.plugin.v1.FileList.files:type_name -> toolhost.plugin.v1.FileInfo
-	1,  // 24: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
-	3,  // 25: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
-	13, // 26: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
-	17, // 27: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
-	8,  // 28: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
-	5,  // 29: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
-	25, // 30: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
-	27, // 31: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
-	25, // 32: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
-	27, // 33: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
-	30, // 34: toolhost.plugin.v1.Sessions.Configure:input_type -> toolhost.plugin.v1.SessionsConfig
-	32, // 35: toolhost.plugin.v1.Sessions.ListFiles:input_type -> toolhost.plugin.v1.SessionRef
-	35, // 36: toolhost.plugin.v1.Sessions.ReadFile:input_type -> toolhost.plugin.v1.FileRequest
-	37, // 37: toolhost.plugin.v1.Sessions.WriteFile:input_type -> toolhost.plugin.v1.WriteChunk
-	35, // 38: toolhost.plugin.v1.Sessions.RemoveFile:input_type -> toolhost.plugin.v1.FileRequest
-	32, // 39: toolhost.plugin.v1.Sessions.StopSession:input_type -> toolhost.plugin.v1.SessionRef
-	32, // 40: toolhost.plugin.v1.Sessions.DeleteSession:input_type -> toolhost.plugin.v1.SessionRef
-	41, // 41: toolhost.plugin.v1.Sessions.Reconcile:input_type -> toolhost.plugin.v1.ReconcileRequest
-	2,  // 42: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
-	4,  // 43: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
-	15, // 44: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
-	18, // 45: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
-	9,  // 46: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
-	6,  // 47: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
-	26, // 48: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
-	28, // 49: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
-	18, // 50: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
-	29, // 51: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
-	31, // 52: toolhost.plugin.v1.Sessions.Configure:output_type -> toolhost.plugin.v1.SessionsConfigureResponse
-	34, // 53: toolhost.plugin.v1.Sessions.ListFiles:output_type -> toolhost.plugin.v1.FileList
-	36, // 54: toolhost.plugin.v1.Sessions.ReadFile:output_type -> toolhost.plugin.v1.Chunk
-	33, // 55: toolhost.plugin.v1.Sessions.WriteFile:output_type -> toolhost.plugin.v1.FileInfo
-	38, // 56: toolhost.plugin.v1.Sessions.RemoveFile:output_type -> toolhost.plugin.v1.RemoveFileResponse
-	39, // 57: toolhost.plugin.v1.Sessions.StopSession:output_type -> toolhost.plugin.v1.StopSessionResponse
-	40, // 58: toolhost.plugin.v1.Sessions.DeleteSession:output_type -> toolhost.plugin.v1.DeleteSessionResponse
-	42, // 59: toolhost.plugin.v1.Sessions.Reconcile:output_type -> toolhost.plugin.v1.ReconcileResponse
-	42, // [42:60] is the sub-list for method output_type
-	24, // [24:42] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	3,  // 1: toolhost.plugin.v1.DescribeResponse.session_tools:type_name -> toolhost.plugin.v1.SessionTool
+	12, // 2: toolhost.plugin.v1.SessionTool.params:type_name -> toolhost.plugin.v1.Param
+	15, // 3: toolhost.plugin.v1.ConfigureResponse.errors:type_name -> toolhost.plugin.v1.FieldError
+	8,  // 4: toolhost.plugin.v1.DoctorResponse.checks:type_name -> toolhost.plugin.v1.DoctorCheck
+	11, // 5: toolhost.plugin.v1.MetricsResponse.metrics:type_name -> toolhost.plugin.v1.Metric
+	44, // 6: toolhost.plugin.v1.Metric.labels:type_name -> toolhost.plugin.v1.Metric.LabelsEntry
+	12, // 7: toolhost.plugin.v1.Tool.params:type_name -> toolhost.plugin.v1.Param
+	13, // 8: toolhost.plugin.v1.CheckRequest.tool:type_name -> toolhost.plugin.v1.Tool
+	13, // 9: toolhost.plugin.v1.CheckRequest.catalog:type_name -> toolhost.plugin.v1.Tool
+	15, // 10: toolhost.plugin.v1.CheckResponse.errors:type_name -> toolhost.plugin.v1.FieldError
+	13, // 11: toolhost.plugin.v1.InvokeRequest.tool:type_name -> toolhost.plugin.v1.Tool
+	17, // 12: toolhost.plugin.v1.InvokeRequest.call:type_name -> toolhost.plugin.v1.Call
+	20, // 13: toolhost.plugin.v1.Event.stdout:type_name -> toolhost.plugin.v1.Output
+	20, // 14: toolhost.plugin.v1.Event.stderr:type_name -> toolhost.plugin.v1.Output
+	21, // 15: toolhost.plugin.v1.Event.progress:type_name -> toolhost.plugin.v1.Progress
+	22, // 16: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
+	23, // 17: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
+	25, // 18: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
+	24, // 19: toolhost.plugin.v1.Result.content:type_name -> toolhost.plugin.v1.Content
+	25, // 20: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
+	24, // 21: toolhost.plugin.v1.CallToolResponse.content:type_name -> toolhost.plugin.v1.Content
+	25, // 22: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
+	29, // 23: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
+	25, // 24: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
+	34, // 25: toolhost.plugin.v1.FileList.files:type_name -> toolhost.plugin.v1.FileInfo
+	1,  // 26: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
+	4,  // 27: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
+	14, // 28: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
+	18, // 29: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
+	9,  // 30: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
+	6,  // 31: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
+	26, // 32: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
+	28, // 33: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
+	26, // 34: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
+	28, // 35: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
+	31, // 36: toolhost.plugin.v1.Sessions.Configure:input_type -> toolhost.plugin.v1.SessionsConfig
+	33, // 37: toolhost.plugin.v1.Sessions.ListFiles:input_type -> toolhost.plugin.v1.SessionRef
+	36, // 38: toolhost.plugin.v1.Sessions.ReadFile:input_type -> toolhost.plugin.v1.FileRequest
+	38, // 39: toolhost.plugin.v1.Sessions.WriteFile:input_type -> toolhost.plugin.v1.WriteChunk
+	36, // 40: toolhost.plugin.v1.Sessions.RemoveFile:input_type -> toolhost.plugin.v1.FileRequest
+	33, // 41: toolhost.plugin.v1.Sessions.StopSession:input_type -> toolhost.plugin.v1.SessionRef
+	33, // 42: toolhost.plugin.v1.Sessions.DeleteSession:input_type -> toolhost.plugin.v1.SessionRef
+	42, // 43: toolhost.plugin.v1.Sessions.Reconcile:input_type -> toolhost.plugin.v1.ReconcileRequest
+	2,  // 44: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
+	5,  // 45: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
+	16, // 46: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
+	19, // 47: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
+	10, // 48: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
+	7,  // 49: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
+	27, // 50: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
+	29, // 51: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
+	19, // 52: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
+	30, // 53: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
+	32, // 54: toolhost.plugin.v1.Sessions.Configure:output_type -> toolhost.plugin.v1.SessionsConfigureResponse
+	35, // 55: toolhost.plugin.v1.Sessions.ListFiles:output_type -> toolhost.plugin.v1.FileList
+	37, // 56: toolhost.plugin.v1.Sessions.ReadFile:output_type -> toolhost.plugin.v1.Chunk
+	34, // 57: toolhost.plugin.v1.Sessions.WriteFile:output_type -> toolhost.plugin.v1.FileInfo
+	39, // 58: toolhost.plugin.v1.Sessions.RemoveFile:output_type -> toolhost.plugin.v1.RemoveFileResponse
+	40, // 59: toolhost.plugin.v1.Sessions.StopSession:output_type -> toolhost.plugin.v1.StopSessionResponse
+	41, // 60: toolhost.plugin.v1.Sessions.DeleteSession:output_type -> toolhost.plugin.v1.DeleteSessionResponse
+	43, // 61: toolhost.plugin.v1.Sessions.Reconcile:output_type -> toolhost.plugin.v1.ReconcileResponse
+	44, // [44:62] is the sub-list for method output_type
+	26, // [26:44] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_v1_plugin_proto_init() }
@@ -3161,7 +3266,7 @@ func file_v1_plugin_proto_init() {
 	if File_v1_plugin_proto != nil {
 		return
 	}
-	file_v1_plugin_proto_msgTypes[17].OneofWrappers = []any{
+	file_v1_plugin_proto_msgTypes[18].OneofWrappers = []any{
 		(*Event_Stdout)(nil),
 		(*Event_Stderr)(nil),
 		(*Event_Progress)(nil),
@@ -3169,7 +3274,7 @@ func file_v1_plugin_proto_init() {
 		(*Event_Result)(nil),
 		(*Event_Error)(nil),
 	}
-	file_v1_plugin_proto_msgTypes[28].OneofWrappers = []any{
+	file_v1_plugin_proto_msgTypes[29].OneofWrappers = []any{
 		(*ModelEvent_Text)(nil),
 		(*ModelEvent_Answer)(nil),
 		(*ModelEvent_Error)(nil),
@@ -3180,7 +3285,7 @@ func file_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_plugin_proto_rawDesc), len(file_v1_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -61,6 +61,26 @@ type Info struct {
 	// UI draws a graph's wiring or a prompt's text. The zero value keeps a
 	// run table (a header, a token, code) for admins.
 	OpenRunTable bool
+	// SessionTools are the tools a SessionKeeper serves in conversation
+	// sandboxes (python's run_python, run_bash, sandbox_files,
+	// sandbox_file). When [sessions] is on and the kind keeps the
+	// sessions, the host serves each as a tool of its own; the host
+	// reads them from no other kind.
+	SessionTools []SessionTool
+}
+
+// SessionTool is a tool a kind serves in conversation sandboxes. The host
+// serves it with the run table {"type": kind, "session": Session}, and
+// runs each call in its caller's session.
+type SessionTool struct {
+	Name        string
+	Description string
+	// Effect is read or change.
+	Effect string
+	Params []Param
+	// Session is the run table's "session" value: what the tool does in
+	// the sandbox (python's "python", "bash", "files", "file").
+	Session string
 }
 
 // OutsideText says whether a kind's runs bring outside text to the

@@ -1,7 +1,8 @@
 // Command pythonkind is a stand-in for the python kind's plugin in tests of
 // the host's sessions: a real plugin process over the real protocol that
-// says it is the "python" kind and keeps conversation sandboxes, but runs
-// nothing. A session tool's run answers as the python kind does
+// says it is the "python" kind, keeps conversation sandboxes and declares
+// their tools (Tools: run_python, run_bash, sandbox_files, sandbox_file),
+// but runs nothing. A session tool's run answers as the python kind does
 // ({"exit_code","stdout","stderr","stopped","message"}) and adds what the
 // call carried ("session", "network", "proxy"), so a test sees what reached
 // the plugin; run_python's code "exit N" exits N, "sleep" waits to be
@@ -25,7 +26,8 @@ type kind struct {
 }
 
 func (kind) Describe(context.Context) (sdk.Info, error) {
-	return sdk.Info{Kind: "python", Version: "test", RunSchema: json.RawMessage(`{"type":"object"}`)}, nil
+	return sdk.Info{Kind: "python", Version: "test", RunSchema: json.RawMessage(`{"type":"object"}`),
+		SessionTools: sessionstest.Tools()}, nil
 }
 
 func (kind) Configure(context.Context, json.RawMessage) error { return nil }
