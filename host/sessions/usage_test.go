@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,10 +12,11 @@ import (
 // the store is there after it is closed and opened again; usage counts
 // the hour after since only, seconds of sandboxed runs only; Forget drops
 // the old.
-func TestUsageAndKeysOutliveTheStore(t *testing.T) {
+func TestUsageAndKeysOutliveTheStore(t *testing.T) { eachDB(t, testUsageAndKeysOutliveTheStore) }
+
+func testUsageAndKeysOutliveTheStore(t *testing.T, db testDB) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), DBFile)
-	st := openTestStore(t, path)
+	st := db.mustOpen(t)
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for i, e := range []runs.UsageEntry{
 		{Run: "r1", Principal: "ed", Tool: "hit", Started: t0},
@@ -39,8 +39,7 @@ func TestUsageAndKeysOutliveTheStore(t *testing.T) {
 	}
 	st.Close()
 
-	st = openTestStore(t, path)
-	defer st.Close()
+	st = db.mustOpen(t)
 	u, err := st.Usage(ctx, "ed", t0.Add(-time.Minute))
 	if err != nil || u.Runs != 3 || u.SandboxSeconds != 6 || !u.OldestRun.Equal(t0) || !u.OldestSandbox.Equal(t0.Add(10*time.Minute)) {
 		t.Errorf("usage = %+v, %v", u, err)
