@@ -105,7 +105,7 @@ func openPostgres(ctx context.Context, dsn, password string, steps []migration) 
 	}
 	where := (&url.URL{Scheme: "postgres", User: url.User(cc.User), Host: fmt.Sprintf("%s:%d", cc.Host, cc.Port), Path: "/" + cc.Database}).String()
 	if strings.HasPrefix(cc.Host, "/") {
-		where = fmt.Sprintf("postgres database %s as %s on the socket in %s", cc.Database, cc.User, cc.Host)
+		where = fmt.Sprintf("%s (PostgreSQL, user %s, socket in %s)", cc.Database, cc.User, cc.Host)
 	}
 	db := stdlib.OpenDB(*cc)
 	// A few connections per host: its writes are small, and the server's

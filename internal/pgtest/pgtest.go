@@ -137,10 +137,10 @@ func (s *Server) Restart(ctx context.Context) error {
 	return s.run(ctx, "pg_ctl", "-D", s.data(), "-o", opts, "-l", filepath.Join(s.Dir, "log"), "-w", "-t", "120", "start")
 }
 
-// Stop stops the server at once (its connections are cut), leaving its
-// data for Restart.
+// Stop stops the server, cutting its connections (a "fast" shutdown: what
+// was committed is kept), leaving its data for Restart.
 func (s *Server) Stop(ctx context.Context) error {
-	return s.run(ctx, "pg_ctl", "-D", s.data(), "-m", "immediate", "-w", "-t", "120", "stop")
+	return s.run(ctx, "pg_ctl", "-D", s.data(), "-m", "fast", "-w", "-t", "120", "stop")
 }
 
 // Remove stops the server and removes its folder.
