@@ -124,10 +124,10 @@ func openPostgres(ctx context.Context, dsn, password string, steps []migration) 
 // Clock is the clock the store's times are counted by: time.Now for
 // SQLite, and the database's own clock (its now()) for PostgreSQL, so that
 // hosts whose clocks differ share one: a budget's hour, an idempotency
-// key's age, when a session was last used and taint's age all start and
-// end at the same instant for every host. The host's dispatcher and
-// sessions service take it as their clock (host/budgets.go,
-// host/sessions.go). Each reading asks the database; while it can't be
+// key's age and when a session was last used (so when it expires) start
+// and end at the same instant for every host. The dispatcher's budgets and
+// keys (host/budgets.go) and the sessions service (storeNow) count by it;
+// taint is still counted by the dispatcher's approvals clock, the host's. Each reading asks the database; while it can't be
 // reached, the host's clock moved by the difference last read stands in
 // (the calls that then write fail anyway).
 func (s *Store) Clock() func() time.Time {
