@@ -3,11 +3,14 @@ package sessions
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/internal/pgtest"
 )
@@ -135,5 +138,53 @@ func TestPostgresClockIsTheDatabases(t *testing.T) {
 	}
 	if _, err := st.db.ExecContext(ctx, "SELECT 1"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenByConfig: without [store] the store is the SQLite file in the
+// state folder; with a url, that PostgreSQL database, its password read
+// from password_env or password_file; a password file every user may read,
+// or an environment variable that is not set, is refused saying so.
+func TestOpenByConfig(t *testing.T) {
+	ctx := context.Background()
+	state := t.TempDir()
+	st, err := Open(ctx, config.StoreConfig{}, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Path() != filepath.Join(state, DBFile) || st.d != sqliteDialect {
+		t.Errorf("without [store]: %s (%s)", st.Path(), st.d.name)
+	}
+	st.Close()
+
+	url, err := sharedPG(t).NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TEST_DB_PASSWORD", "not-asked-for")
+	st, err = Open(ctx, config.StoreConfig{URL: url, PasswordEnv: "TEST_DB_PASSWORD"}, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.d != pgDialect {
+		t.Errorf("with a url: %s", st.d.name)
+	}
+	st.Close()
+
+	file := filepath.Join(t.TempDir(), "db.password")
+	if err := os.WriteFile(file, []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, config.StoreConfig{URL: url, PasswordFile: file}, state); err == nil || !strings.Contains(err.Error(), "can be read by every user of this machine: run `chmod 600 "+file+"`") {
+		t.Errorf("a password file others may read: %v", err)
+	}
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pw, err := storePassword(config.StoreConfig{URL: url, PasswordFile: file}); err != nil || pw != "secret" {
+		t.Errorf("the password file read: %q, %v", pw, err)
+	}
+	if _, err := Open(ctx, config.StoreConfig{URL: url, PasswordEnv: "TEST_DB_PASSWORD_UNSET"}, state); err == nil || !strings.Contains(err.Error(), "names the environment variable TEST_DB_PASSWORD_UNSET, which is not set") {
+		t.Errorf("an unset password_env: %v", err)
 	}
 }
