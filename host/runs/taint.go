@@ -53,7 +53,7 @@ const NamedTaintKeep = 7 * 24 * time.Hour
 const forgetTaintEvery = 10 * time.Minute
 
 // TaintStore keeps which conversations read outside text; the host's is
-// its SQLite store (package sessions). Without one, the dispatcher keeps
+// its store (package sessions). Without one, the dispatcher keeps
 // taint in memory.
 type TaintStore interface {
 	// Taint records that principal's session read outside text at now;
