@@ -49,8 +49,8 @@ type KeyEntry struct {
 
 // Ledger keeps the usage of runs and the idempotency keys, so that
 // neither a budget nor a key is forgotten when the host restarts. The
-// host's is its store (package sessions: SQLite or PostgreSQL); MemoryLedger keeps them
-// in memory.
+// host's is its store (package sessions: SQLite or PostgreSQL);
+// MemoryLedger keeps them in memory.
 type Ledger interface {
 	StartUsage(ctx context.Context, e UsageEntry) error
 	EndUsage(ctx context.Context, run string, seconds float64) error

@@ -53,8 +53,8 @@ const NamedTaintKeep = 7 * 24 * time.Hour
 const forgetTaintEvery = 10 * time.Minute
 
 // TaintStore keeps which conversations read outside text; the host's is
-// its store (package sessions). Without one, the dispatcher keeps
-// taint in memory.
+// its store (package sessions). Without one, the dispatcher keeps taint in
+// memory.
 type TaintStore interface {
 	// Taint records that principal's session read outside text at now;
 	// a second taint keeps the first why.
