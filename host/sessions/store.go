@@ -347,9 +347,12 @@ func (s *Store) migrateOne(ctx context.Context, conn *sql.Conn, steps []migratio
 		return false, fmt.Errorf("the sessions database %s can't be read: %w", s.path, err)
 	}
 	if v > len(steps) {
+		instead := "move the file away to start with no sessions (their files are then removed at start, and the run ledger is lost)"
+		if s.d == pgDialect {
+			instead = "name another database in [store] url (this one is shared: upgrade every host that uses it)"
+		}
 		return false, fmt.Errorf("the sessions database %s was written by a newer toolhost (its schema is version %d; this toolhost knows up to %d): "+
-			"run that newer toolhost, or move the file away to start with no sessions (their files are then removed at start, and the run ledger is lost)",
-			s.path, v, len(steps))
+			"run that newer toolhost, or %s", s.path, v, len(steps), instead)
 	}
 	if v == len(steps) {
 		return true, tx.Commit()

@@ -205,7 +205,12 @@ func TestStoreRefusesNewerSchema(t *testing.T) {
 		}
 		st.Close()
 		_, err := db.open(migrations)
-		want := "the sessions database " + st.Path() + " was written by a newer toolhost (its schema is version 7; this toolhost knows up to " + fmt.Sprint(len(migrations)) + "): run that newer toolhost, or move the file away"
+		want := "the sessions database " + st.Path() + " was written by a newer toolhost (its schema is version 7; this toolhost knows up to " + fmt.Sprint(len(migrations)) + "): run that newer toolhost, or "
+		if db.name == "sqlite" {
+			want += "move the file away"
+		} else {
+			want += "name another database in [store] url"
+		}
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("got %v\nwant %s", err, want)
 		}
