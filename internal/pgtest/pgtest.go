@@ -57,15 +57,19 @@ func Start(t testing.TB) *Server {
 
 // Bin finds the folder of PostgreSQL's server programs, or says to install
 // them.
-func Bin() (string, error) {
-	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+func Bin() (string, error) { return findBin("/usr/lib/postgresql/*/bin/initdb", exec.LookPath) }
+
+// findBin looks for initdb beside pg_ctl: the newest of glob's, or on
+// $PATH through lookPath.
+func findBin(glob string, lookPath func(string) (string, error)) (string, error) {
+	found, _ := filepath.Glob(glob)
 	sort.Slice(found, func(i, j int) bool { return version(found[i]) > version(found[j]) })
 	for _, f := range found {
 		if _, err := os.Stat(filepath.Join(filepath.Dir(f), "pg_ctl")); err == nil {
 			return filepath.Dir(f), nil
 		}
 	}
-	if p, err := exec.LookPath("initdb"); err == nil {
+	if p, err := lookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real
 		}
