@@ -61,7 +61,7 @@ func (h *Host) openLedger(ctx context.Context, stateDir string) {
 		h.ownLedger = st
 	}
 	h.runs.SetLedger(st, st.Clock())
-	h.runs.SetTaintStore(st)
+	h.runs.SetTaintStore(st, st.Clock())
 }
 
 // closeLedger closes the store openLedger opened itself.

@@ -124,10 +124,12 @@ func openPostgres(ctx context.Context, dsn, password string, steps []migration) 
 // Clock is the clock the store's times are counted by: time.Now for
 // SQLite, and the database's own clock (its now()) for PostgreSQL, so that
 // hosts whose clocks differ share one: a budget's hour, an idempotency
-// key's age and when a session was last used (so when it expires) start
-// and end at the same instant for every host. The dispatcher's budgets and
-// keys (host/budgets.go) and the sessions service (storeNow) count by it;
-// taint is still counted by the dispatcher's approvals clock, the host's. Each reading asks the database; while it can't be
+// key's age, taint's age and when a session was last used (so when it
+// expires) start and end at the same instant for every host. The
+// dispatcher's budgets, keys and taint (host/budgets.go: SetLedger,
+// SetTaintStore) and the sessions service (storeNow) count by it; the run
+// ledger's start times (Record) and the times of approvals stay the
+// host's. Each reading asks the database; while it can't be
 // reached, the host's clock moved by the difference last read stands in
 // (the calls that then write fail anyway).
 func (s *Store) Clock() func() time.Time {
