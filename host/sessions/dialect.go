@@ -66,6 +66,29 @@ func (d *dialect) sql(q string, ddl bool) string {
 // greatest is the SQL of the larger of a and b.
 func (d *dialect) greatest(a, b string) string { return d.greatestFn + "(" + a + ", " + b + ")" }
 
+// lockClass is a kind of thing the hosts sharing a PostgreSQL store take
+// turns at, one of the same thing at a time: the first key of a
+// transaction's advisory lock (lockFor), whose second is a hash of the
+// thing's name. Locks of two keys never meet the one-key lock of
+// migrations (advisoryLockKey).
+type lockClass int32
+
+const (
+	// lockBudgets: a principal's budgets, counted and charged.
+	lockBudgets lockClass = 1
+)
+
+// lockFor is the statement that waits for, then holds until its
+// transaction ends, the lock of the thing named by its one argument, of
+// class c; "" when the dialect needs none: SQLite's store has one
+// connection, so its transactions already take turns.
+func (d *dialect) lockFor(c lockClass) string {
+	if d != pgDialect {
+		return ""
+	}
+	return "SELECT pg_advisory_xact_lock(" + strconv.Itoa(int(c)) + ", hashtext(?))"
+}
+
 // advisoryLockKey is the key of the PostgreSQL advisory lock the hosts take
 // while one of them migrates: "toolhost" in ASCII, as a number.
 const advisoryLockKey = 0x746f6f6c686f7374
