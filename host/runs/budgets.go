@@ -136,7 +136,7 @@ func (d *Dispatcher) charge(id string, req Request, tool *tools.Tool) (sandboxed
 // chargeFor is charge; what names the refused work in its message ("the
 // call of send", "the check of send").
 func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what string) (sandboxed bool, err error) {
-	sandboxed = d.sandboxRuns(tool.Kind) // asks the plugins: not under the budget lock
+	sandboxed = d.sandboxRuns(tool.Kind) // asks the plugins, before the ledger is asked
 	a := &d.acct
 	a.mu.Lock()
 	l, now := a.ledgerOf()

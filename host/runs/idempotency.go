@@ -41,7 +41,10 @@ func (d *Dispatcher) SetKeyKeep(keep time.Duration) {
 // compared as canonical JSON) within the keep time returns the run it
 // started, going on or ended, or, once that is forgotten or the host
 // restarted, a run made from its recorded outcome. The same key for
-// another call is refused (wire.CodeIdempotencyConflict).
+// another call is refused (wire.CodeIdempotencyConflict). The key is
+// claimed in the ledger before its run starts, so of the hosts sharing a
+// ledger one runs it; another, while the run goes on there, answers
+// wire.CodeInterrupted, as after a restart: it can't tell the two apart.
 func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 	a := &d.acct
 	a.keyMu.Lock()
