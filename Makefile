@@ -17,7 +17,7 @@ TOOLS_BIN := $(CURDIR)/build/bin
 # Every folder under plugins/ with a main.go is a built-in kind.
 KINDS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm systemd-tree vm-images node
+.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm systemd-tree vm-images node postgresql
 all: build
 
 include runsc/runsc.mk
@@ -119,12 +119,20 @@ $(NODE_DIR)/dist/.node-$(NODE_VERSION):
 	mv $(NODE_DIR)/dist.new $(NODE_DIR)/dist && rm -rf $(NODE_DIR)/dl
 	@touch $@
 
+# PostgreSQL's server programs, for the tests of the store on PostgreSQL (internal/pgtest starts
+# a server of its own in a temporary folder, as the postgres user, on a unix socket only). Debian's
+# postgresql package brings them, and the postgres user.
+postgresql:
+	@test -x "$$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | tail -n 1)" || command -v initdb >/dev/null 2>&1 || { \
+		echo "installing postgresql (the tests of the store start a PostgreSQL server)"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; }
+
 # Every test: unit tests beside the code, end-to-end tests in integration/
 # (real plugins, real runsc, real sockets). Needs root for the sandboxes.
 # Then the operator's machines: stock Debian 12 and 13 VMs on cgroup v2 (TestVMs,
 # integration/vm_test.go), on their own after the rest, so their emulated CPUs don't slow the
 # other tests down, and side by side with each other.
-test: build tools sandbox deb systemd-tree vm-images node lint
+test: build tools sandbox deb systemd-tree vm-images node postgresql lint
 	$(GO) test -count=1 -timeout 40m -skip '^TestVMs$$' ./...
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./host/api
 	$(GO) test -count=1 -timeout 50m -run '^TestVMs$$' ./integration/

@@ -37,6 +37,8 @@ type Config struct {
 	Log      LogConfig
 	Model    ModelConfig
 	Sessions SessionsConfig
+	// Store is [store] (store.go).
+	Store StoreConfig
 	// Approvals is [approvals] (approvals.go).
 	Approvals ApprovalsConfig
 	// Kinds holds every kind's table as written, by kind: a top-level table
@@ -238,6 +240,9 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 	}
 	if v, ok := top.get("sessions"); ok {
 		d.decodeSessions(v, &c.Sessions)
+	}
+	if v, ok := top.get("store"); ok {
+		d.decodeStore(v, &c.Store, dir)
 	}
 	if v, ok := top.get("approvals"); ok {
 		d.decodeApprovals(v, &c.Approvals, c.Tokens)
@@ -521,7 +526,7 @@ var (
 
 // hostKeys are the host's own top-level keys, in the order of the example
 // config; any other top-level table is a kind's.
-var hostKeys = []string{"server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "approvals", "kinds", "tool"}
+var hostKeys = []string{"server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "store", "approvals", "kinds", "tool"}
 
 func checkHex(s string) string {
 	switch {

@@ -130,7 +130,8 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 			}
 		}
 	}
-	for _, commented := range []string{"[[tokens]]", "max_running = ", "approver = true", "[kinds.", "[[tool]]"} {
+	for _, commented := range []string{"[[tokens]]", "max_running = ", "approver = true", "[kinds.", "[[tool]]",
+		"[store]", "url = ", "password_env = ", "password_file = "} {
 		if !strings.Contains(text, "# "+commented) {
 			t.Errorf("%s is not shown in the example", commented)
 		}

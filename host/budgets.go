@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
@@ -44,23 +43,25 @@ func budgets(cfg *config.Config) runs.Budgets {
 // openLedger gives the dispatcher the host's store as the ledger of
 // budgets and idempotency keys and as the keeper of taint, so a restart
 // forgets none of them: the sessions' store when [sessions] opened it, or
-// the same database file opened here. When it can't be opened they are
-// kept in memory, and the log says so.
+// the same database opened here. When it can't be opened they are kept in
+// memory, and the log says so. Budgets and keys are counted by the store's
+// clock: the database's own on PostgreSQL, so that hosts sharing it count
+// the same hour.
 func (h *Host) openLedger(ctx context.Context, stateDir string) {
 	h.sessions.mu.Lock()
 	st := h.sessions.store
 	h.sessions.mu.Unlock()
 	if st == nil {
 		var err error
-		st, err = sessions.OpenStore(ctx, filepath.Join(stateDir, sessions.DBFile))
+		st, err = sessions.Open(ctx, h.config().Store, stateDir)
 		if err != nil {
 			h.log.Error("budgets and idempotency keys are kept in memory only: a restart forgets them", "error", err)
 			return
 		}
 		h.ownLedger = st
 	}
-	h.runs.SetLedger(st, nil)
-	h.runs.SetTaintStore(st)
+	h.runs.SetLedger(st, st.Clock())
+	h.runs.SetTaintStore(st, st.Clock())
 }
 
 // closeLedger closes the store openLedger opened itself.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -111,13 +110,14 @@ func (hs *hostSessions) wrap(p *plugins.Plugin) runs.Invoker {
 	return hs.svc.Invoker(p)
 }
 
-// open opens the store in the state folder; what goes wrong leaves
-// sessions unavailable, saying why, and the rest of the host serving.
+// open opens the store ([store]'s PostgreSQL database, or the SQLite file
+// in the state folder); what goes wrong leaves sessions unavailable,
+// saying why, and the rest of the host serving.
 func (hs *hostSessions) open(ctx context.Context, stateDir string) {
 	if !hs.enabled {
 		return
 	}
-	st, err := sessions.OpenStore(ctx, filepath.Join(stateDir, sessions.DBFile))
+	st, err := sessions.Open(ctx, hs.h.config().Store, stateDir)
 	if err != nil {
 		hs.h.log.Error("conversation sandboxes are unavailable: their store can't be opened", "error", err)
 		hs.svc.SetUnavailable(err.Error())
@@ -126,7 +126,7 @@ func (hs *hostSessions) open(ctx context.Context, stateDir string) {
 	hs.mu.Lock()
 	hs.store = st
 	hs.mu.Unlock()
-	hs.h.log.Debug("sessions store opened", "file", st.Path())
+	hs.h.log.Debug("sessions store opened", "database", st.Path())
 }
 
 // start makes sessions ready, once the plugins run. Without a store

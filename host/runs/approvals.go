@@ -123,6 +123,9 @@ type approvals struct {
 	// store keeps taint (taint.go); fallback keeps, in memory, the
 	// taint the store could not.
 	store, fallback TaintStore
+	// taintNow is the clock taint is counted by (SetTaintStore); nil is
+	// clock's.
+	taintNow func() time.Time
 	// forgotTaint is when the taint that ran out was last removed.
 	forgotTaint time.Time
 }

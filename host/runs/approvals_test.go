@@ -644,3 +644,35 @@ func TestACancelledRunInAWebSessionTaints(t *testing.T) {
 		t.Fatalf("tainted: %q", why)
 	}
 }
+
+// TestTaintCountsByTheStoresClock: taint is counted by the clock given
+// with its store (the database's, on PostgreSQL), not the host's: a call
+// in no session stays tainted while that clock says its read is under an
+// hour old, and is clean once that clock has moved past the hour.
+func TestTaintCountsByTheStoresClock(t *testing.T) {
+	d, _ := changeDispatcher(t)
+	d.SetApprovals(ApprovalPolicy{Auto: true, OutsideText: webKind})
+	var mu sync.Mutex
+	dbNow := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) // years from the host's clock
+	d.SetTaintStore(newMemoryTaint(), func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return dbNow
+	})
+	end(t, startIn(t, d, "fetch", ""))
+	if d.Tainted("ed", "") == "" {
+		t.Fatal("a read in no session did not taint")
+	}
+	mu.Lock()
+	dbNow = dbNow.Add(NoSessionTaintKeep - time.Second)
+	mu.Unlock()
+	if d.Tainted("ed", "") == "" {
+		t.Fatal("untainted before the store's clock passed the hour")
+	}
+	mu.Lock()
+	dbNow = dbNow.Add(2 * time.Second)
+	mu.Unlock()
+	if why := d.Tainted("ed", ""); why != "" {
+		t.Fatalf("still tainted after the store's clock passed the hour: %q", why)
+	}
+}

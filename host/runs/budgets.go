@@ -39,8 +39,8 @@ type BudgetUse struct {
 }
 
 // accounting is the dispatcher's budgets and idempotency keys: the ledger
-// they are kept in, the clock, and the locks that make a check and its
-// record one step.
+// they are kept in (which makes a check and its record one step, across
+// the hosts sharing it) and the clock.
 type accounting struct {
 	mu      sync.Mutex
 	ledger  Ledger
@@ -52,8 +52,10 @@ type accounting struct {
 	// keep is how long an idempotency key holds; 0 is the dispatcher's
 	// keep time.
 	keep time.Duration
-	// keyMu makes the calls with idempotency keys start one at a time, so
-	// that two identical calls start one run.
+	// keyMu makes this host's calls with idempotency keys start one at a
+	// time, so that a retry finds the run its key claimed already going;
+	// the ledger's claim (ClaimKey) makes two identical calls start one
+	// run, on this host or another.
 	keyMu sync.Mutex
 }
 
@@ -134,35 +136,37 @@ func (d *Dispatcher) charge(id string, req Request, tool *tools.Tool) (sandboxed
 // chargeFor is charge; what names the refused work in its message ("the
 // call of send", "the check of send").
 func (d *Dispatcher) chargeFor(id string, req Request, tool *tools.Tool, what string) (sandboxed bool, err error) {
-	sandboxed = d.sandboxRuns(tool.Kind) // asks the plugins: not under the budget lock
+	sandboxed = d.sandboxRuns(tool.Kind) // asks the plugins, before the ledger is asked
 	a := &d.acct
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	l, now := a.ledgerOf()
+	var b Budget
+	if a.budgets != nil {
+		b = a.budgets(req.Principal)
+	}
+	a.mu.Unlock()
+	// The ledger counts and records as one step, for every host that
+	// shares it: no lock of this process is needed.
 	t := now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if a.budgets != nil {
-		b := a.budgets(req.Principal)
-		if b.RunsPerHour > 0 || b.SandboxSecondsPerHour > 0 {
-			use, err := l.Usage(ctx, req.Principal, t.Add(-BudgetWindow))
-			if err != nil {
-				return false, fmt.Errorf("the budgets of %s can't be counted: %w", req.Principal, err)
-			}
-			if b.RunsPerHour > 0 && use.Runs >= b.RunsPerHour {
-				return false, budgetError(b.Who, "runs_per_hour", b.RunsSetting, fmt.Sprintf("%d runs of %d", use.Runs, b.RunsPerHour), use.OldestRun, t, what)
-			}
-			if b.SandboxSecondsPerHour > 0 && sandboxed && use.SandboxSeconds >= float64(b.SandboxSecondsPerHour) {
-				return false, budgetError(b.Who, "sandbox_cpu_seconds_per_hour", b.SecondsSetting,
-					fmt.Sprintf("%.1f sandbox seconds of %d", use.SandboxSeconds, b.SandboxSecondsPerHour), use.OldestSandbox, t, what)
-			}
-		}
-	}
+	lim := Limits{Since: t.Add(-BudgetWindow), Runs: b.RunsPerHour, SandboxSeconds: b.SandboxSecondsPerHour}
 	e := UsageEntry{Run: id, Principal: req.Principal, Tool: tool.Name, Parent: req.Parent, Started: t, Sandbox: sandboxed}
-	if err := l.StartUsage(ctx, e); err != nil {
+	use, charged, err := l.ChargeUsage(ctx, e, lim)
+	if err != nil {
+		if lim.Counted() {
+			return false, fmt.Errorf("the budgets of %s can't be counted: %w", req.Principal, err)
+		}
 		return false, fmt.Errorf("the run of %s can't be counted against its budgets: %w", req.Tool, err)
 	}
-	return sandboxed, nil
+	if charged {
+		return sandboxed, nil
+	}
+	if b.RunsPerHour > 0 && use.Runs >= b.RunsPerHour {
+		return false, budgetError(b.Who, "runs_per_hour", b.RunsSetting, fmt.Sprintf("%d runs of %d", use.Runs, b.RunsPerHour), use.OldestRun, t, what)
+	}
+	return false, budgetError(b.Who, "sandbox_cpu_seconds_per_hour", b.SecondsSetting,
+		fmt.Sprintf("%.1f sandbox seconds of %d", use.SandboxSeconds, b.SandboxSecondsPerHour), use.OldestSandbox, t, what)
 }
 
 func budgetError(who, budget, setting, use string, oldest, now time.Time, what string) error {

@@ -245,3 +245,45 @@ func TestARunRefusedForItsPlaceIsNotCounted(t *testing.T) {
 	}
 	wait(t, run)
 }
+
+// TestHostsSharingALedgerSpendABudgetOnce: calls at once through three
+// dispatchers sharing a ledger (three hosts on one store) against
+// runs_per_hour 5 run exactly five times; the rest are refused, saying
+// the budget is used up.
+func TestHostsSharingALedgerSpendABudgetOnce(t *testing.T) {
+	ledger := NewMemoryLedger()
+	var ds []*Dispatcher
+	var ks []*acctKind
+	for range 3 {
+		d, k, _ := acctDispatcher(t, ledger, Budget{RunsPerHour: 5})
+		ds, ks = append(ds, d), append(ks, k)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var started []*Run
+	refused := 0
+	for i := range 30 {
+		wg.Go(func() {
+			run, err := ds[i%3].Start(Request{Tool: "count", Args: json.RawMessage(`{}`), Principal: "ed"})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				refusedWith(t, err, wire.CodeBudget, "5 runs of 5")
+				refused++
+				return
+			}
+			started = append(started, run)
+		})
+	}
+	wg.Wait()
+	for _, run := range started {
+		wait(t, run)
+	}
+	ran := 0
+	for _, k := range ks {
+		ran += k.count("count")
+	}
+	if len(started) != 5 || refused != 25 || ran != 5 {
+		t.Errorf("%d started, %d refused, %d ran; want 5, 25, 5", len(started), refused, ran)
+	}
+}

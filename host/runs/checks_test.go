@@ -53,9 +53,9 @@ type writeCountingLedger struct {
 	writes atomic.Int64
 }
 
-func (l *writeCountingLedger) StartUsage(ctx context.Context, e UsageEntry) error {
+func (l *writeCountingLedger) ChargeUsage(ctx context.Context, e UsageEntry, lim Limits) (Use, bool, error) {
 	l.writes.Add(1)
-	return l.MemoryLedger.StartUsage(ctx, e)
+	return l.MemoryLedger.ChargeUsage(ctx, e, lim)
 }
 
 func (l *writeCountingLedger) DropUsage(ctx context.Context, run string) error {

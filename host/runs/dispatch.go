@@ -163,12 +163,13 @@ func (d *Dispatcher) Start(req Request) (*Run, error) {
 	if req.IdempotencyKey != "" && req.Parent == "" {
 		return d.startKeyed(req)
 	}
-	return d.start(context.Background(), req, false)
+	return d.start(context.Background(), req, false, "")
 }
 
 // start is Start; with wait, a call past its principal's limit waits for
 // a place until ctx ends instead of being refused.
-func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, error) {
+// The run's id is id, or a new one when id is "".
+func (d *Dispatcher) start(ctx context.Context, req Request, wait bool, id string) (*Run, error) {
 	tool, ok := d.registry.Get(req.Tool)
 	if !ok {
 		return nil, &sdk.Error{Code: wire.CodeUnknownTool, Message: fmt.Sprintf("there is no tool named %q", req.Tool)}
@@ -196,7 +197,9 @@ func (d *Dispatcher) start(ctx context.Context, req Request, wait bool) (*Run, e
 		}
 	}
 	runCtx, cancel := context.WithCancelCause(context.Background())
-	id := newRunID()
+	if id == "" {
+		id = newRunID()
+	}
 	sandboxed, err := d.charge(id, req, tool)
 	if err != nil {
 		cancel(nil)
@@ -523,7 +526,7 @@ func (d *Dispatcher) CallTool(ctx context.Context, req sdk.ToolCall) (sdk.ToolRe
 	if refused != nil {
 		return sdk.ToolResult{Error: refused}, nil
 	}
-	run, err := d.start(ctx, Request{Tool: req.Tool, Args: req.Args, Principal: parent.Principal, Session: parent.Session, Parent: parent.ID}, true)
+	run, err := d.start(ctx, Request{Tool: req.Tool, Args: req.Args, Principal: parent.Principal, Session: parent.Session, Parent: parent.ID}, true, "")
 	if err != nil {
 		var ce *sdk.Error
 		if errors.As(err, &ce) {

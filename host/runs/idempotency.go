@@ -41,7 +41,10 @@ func (d *Dispatcher) SetKeyKeep(keep time.Duration) {
 // compared as canonical JSON) within the keep time returns the run it
 // started, going on or ended, or, once that is forgotten or the host
 // restarted, a run made from its recorded outcome. The same key for
-// another call is refused (wire.CodeIdempotencyConflict).
+// another call is refused (wire.CodeIdempotencyConflict). The key is
+// claimed in the ledger before its run starts, so of the hosts sharing a
+// ledger one runs it; another, while the run goes on there, answers
+// wire.CodeInterrupted, as after a restart: it can't tell the two apart.
 func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 	a := &d.acct
 	a.keyMu.Lock()
@@ -63,11 +66,15 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	t := now()
-	prev, found, err := l.Key(ctx, req.Principal, req.IdempotencyKey)
+	// The key is claimed for the run before it starts, in one step of the
+	// ledger: of the hosts sharing it, one starts the run.
+	id := newRunID()
+	e := KeyEntry{Principal: req.Principal, Key: req.IdempotencyKey, Tool: req.Tool, ArgsHash: hash, Run: id, Created: t}
+	prev, claimed, err := l.ClaimKey(ctx, e, t.Add(-keep))
 	if err != nil {
 		return nil, fmt.Errorf("the idempotency key %q can't be looked up, so the call was not run: %w", req.IdempotencyKey, err)
 	}
-	if found && t.Sub(prev.Created) < keep {
+	if !claimed {
 		if prev.ArgsHash != hash {
 			return nil, &sdk.Error{Code: wire.CodeIdempotencyConflict, Message: fmt.Sprintf(
 				"the idempotency key %q was already used %s ago for another call (of %s, or with other arguments or session); a key names one call: send a new key for a new call",
@@ -83,13 +90,13 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 		}
 		return d.replay(req, prev)
 	}
-	run, err := d.start(context.Background(), req, false)
+	run, err := d.start(context.Background(), req, false, id)
 	if err != nil {
+		// Refused before it ran: the key stays unused.
+		if derr := l.DropKey(ctx, req.Principal, req.IdempotencyKey, id); derr != nil {
+			d.log.Warn("a refused call's idempotency key stays claimed: a retry within the keep time is told it was interrupted", "run", id, "error", derr)
+		}
 		return nil, err
-	}
-	e := KeyEntry{Principal: req.Principal, Key: req.IdempotencyKey, Tool: run.Tool, ArgsHash: hash, Run: run.ID, Created: t}
-	if err := l.PutKey(ctx, e); err != nil {
-		d.log.Warn("an idempotency key is not recorded: a retry would run the call again", "run", run.ID, "error", err)
 	}
 	return run, nil
 }

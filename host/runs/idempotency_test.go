@@ -141,3 +141,95 @@ func TestAKeyOutlivesTheDispatcher(t *testing.T) {
 		t.Errorf("the interrupted call ran again")
 	}
 }
+
+// TestAKeySentToHostsSharingALedgerRunsOnce: the same call with one key
+// sent at once to three dispatchers sharing a ledger (three hosts on one
+// store) runs once: the host whose claim won runs it, and a retry there
+// gets that run; another host, while it goes on, answers interrupted
+// (protocol.md: what a key whose run is not on this host gets), and once
+// it ended gets its recorded outcome under the same run id.
+func TestAKeySentToHostsSharingALedgerRunsOnce(t *testing.T) {
+	ledger := NewMemoryLedger()
+	var ds []*Dispatcher
+	var ks []*acctKind
+	for range 3 {
+		d, k, _ := acctDispatcher(t, ledger, Budget{})
+		ds, ks = append(ds, d), append(ks, k)
+	}
+	req := Request{Tool: "hold", Args: json.RawMessage(`{"n":7}`), Principal: "ed", IdempotencyKey: "same"}
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			run, err := ds[i%3].Start(req)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				got[run.ID]++
+			case strings.Contains(err.Error(), "running when the host stopped"):
+				got["interrupted"]++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(got) != 2 || got["interrupted"] == 0 {
+		t.Fatalf("the calls got %v; want one run, and interrupted from the other hosts", got)
+	}
+	var winner *Run
+	var host int
+	for i, d := range ds {
+		for id := range got {
+			if run, ok := d.Get(id); ok {
+				winner, host = run, i
+			}
+		}
+	}
+	if winner == nil {
+		t.Fatalf("no host holds the run of %v", got)
+	}
+	for _, k := range ks {
+		close(k.gate)
+	}
+	wait(t, winner)
+	ran := 0
+	for _, k := range ks {
+		ran += k.count("hold")
+	}
+	if ran != 1 {
+		t.Errorf("the tool ran %d times; want 1", ran)
+	}
+	other := ds[(host+1)%3]
+	again, err := other.Start(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := wait(t, again); again.ID != winner.ID || last.Type != wire.TypeResult {
+		t.Errorf("a retry on another host after the end got run %s (%+v); want %s's result", again.ID, last, winner.ID)
+	}
+}
+
+// TestACallRefusedLeavesItsKeyUnused: a keyed call refused for its budget
+// leaves its key free: the same key runs once the budget allows.
+func TestACallRefusedLeavesItsKeyUnused(t *testing.T) {
+	d, _, clock := acctDispatcher(t, NewMemoryLedger(), Budget{RunsPerHour: 1})
+	first, err := d.Start(Request{Tool: "count", Principal: "ed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, first)
+	req := Request{Tool: "count", Args: json.RawMessage(`{"n":1}`), Principal: "ed", IdempotencyKey: "k"}
+	_, err = d.Start(req)
+	refusedWith(t, err, wire.CodeBudget, "runs_per_hour")
+	clock.advance(61 * time.Minute)
+	run, err := d.Start(req)
+	if err != nil {
+		t.Fatalf("the key after its call was refused: %v", err)
+	}
+	if last := wait(t, run); last.Type != wire.TypeResult {
+		t.Errorf("the keyed run ended with %+v", last)
+	}
+}

@@ -31,6 +31,27 @@ type Use struct {
 	OldestRun, OldestSandbox time.Time
 }
 
+// Limits are the budgets a charge checks against the use counted since
+// Since; 0 is no limit.
+type Limits struct {
+	Since          time.Time
+	Runs           int
+	SandboxSeconds int
+}
+
+// Allows says whether a run may start after use: every run is held to
+// Runs, a sandboxed one (sandbox) to SandboxSeconds too.
+func (l Limits) Allows(use Use, sandbox bool) bool {
+	if l.Runs > 0 && use.Runs >= l.Runs {
+		return false
+	}
+	return !(l.SandboxSeconds > 0 && sandbox && use.SandboxSeconds >= float64(l.SandboxSeconds))
+}
+
+// Counted says whether a charge against l counts the use first: whether
+// it has a budget.
+func (l Limits) Counted() bool { return l.Runs > 0 || l.SandboxSeconds > 0 }
+
 // KeyEntry is an idempotency key as kept: who sent it for which call,
 // the run it started, and, once the run ended, its outcome.
 type KeyEntry struct {
@@ -49,18 +70,34 @@ type KeyEntry struct {
 
 // Ledger keeps the usage of runs and the idempotency keys, so that
 // neither a budget nor a key is forgotten when the host restarts. The
-// host's is its SQLite store (package sessions); MemoryLedger keeps them
-// in memory.
+// host's is its store (package sessions: SQLite or PostgreSQL);
+// MemoryLedger keeps them in memory.
+//
+// Its checks and their records are one step each, for every host sharing
+// the ledger at once: ChargeUsage counts and records, ClaimKey looks up
+// and records.
 type Ledger interface {
-	StartUsage(ctx context.Context, e UsageEntry) error
+	// ChargeUsage records the start of a run, top-level or nested, if
+	// the use counted since lim.Since leaves room under lim, as one step
+	// (two charges racing for the last run: one gets it). It returns the
+	// use it counted (zero when lim has no budget, and nothing is
+	// counted) and whether the run was charged; a run charged twice
+	// keeps its first record.
+	ChargeUsage(ctx context.Context, e UsageEntry, lim Limits) (Use, bool, error)
 	EndUsage(ctx context.Context, run string, seconds float64) error
 	// DropUsage removes a run's usage: the run was refused after all.
 	DropUsage(ctx context.Context, run string) error
 	Usage(ctx context.Context, principal string, since time.Time) (Use, error)
 	// Key returns the key's entry, if there is one.
 	Key(ctx context.Context, principal, key string) (KeyEntry, bool, error)
-	// PutKey records a key, replacing an entry of the same key.
-	PutKey(ctx context.Context, e KeyEntry) error
+	// ClaimKey records e, a key and the run it is about to start, unless
+	// the key has an entry made at or after fresh: that entry is returned
+	// instead, and claimed is false. An older entry is replaced. Of
+	// several claims of one key at once, one is claimed.
+	ClaimKey(ctx context.Context, e KeyEntry, fresh time.Time) (prev KeyEntry, claimed bool, err error)
+	// DropKey removes the key's entry if it names run: the run its claim
+	// was for was refused, so the key is unused.
+	DropKey(ctx context.Context, principal, key, run string) error
 	// EndKey records the outcome of the key's run.
 	EndKey(ctx context.Context, principal, key, run string, outcome []byte) error
 	// Forget removes the usage of runs started before usageBefore and the
@@ -86,14 +123,21 @@ func NewMemoryLedger() *MemoryLedger {
 	return &MemoryLedger{usage: map[string]*memUse{}, keys: map[[2]string]KeyEntry{}}
 }
 
-// StartUsage records a run's start.
-func (m *MemoryLedger) StartUsage(_ context.Context, e UsageEntry) error {
+// ChargeUsage records a run's start if lim leaves room for it.
+func (m *MemoryLedger) ChargeUsage(_ context.Context, e UsageEntry, lim Limits) (Use, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var use Use
+	if lim.Counted() {
+		use = m.usageLocked(e.Principal, lim.Since)
+		if !lim.Allows(use, e.Sandbox) {
+			return use, false, nil
+		}
+	}
 	if _, ok := m.usage[e.Run]; !ok {
 		m.usage[e.Run] = &memUse{UsageEntry: e}
 	}
-	return nil
+	return use, true, nil
 }
 
 // EndUsage records a run's seconds.
@@ -118,6 +162,10 @@ func (m *MemoryLedger) DropUsage(_ context.Context, run string) error {
 func (m *MemoryLedger) Usage(_ context.Context, principal string, since time.Time) (Use, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.usageLocked(principal, since), nil
+}
+
+func (m *MemoryLedger) usageLocked(principal string, since time.Time) Use {
 	var u Use
 	for _, e := range m.usage {
 		if e.Principal != principal || !e.Started.After(since) {
@@ -134,7 +182,7 @@ func (m *MemoryLedger) Usage(_ context.Context, principal string, since time.Tim
 			}
 		}
 	}
-	return u, nil
+	return u
 }
 
 // Key returns a key's entry.
@@ -145,11 +193,26 @@ func (m *MemoryLedger) Key(_ context.Context, principal, key string) (KeyEntry, 
 	return e, ok, nil
 }
 
-// PutKey records a key.
-func (m *MemoryLedger) PutKey(_ context.Context, e KeyEntry) error {
+// ClaimKey records a key unless it has an entry made at or after fresh.
+func (m *MemoryLedger) ClaimKey(_ context.Context, e KeyEntry, fresh time.Time) (KeyEntry, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.keys[[2]string{e.Principal, e.Key}] = e
+	k := [2]string{e.Principal, e.Key}
+	if prev, ok := m.keys[k]; ok && !prev.Created.Before(fresh) {
+		return prev, false, nil
+	}
+	m.keys[k] = e
+	return KeyEntry{}, true, nil
+}
+
+// DropKey removes a key's entry if it names run.
+func (m *MemoryLedger) DropKey(_ context.Context, principal, key, run string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{principal, key}
+	if e, ok := m.keys[k]; ok && e.Run == run {
+		delete(m.keys, k)
+	}
 	return nil
 }
 

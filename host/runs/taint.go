@@ -53,8 +53,8 @@ const NamedTaintKeep = 7 * 24 * time.Hour
 const forgetTaintEvery = 10 * time.Minute
 
 // TaintStore keeps which conversations read outside text; the host's is
-// its SQLite store (package sessions). Without one, the dispatcher keeps
-// taint in memory.
+// its store (package sessions). Without one, the dispatcher keeps taint in
+// memory.
 type TaintStore interface {
 	// Taint records that principal's session read outside text at now;
 	// a second taint keeps the first why.
@@ -68,13 +68,23 @@ type TaintStore interface {
 	ForgetTaint(ctx context.Context, noSessionBefore, namedBefore time.Time) error
 }
 
-// SetTaintStore sets where taint is kept (the host's store); nil keeps it
-// in memory.
-func (d *Dispatcher) SetTaintStore(s TaintStore) {
+// SetTaintStore sets where taint is kept (the host's store; nil keeps it
+// in memory) and the clock it is counted by (the store's, which is the
+// database's on PostgreSQL; nil is the approvals' clock).
+func (d *Dispatcher) SetTaintStore(s TaintStore, now func() time.Time) {
 	a := d.approvals()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.store = s
+	a.store, a.taintNow = s, now
+}
+
+// taintClock returns the clock taint is counted by. Called with a.mu held;
+// read it after letting go: the store's clock may ask the database.
+func (a *approvals) taintClock() func() time.Time {
+	if a.taintNow != nil {
+		return a.taintNow
+	}
+	return a.clock.Now
 }
 
 // memoryTaint is a TaintStore in memory: a host with no store, and tests.
@@ -156,8 +166,9 @@ func taintSince(session string, now time.Time) time.Time {
 // taint that can't be read counts as one: the call then asks.
 func (a *approvals) tainted(ctx context.Context, principal, session string) string {
 	a.mu.Lock()
-	st, now := a.taintStore(), a.clock.Now()
+	st, clock := a.taintStore(), a.taintClock()
 	a.mu.Unlock()
+	now := clock()
 	why, err := st.Tainted(ctx, principal, session, taintSince(session, now))
 	if err != nil {
 		return fmt.Sprintf("whether it did can't be read, so the host takes it that it did: %v", err)
@@ -171,8 +182,9 @@ func (a *approvals) tainted(ctx context.Context, principal, session string) stri
 func (d *Dispatcher) taint(ctx context.Context, principal, session, why string) {
 	a := d.approvals()
 	a.mu.Lock()
-	st, now := a.taintStore(), a.clock.Now()
+	st, clock := a.taintStore(), a.taintClock()
 	a.mu.Unlock()
+	now := clock()
 	ctx = context.WithoutCancel(ctx) // see noteOutside
 	err := st.Taint(ctx, principal, session, why, now)
 	if err == nil {
@@ -260,11 +272,12 @@ func (a *approvals) taintedAll(ctx context.Context, principal, session string) s
 		return why
 	}
 	a.mu.Lock()
-	fb, now := a.fallback, a.clock.Now()
+	fb, clock := a.fallback, a.taintClock()
 	a.mu.Unlock()
 	if fb == nil {
 		return ""
 	}
+	now := clock()
 	why, _ := fb.Tainted(ctx, principal, session, taintSince(session, now))
 	return why
 }

@@ -1,6 +1,6 @@
 // Package sessions is the host's side of conversation sandboxes: who owns
-// which session, the SQLite store that keeps the sessions and the ledger of
-// their runs across restarts, expiry, the reconcile at start, and the gate
+// which session, the store (SQLite, or PostgreSQL with [store]) that keeps
+// the sessions and the ledger of their runs across restarts, expiry, the reconcile at start, and the gate
 // and wrapper that let a call of a session tool (run_python, run_bash,
 // sandbox_files, sandbox_file) run in its caller's session.
 //

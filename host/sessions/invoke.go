@@ -141,7 +141,7 @@ func (w *sessionInvoker) Invoke(ctx context.Context, inv hostside.Invocation, on
 		if rerr := st.Record(wctx, entry); rerr != nil {
 			s.log.Error("a session run could not be added to the ledger", "run", inv.RunID, "error", rerr)
 		}
-		if terr := st.MarkUsed(wctx, se.Principal, se.ID, s.now()); terr != nil {
+		if terr := st.MarkUsed(wctx, se.Principal, se.ID, s.storeNow(st)); terr != nil {
 			s.log.Error("a session's last use could not be written", "session", describe(se), "error", terr)
 		}
 	}

@@ -28,9 +28,12 @@ import (
 // host is, and is ready to serve once Attach gives it its store and
 // backend; until then (or when [sessions] is off) Ready says why not.
 type Service struct {
-	log    hclog.Logger
-	now    func() time.Time
-	secret []byte // keys the egress proxy's per-session passwords
+	log hclog.Logger
+	now func() time.Time
+	// fixedClock: Options gave now, and the store's times are counted by
+	// it too (tests); else by the store's clock (storeNow).
+	fixedClock bool
+	secret     []byte // keys the egress proxy's per-session passwords
 
 	// reconciling is held by Reconcile across its read of the store's ids
 	// and the backend's reconcile, and shared by acquire across its read or
@@ -79,6 +82,7 @@ func New(opts Options) *Service {
 	if opts.Log == nil {
 		opts.Log = hclog.NewNullLogger()
 	}
+	fixedClock := opts.Now != nil
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -87,9 +91,20 @@ func New(opts Options) *Service {
 		panic("no randomness for the egress proxy's passwords: " + err.Error())
 	}
 	return &Service{
-		log: opts.Log, now: opts.Now, secret: secret, cfg: opts.Config, cfgFile: opts.File,
+		log: opts.Log, now: opts.Now, fixedClock: fixedClock, secret: secret, cfg: opts.Config, cfgFile: opts.File,
 		busy: map[string]int{}, deleting: map[string]bool{}, fresh: map[string]bool{}, transfers: map[string]int{}, refused: map[string]uint64{},
 	}
+}
+
+// storeNow is the time the store's rows are written and compared at (a
+// session's last use, the expiry's cutoff): the store's clock, which is
+// the database's on PostgreSQL so that every host sharing it expires a
+// session at the same time; the service's own when Options gave one.
+func (s *Service) storeNow(st *Store) time.Time {
+	if s.fixedClock {
+		return s.now()
+	}
+	return st.Clock()()
 }
 
 // Attach gives the service its store and backend: from now on it serves
@@ -254,14 +269,14 @@ func (s *Service) acquire(ctx context.Context, principal, session string, create
 		if err := s.checkNewSession(ctx, st, principal, session); err != nil {
 			return Session{}, nil, err
 		}
-		if se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.now()); err != nil {
+		if se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.storeNow(st)); err != nil {
 			return Session{}, nil, err
 		}
 		s.fresh[id] = true
 	default:
 		delete(s.fresh, id)
 		if touch {
-			if se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.now()); err != nil {
+			if se, _, err = st.Touch(ctx, principal, session, id, s.cfg.Network, s.storeNow(st)); err != nil {
 				return Session{}, nil, err
 			}
 		}
@@ -426,7 +441,7 @@ func (s *Service) Expire(ctx context.Context) ([]Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	cutoff := s.now().Add(-time.Duration(s.Config().KeepHours) * time.Hour)
+	cutoff := s.storeNow(st).Add(-time.Duration(s.Config().KeepHours) * time.Hour)
 	s.mu.Lock()
 	old, err := st.Unused(ctx, cutoff)
 	var take []Session

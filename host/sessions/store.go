@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,10 +27,22 @@ const DBFile = "toolhost.db"
 // state folder does not serve the same sessions; its schema is brought up
 // to date at open by numbered migrations, each in a transaction, and a file
 // a newer toolhost wrote is refused.
+//
+// The same store runs on PostgreSQL instead (OpenPostgres), for several
+// hosts sharing one database: the statements and migrations are the same,
+// turned into PostgreSQL's by the store's dialect (dialect.go); the
+// migrations run under an advisory lock, by whichever host starts first.
 type Store struct {
-	db   *sql.DB
+	db *sql.DB
+	d  *dialect
+	// path is the SQLite file, or where the PostgreSQL database is (its
+	// URL without a password), for messages.
 	path string
 	lock *os.File
+	// clockMu guards offset: the database's clock less the host's, as last
+	// read (PostgreSQL only; see Clock).
+	clockMu sync.Mutex
+	offset  time.Duration
 }
 
 // Session is one conversation's session.
@@ -195,7 +208,7 @@ func openStore(ctx context.Context, path string, steps []migration) (*Store, err
 	// One connection: the host's writes are few and small, and one
 	// connection never meets itself holding a lock.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db, path: path, lock: lock}
+	s := &Store{db: db, d: sqliteDialect, path: path, lock: lock}
 	if err := s.migrate(ctx, steps); err != nil {
 		s.Close()
 		return nil, err
@@ -265,27 +278,62 @@ func (s *Store) Close() error {
 // Version is the schema's version: the last migration applied.
 func (s *Store) Version(ctx context.Context) (int, error) {
 	var v int
-	err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM migrations").Scan(&v)
-	return v, err
+	if err := s.queryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM migrations").Scan(&v); err != nil {
+		return 0, s.dbError("reading the schema's version", err)
+	}
+	return v, nil
 }
 
 // migrate applies the steps not yet applied, each in a transaction of its
 // own, and refuses a database whose schema is newer than this host knows.
-func (s *Store) migrate(ctx context.Context, steps []migration) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
+// It runs on one connection: on PostgreSQL, under an advisory lock, so that
+// of several hosts starting at once one migrates and the others wait and
+// then find nothing left to do.
+func (s *Store) migrate(ctx context.Context, steps []migration) (err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return s.openError(err)
+	}
+	defer conn.Close()
+	if s.d == pgDialect {
+		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", int64(advisoryLockKey)); err != nil {
+			return s.openError(err)
+		}
+		defer func() {
+			// A new context: the caller's may be done, and the lock must go.
+			uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, uerr := conn.ExecContext(uctx, "SELECT pg_advisory_unlock($1)", int64(advisoryLockKey)); uerr != nil && err == nil {
+				err = s.openError(uerr)
+			}
+		}()
+	}
+	if _, err := conn.ExecContext(ctx, s.d.sql(`CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`, true)); err != nil {
+		if s.d.unreachable(err) {
+			return s.openError(err)
+		}
 		return fmt.Errorf("the sessions database %s can't be read: %w (if it is not toolhost's, move it away)", s.path, err)
 	}
 	for {
-		done, err := s.migrateOne(ctx, steps)
+		done, err := s.migrateOne(ctx, conn, steps)
 		if err != nil || done {
 			return err
 		}
 	}
 }
 
+// openError is the error of a database that can't be opened or reached at
+// open.
+func (s *Store) openError(err error) error {
+	if s.d.unreachable(err) {
+		return &unavailableError{err: err, msg: fmt.Sprintf("the sessions database %s can't be reached: %v; start it, or check [store] url", s.path, err)}
+	}
+	return fmt.Errorf("the sessions database %s can't be opened: %w", s.path, err)
+}
+
 // migrateOne applies the next step; done when there is none left.
-func (s *Store) migrateOne(ctx context.Context, steps []migration) (done bool, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) migrateOne(ctx context.Context, conn *sql.Conn, steps []migration) (done bool, err error) {
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("the sessions database %s can't be written: %w", s.path, err)
 	}
@@ -299,19 +347,22 @@ func (s *Store) migrateOne(ctx context.Context, steps []migration) (done bool, e
 		return false, fmt.Errorf("the sessions database %s can't be read: %w", s.path, err)
 	}
 	if v > len(steps) {
+		instead := "move the file away to start with no sessions (their files are then removed at start, and the run ledger is lost)"
+		if s.d == pgDialect {
+			instead = "name another database in [store] url (this one is shared: upgrade every host that uses it)"
+		}
 		return false, fmt.Errorf("the sessions database %s was written by a newer toolhost (its schema is version %d; this toolhost knows up to %d): "+
-			"run that newer toolhost, or move the file away to start with no sessions (their files are then removed at start, and the run ledger is lost)",
-			s.path, v, len(steps))
+			"run that newer toolhost, or %s", s.path, v, len(steps), instead)
 	}
 	if v == len(steps) {
 		return true, tx.Commit()
 	}
 	for _, stmt := range steps[v] {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, s.d.sql(stmt, true)); err != nil {
 			return false, fmt.Errorf("updating the sessions database %s to version %d failed: %w", s.path, v+1, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO migrations (version, applied) VALUES (?, ?)", v+1, time.Now().UnixMilli()); err != nil {
+	if _, err := tx.ExecContext(ctx, s.d.sql("INSERT INTO migrations (version, applied) VALUES (?, ?)", false), v+1, time.Now().UnixMilli()); err != nil {
 		return false, fmt.Errorf("updating the sessions database %s to version %d failed: %w", s.path, v+1, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -321,7 +372,33 @@ func (s *Store) migrateOne(ctx context.Context, steps []migration) (done bool, e
 }
 
 func (s *Store) dbError(what string, err error) error {
+	if s.d.unreachable(err) {
+		return &unavailableError{err: err, msg: fmt.Sprintf("%s failed: the sessions database %s can't be reached: %v; "+
+			"calls that need it fail until it is back", what, s.path, err)}
+	}
 	return fmt.Errorf("%s in the sessions database %s failed: %w", what, s.path, err)
+}
+
+// exec, query and queryRow run a statement written for SQLite (store.go),
+// turned into the store's dialect.
+func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return s.db.ExecContext(ctx, s.d.sql(q, false), args...)
+}
+
+func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, s.d.sql(q, false), args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return s.db.QueryRowContext(ctx, s.d.sql(q, false), args...)
+}
+
+// boolInt is b as the 0 or 1 the store's columns keep.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 const sessionColumns = "principal, session, backend_id, network, created, last_used"
@@ -339,7 +416,7 @@ func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 // Touch makes the session if it is not there (with network), or marks it
 // used at now; it returns the session and whether it was made.
 func (s *Store) Touch(ctx context.Context, principal, session, backend, network string, now time.Time) (Session, bool, error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?)
+	res, err := s.exec(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (principal, session) DO NOTHING`, principal, session, backend, network, now.UnixMilli(), now.UnixMilli())
 	if err != nil {
 		return Session{}, false, s.dbError("making a session", err)
@@ -360,7 +437,7 @@ func (s *Store) Touch(ctx context.Context, principal, session, backend, network 
 // MarkUsed marks a session used at now, if it is there (a session deleted
 // meanwhile stays deleted).
 func (s *Store) MarkUsed(ctx context.Context, principal, session string, now time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE sessions SET last_used = MAX(last_used, ?) WHERE principal = ? AND session = ?`,
+	if _, err := s.exec(ctx, `UPDATE sessions SET last_used = `+s.d.greatest("last_used", "?")+` WHERE principal = ? AND session = ?`,
 		now.UnixMilli(), principal, session); err != nil {
 		return s.dbError("marking a session used", err)
 	}
@@ -369,7 +446,7 @@ func (s *Store) MarkUsed(ctx context.Context, principal, session string, now tim
 
 // Get returns the principal's session of that id.
 func (s *Store) Get(ctx context.Context, principal, session string) (Session, bool, error) {
-	se, err := scanSession(s.db.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE principal = ? AND session = ?`, principal, session))
+	se, err := scanSession(s.queryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE principal = ? AND session = ?`, principal, session))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, false, nil
 	}
@@ -381,7 +458,7 @@ func (s *Store) Get(ctx context.Context, principal, session string) (Session, bo
 
 // ByBackend returns the session of a backend id.
 func (s *Store) ByBackend(ctx context.Context, backend string) (Session, bool, error) {
-	se, err := scanSession(s.db.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE backend_id = ?`, backend))
+	se, err := scanSession(s.queryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE backend_id = ?`, backend))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, false, nil
 	}
@@ -406,7 +483,7 @@ func (s *Store) List(ctx context.Context, principal string) ([]Session, error) {
 // Count returns how many sessions principal has, and how many there are
 // in all.
 func (s *Store) Count(ctx context.Context, principal string) (mine, all int, err error) {
-	err = s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM sessions WHERE principal = ?), (SELECT COUNT(*) FROM sessions)`, principal).Scan(&mine, &all)
+	err = s.queryRow(ctx, `SELECT (SELECT COUNT(*) FROM sessions WHERE principal = ?), (SELECT COUNT(*) FROM sessions)`, principal).Scan(&mine, &all)
 	if err != nil {
 		return 0, 0, s.dbError("counting the sessions", err)
 	}
@@ -420,7 +497,7 @@ func (s *Store) Unused(ctx context.Context, t time.Time) ([]Session, error) {
 }
 
 func (s *Store) sessions(ctx context.Context, q string, args ...any) ([]Session, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, s.dbError("reading the sessions", err)
 	}
@@ -441,7 +518,7 @@ func (s *Store) sessions(ctx context.Context, q string, args ...any) ([]Session,
 
 // BackendIDs are the backend ids of every session.
 func (s *Store) BackendIDs(ctx context.Context) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT backend_id FROM sessions ORDER BY backend_id`)
+	rows, err := s.query(ctx, `SELECT backend_id FROM sessions ORDER BY backend_id`)
 	if err != nil {
 		return nil, s.dbError("reading the sessions", err)
 	}
@@ -463,7 +540,7 @@ func (s *Store) BackendIDs(ctx context.Context) ([]string, error) {
 // SetNetwork sets a session's network; false when there is no such
 // session.
 func (s *Store) SetNetwork(ctx context.Context, principal, session, network string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET network = ? WHERE principal = ? AND session = ?`, network, principal, session)
+	res, err := s.exec(ctx, `UPDATE sessions SET network = ? WHERE principal = ? AND session = ?`, network, principal, session)
 	if err != nil {
 		return false, s.dbError("changing a session's network", err)
 	}
@@ -483,7 +560,7 @@ func (s *Store) Delete(ctx context.Context, principal, session string) (err erro
 		}
 	}()
 	for _, q := range []string{`DELETE FROM sessions WHERE principal = ? AND session = ?`, `DELETE FROM taint WHERE principal = ? AND session = ?`} {
-		if _, err := tx.ExecContext(ctx, q, principal, session); err != nil {
+		if _, err := tx.ExecContext(ctx, s.d.sql(q, false), principal, session); err != nil {
 			return s.dbError("deleting a session", err)
 		}
 	}
@@ -500,7 +577,7 @@ func (s *Store) Record(ctx context.Context, e RunEntry) error {
 	if e.ExitCode != nil {
 		exit = *e.ExitCode
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO runs (run_id, session, principal, tool, language, started, duration_ms, exit_code, stopped, bytes_in, bytes_out)
+	_, err := s.exec(ctx, `INSERT INTO runs (run_id, session, principal, tool, language, started, duration_ms, exit_code, stopped, bytes_in, bytes_out)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING`,
 		e.Run, e.Session, e.Principal, e.Tool, e.Language, e.Started.UnixMilli(), e.DurationMS, exit, e.Stopped, e.BytesIn, e.BytesOut)
 	if err != nil {
@@ -529,7 +606,7 @@ func (s *Store) Runs(ctx context.Context, f RunFilter) ([]RunEntry, error) {
 	}
 	q += ` ORDER BY started DESC, run_id LIMIT ?`
 	args = append(args, min(limit, MaxRunLimit))
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, s.dbError("reading the run ledger", err)
 	}

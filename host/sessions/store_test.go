@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,119 +52,169 @@ func TestStoreOpensPrivateWithWALAndMigrations(t *testing.T) {
 	}
 }
 
-// TestStoreReopenKeepsEverything: a new Store on the same file (the host
-// restarted) has the sessions and the ledger, and applies no migration
-// again.
+// TestStoreReopenKeepsEverything: a new Store on the same database (the
+// host restarted) has the sessions and the ledger, and applies no
+// migration again.
 func TestStoreReopenKeepsEverything(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), DBFile)
-	st, err := OpenStore(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.UnixMilli(1_700_000_000_000)
-	if _, _, err := st.Touch(ctx, "ann", "c1", BackendID("ann", "c1"), "web", now); err != nil {
-		t.Fatal(err)
-	}
-	exit := 3
-	if err := st.Record(ctx, RunEntry{Run: "r1", Session: "c1", Principal: "ann", Tool: "run_python", Language: "python",
-		Started: now, DurationMS: 12, ExitCode: &exit, BytesIn: 10, BytesOut: 20}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	st = openTestStore(t, path)
-	se, ok, err := st.Get(ctx, "ann", "c1")
-	if err != nil || !ok {
-		t.Fatalf("after reopening: %v, %v", ok, err)
-	}
-	if se.Network != "web" || !se.Created.Equal(now) || se.Backend != BackendID("ann", "c1") {
-		t.Errorf("after reopening: %+v", se)
-	}
-	runs, err := st.Runs(ctx, RunFilter{})
-	if err != nil || len(runs) != 1 || runs[0].Run != "r1" || *runs[0].ExitCode != 3 || runs[0].BytesOut != 20 {
-		t.Fatalf("after reopening: %+v, %v", runs, err)
-	}
-	var applied int
-	if err := st.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM migrations").Scan(&applied); err != nil || applied != len(migrations) {
-		t.Errorf("%d migrations recorded, %v; want %d", applied, err, len(migrations))
-	}
+	eachDB(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		st, err := db.open(migrations)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.UnixMilli(1_700_000_000_000)
+		if _, _, err := st.Touch(ctx, "ann", "c1", BackendID("ann", "c1"), "web", now); err != nil {
+			t.Fatal(err)
+		}
+		exit := 3
+		if err := st.Record(ctx, RunEntry{Run: "r1", Session: "c1", Principal: "ann", Tool: "run_python", Language: "python",
+			Started: now, DurationMS: 12, ExitCode: &exit, BytesIn: 10, BytesOut: 20}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st = db.mustOpen(t)
+		se, ok, err := st.Get(ctx, "ann", "c1")
+		if err != nil || !ok {
+			t.Fatalf("after reopening: %v, %v", ok, err)
+		}
+		if se.Network != "web" || !se.Created.Equal(now) || se.Backend != BackendID("ann", "c1") {
+			t.Errorf("after reopening: %+v", se)
+		}
+		runs, err := st.Runs(ctx, RunFilter{})
+		if err != nil || len(runs) != 1 || runs[0].Run != "r1" || *runs[0].ExitCode != 3 || runs[0].BytesOut != 20 {
+			t.Fatalf("after reopening: %+v, %v", runs, err)
+		}
+		var applied int
+		if err := st.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM migrations").Scan(&applied); err != nil || applied != len(migrations) {
+			t.Errorf("%d migrations recorded, %v; want %d", applied, err, len(migrations))
+		}
+	})
+}
+
+// TestStoreSessionsTouchListCountAndDelete: the sessions' calls, with the
+// later of two uses kept (greatest in both dialects).
+func TestStoreSessionsTouchListCountAndDelete(t *testing.T) {
+	eachDB(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		st := db.mustOpen(t)
+		t0 := time.UnixMilli(1_700_000_000_000).UTC()
+		if _, made, err := st.Touch(ctx, "ann", "c1", BackendID("ann", "c1"), "off", t0); err != nil || !made {
+			t.Fatalf("first touch: %v, %v", made, err)
+		}
+		if se, made, err := st.Touch(ctx, "ann", "c1", BackendID("ann", "c1"), "web", t0.Add(time.Hour)); err != nil || made || se.Network != "off" || !se.LastUsed.Equal(t0.Add(time.Hour)) {
+			t.Fatalf("second touch: %+v, %v, %v", se, made, err)
+		}
+		if err := st.MarkUsed(ctx, "ann", "c1", t0); err != nil {
+			t.Fatal(err)
+		}
+		if se, _, _ := st.Get(ctx, "ann", "c1"); !se.LastUsed.Equal(t0.Add(time.Hour)) {
+			t.Errorf("an earlier use moved last_used back: %+v", se)
+		}
+		if _, _, err := st.Touch(ctx, "bob", "c2", BackendID("bob", "c2"), "off", t0); err != nil {
+			t.Fatal(err)
+		}
+		if mine, all, err := st.Count(ctx, "ann"); err != nil || mine != 1 || all != 2 {
+			t.Errorf("count = %d, %d, %v", mine, all, err)
+		}
+		if ok, err := st.SetNetwork(ctx, "ann", "c1", "packages"); err != nil || !ok {
+			t.Errorf("set network: %v, %v", ok, err)
+		}
+		if se, ok, err := st.ByBackend(ctx, BackendID("ann", "c1")); err != nil || !ok || se.Network != "packages" {
+			t.Errorf("by backend: %+v, %v, %v", se, ok, err)
+		}
+		old, err := st.Unused(ctx, t0.Add(time.Minute))
+		if err != nil || len(old) != 1 || old[0].Principal != "bob" {
+			t.Errorf("unused = %+v, %v", old, err)
+		}
+		if l, err := st.List(ctx, ""); err != nil || len(l) != 2 || l[0].Principal != "ann" {
+			t.Errorf("list = %+v, %v", l, err)
+		}
+		if err := st.Delete(ctx, "ann", "c1"); err != nil {
+			t.Fatal(err)
+		}
+		if ids, err := st.BackendIDs(ctx); err != nil || len(ids) != 1 || ids[0] != BackendID("bob", "c2") {
+			t.Errorf("backend ids after delete = %v, %v", ids, err)
+		}
+	})
 }
 
 // TestStoreMigratesStepByStep: a database of an older schema gets the
 // steps it lacks, each once, and keeps its rows.
 func TestStoreMigratesStepByStep(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), DBFile)
-	st, err := openStore(ctx, path, migrations[:1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := st.Touch(ctx, "ann", "c1", BackendID("ann", "c1"), "off", time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	next := append(append([]migration{}, migrations...), migration{
-		`ALTER TABLE sessions ADD COLUMN note TEXT NOT NULL DEFAULT ''`,
-		`UPDATE sessions SET note = 'migrated'`,
+	eachDB(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		st, err := db.open(migrations[:1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.Touch(ctx, "ann", "c1", BackendID("ann", "c1"), "off", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		next := append(append([]migration{}, migrations...), migration{
+			`ALTER TABLE sessions ADD COLUMN note TEXT NOT NULL DEFAULT ''`,
+			`UPDATE sessions SET note = 'migrated'`,
+		})
+		st, err = db.open(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if v, _ := st.Version(ctx); v != len(next) {
+			t.Errorf("version %d, want %d", v, len(next))
+		}
+		var note string
+		if err := st.db.QueryRowContext(ctx, "SELECT note FROM sessions WHERE session = 'c1'").Scan(&note); err != nil || note != "migrated" {
+			t.Errorf("note %q, %v", note, err)
+		}
 	})
-	st, err = openStore(ctx, path, next)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if v, _ := st.Version(ctx); v != len(next) {
-		t.Errorf("version %d, want %d", v, len(next))
-	}
-	var note string
-	if err := st.db.QueryRowContext(ctx, "SELECT note FROM sessions WHERE session = 'c1'").Scan(&note); err != nil || note != "migrated" {
-		t.Errorf("note %q, %v", note, err)
-	}
 }
 
 // TestStoreFailedMigrationChangesNothing: a step that fails leaves the
 // schema as it was (its statements ran in one transaction).
 func TestStoreFailedMigrationChangesNothing(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), DBFile)
-	bad := append(append([]migration{}, migrations...), migration{
-		`CREATE TABLE half (x INTEGER)`,
-		`THIS IS NOT SQL`,
+	eachDB(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		bad := append(append([]migration{}, migrations...), migration{
+			`CREATE TABLE half (x INTEGER)`,
+			`THIS IS NOT SQL`,
+		})
+		if _, err := db.open(bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("to version %d failed", len(migrations)+1)) {
+			t.Fatalf("got %v", err)
+		}
+		st := db.mustOpen(t)
+		if _, err := st.db.ExecContext(ctx, "SELECT COUNT(*) FROM half"); err == nil {
+			t.Errorf("the failed step's table is there")
+		}
+		if v, err := st.Version(ctx); err != nil || v != len(migrations) {
+			t.Errorf("version %d, %v; want %d", v, err, len(migrations))
+		}
 	})
-	if _, err := openStore(ctx, path, bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("to version %d failed", len(migrations)+1)) {
-		t.Fatalf("got %v", err)
-	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE name = 'half'").Scan(&n); err != nil || n != 0 {
-		t.Errorf("the failed step's table is there: %d, %v", n, err)
-	}
-	var v int
-	if err := db.QueryRow("SELECT MAX(version) FROM migrations").Scan(&v); err != nil || v != len(migrations) {
-		t.Errorf("version %d, %v; want %d", v, err, len(migrations))
-	}
 }
 
 // TestStoreRefusesNewerSchema: a database a newer toolhost wrote is
 // refused, saying what to do, and is left as it is.
 func TestStoreRefusesNewerSchema(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), DBFile)
-	st := openTestStore(t, path)
-	if _, err := st.db.ExecContext(ctx, "INSERT INTO migrations (version, applied) VALUES (7, 0)"); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	_, err := OpenStore(ctx, path)
-	want := "the sessions database " + path + " was written by a newer toolhost (its schema is version 7; this toolhost knows up to " + fmt.Sprint(len(migrations)) + "): run that newer toolhost, or move the file away"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("got %v\nwant %s", err, want)
-	}
+	eachDB(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		st := db.mustOpen(t)
+		if _, err := st.db.ExecContext(ctx, "INSERT INTO migrations (version, applied) VALUES (7, 0)"); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		_, err := db.open(migrations)
+		want := "the sessions database " + st.Path() + " was written by a newer toolhost (its schema is version 7; this toolhost knows up to " + fmt.Sprint(len(migrations)) + "): run that newer toolhost, or "
+		if db.name == "sqlite" {
+			want += "move the file away"
+		} else {
+			want += "name another database in [store] url"
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v\nwant %s", err, want)
+		}
+	})
 }
 
 func TestStoreRefusesALinkAndASecondHost(t *testing.T) {
@@ -201,9 +250,11 @@ func TestStoreMakesAReadableFilePrivate(t *testing.T) {
 	}
 }
 
-func TestStoreRunsFilters(t *testing.T) {
+func TestStoreRunsFilters(t *testing.T) { eachDB(t, testStoreRunsFilters) }
+
+func testStoreRunsFilters(t *testing.T, db testDB) {
 	ctx := context.Background()
-	st := openTestStore(t, filepath.Join(t.TempDir(), DBFile))
+	st := db.mustOpen(t)
 	base := time.UnixMilli(1_700_000_000_000).UTC()
 	add := func(run, principal, session, tool string, at int) {
 		t.Helper()

@@ -17,8 +17,8 @@ import (
 // Taint records that principal's session read outside text at now. A
 // second taint keeps the first why and moves the time on.
 func (s *Store) Taint(ctx context.Context, principal, session, why string, now time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO taint (principal, session, why, at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (principal, session) DO UPDATE SET at = MAX(at, excluded.at)`, principal, session, why, now.UnixMilli()); err != nil {
+	if _, err := s.exec(ctx, `INSERT INTO taint (principal, session, why, at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (principal, session) DO UPDATE SET at = `+s.d.greatest("taint.at", "excluded.at"), principal, session, why, now.UnixMilli()); err != nil {
 		return s.dbError("recording a conversation's taint", err)
 	}
 	return nil
@@ -29,7 +29,7 @@ func (s *Store) Taint(ctx context.Context, principal, session, why string, now t
 // with no session behind it only when it read outside text at or after
 // since.
 func (s *Store) Tainted(ctx context.Context, principal, session string, since time.Time) (string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT why FROM taint t WHERE principal = ? AND session = ? AND (at >= ?
+	rows, err := s.query(ctx, `SELECT why FROM taint t WHERE principal = ? AND session = ? AND (at >= ?
 		OR (session <> '' AND EXISTS (SELECT 1 FROM sessions s WHERE s.principal = t.principal AND s.session = t.session)))`,
 		principal, session, since.UnixMilli())
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Store) Tainted(ctx context.Context, principal, session string, since ti
 // them that last read outside text before: noSessionBefore for the calls
 // in no session, namedBefore for a named session the store does not keep.
 func (s *Store) ForgetTaint(ctx context.Context, noSessionBefore, namedBefore time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM taint WHERE (session = '' AND at < ?) OR (session <> '' AND at < ?
+	if _, err := s.exec(ctx, `DELETE FROM taint WHERE (session = '' AND at < ?) OR (session <> '' AND at < ?
 		AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.principal = taint.principal AND s.session = taint.session))`,
 		noSessionBefore.UnixMilli(), namedBefore.UnixMilli()); err != nil {
 		return s.dbError("forgetting old taint", err)

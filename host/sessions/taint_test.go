@@ -12,10 +12,13 @@ import (
 // keeps its first why, and goes when the session is deleted; another
 // principal's session of the same name is not tainted.
 func TestTaintSurvivesAReopenForTheSessionsLife(t *testing.T) {
+	eachDB(t, testTaintSurvivesAReopenForTheSessionsLife)
+}
+
+func testTaintSurvivesAReopenForTheSessionsLife(t *testing.T, db testDB) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), DBFile)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	st, err := OpenStore(ctx, path)
+	st, err := db.open(migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +33,7 @@ func TestTaintSurvivesAReopenForTheSessionsLife(t *testing.T) {
 	}
 	st.Close()
 
-	st = openTestStore(t, path)
+	st = db.mustOpen(t)
 	// Long after: a session the store keeps stays tainted.
 	later := now.Add(365 * 24 * time.Hour)
 	if why, err := st.Tainted(ctx, "ann", "c1", later); err != nil || why != "get_page's error" {
@@ -65,8 +68,12 @@ func TestTaintSurvivesAReopenForTheSessionsLife(t *testing.T) {
 // sandbox) is tainted while its last outside read is at or after since,
 // and ForgetTaint removes it after.
 func TestTaintWithNoSessionLastsFromItsLastRead(t *testing.T) {
+	eachDB(t, testTaintWithNoSessionLastsFromItsLastRead)
+}
+
+func testTaintWithNoSessionLastsFromItsLastRead(t *testing.T, db testDB) {
 	ctx := context.Background()
-	st := openTestStore(t, filepath.Join(t.TempDir(), DBFile))
+	st := db.mustOpen(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, s := range []string{"", "chat"} {
 		if err := st.Taint(ctx, "ann", s, "fetch's answer", now); err != nil {

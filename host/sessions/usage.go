@@ -13,21 +13,60 @@ import (
 // (runs.Ledger): what it keeps outlives a restart of the host.
 var _ runs.Ledger = (*Store)(nil)
 
+const startUsageSQL = `INSERT INTO usage (run_id, principal, tool, parent, started, sandbox, seconds)
+	VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (run_id) DO NOTHING`
+
 // StartUsage records the start of a run, top-level or nested, for its
 // principal's budgets (a run recorded twice keeps its first record).
 func (s *Store) StartUsage(ctx context.Context, e runs.UsageEntry) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO usage (run_id, principal, tool, parent, started, sandbox, seconds)
-		VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (run_id) DO NOTHING`,
-		e.Run, e.Principal, e.Tool, e.Parent, e.Started.UnixMilli(), e.Sandbox)
+	_, err := s.exec(ctx, startUsageSQL, e.Run, e.Principal, e.Tool, e.Parent, e.Started.UnixMilli(), boolInt(e.Sandbox))
 	if err != nil {
 		return s.dbError("recording the start of a run", err)
 	}
 	return nil
 }
 
+// ChargeUsage records the start of a run if its principal's use since
+// lim.Since leaves room under lim, counting and recording in one
+// transaction. On PostgreSQL the transaction holds the principal's
+// advisory lock (lockBudgets), so hosts sharing the database charge one
+// principal one at a time and two can't both spend the last run; SQLite's
+// one connection does the same for one host.
+func (s *Store) ChargeUsage(ctx context.Context, e runs.UsageEntry, lim runs.Limits) (use runs.Use, charged bool, err error) {
+	if !lim.Counted() {
+		return runs.Use{}, true, s.StartUsage(ctx, e)
+	}
+	const what = "charging a run to its budgets"
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return runs.Use{}, false, s.dbError(what, err)
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
+	if q := s.d.lockFor(lockBudgets); q != "" {
+		if _, err := tx.ExecContext(ctx, s.d.sql(q, false), e.Principal); err != nil {
+			return runs.Use{}, false, s.dbError(what, err)
+		}
+	}
+	use, err = s.usage(ctx, tx, e.Principal, lim.Since)
+	if err != nil {
+		return runs.Use{}, false, err
+	}
+	if !lim.Allows(use, e.Sandbox) {
+		return use, false, nil
+	}
+	if _, err := tx.ExecContext(ctx, s.d.sql(startUsageSQL, false),
+		e.Run, e.Principal, e.Tool, e.Parent, e.Started.UnixMilli(), boolInt(e.Sandbox)); err != nil {
+		return runs.Use{}, false, s.dbError(what, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return runs.Use{}, false, s.dbError(what, err)
+	}
+	return use, true, nil
+}
+
 // EndUsage records the seconds a run took.
 func (s *Store) EndUsage(ctx context.Context, run string, seconds float64) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE usage SET seconds = ? WHERE run_id = ?`, seconds, run); err != nil {
+	if _, err := s.exec(ctx, `UPDATE usage SET seconds = ? WHERE run_id = ?`, seconds, run); err != nil {
 		return s.dbError("recording the end of a run", err)
 	}
 	return nil
@@ -35,7 +74,7 @@ func (s *Store) EndUsage(ctx context.Context, run string, seconds float64) error
 
 // DropUsage removes a run's usage: it was refused after all.
 func (s *Store) DropUsage(ctx context.Context, run string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM usage WHERE run_id = ?`, run); err != nil {
+	if _, err := s.exec(ctx, `DELETE FROM usage WHERE run_id = ?`, run); err != nil {
 		return s.dbError("forgetting a refused run", err)
 	}
 	return nil
@@ -43,11 +82,20 @@ func (s *Store) DropUsage(ctx context.Context, run string) error {
 
 // Usage sums what principal's runs used since a time.
 func (s *Store) Usage(ctx context.Context, principal string, since time.Time) (runs.Use, error) {
+	return s.usage(ctx, s.db, principal, since)
+}
+
+// rowQuerier is a database or a transaction.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+func (s *Store) usage(ctx context.Context, db rowQuerier, principal string, since time.Time) (runs.Use, error) {
 	var n int
 	var secs float64
 	var oldest, oldestBox sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN sandbox THEN seconds ELSE 0 END), 0),
-		MIN(started), MIN(CASE WHEN sandbox THEN started END) FROM usage WHERE principal = ? AND started > ?`,
+	err := db.QueryRowContext(ctx, s.d.sql(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN sandbox <> 0 THEN seconds ELSE 0 END), 0),
+		MIN(started), MIN(CASE WHEN sandbox <> 0 THEN started END) FROM usage WHERE principal = ? AND started > ?`, false),
 		principal, since.UnixMilli()).Scan(&n, &secs, &oldest, &oldestBox)
 	if err != nil {
 		return runs.Use{}, s.dbError("reading the usage of runs", err)
@@ -65,40 +113,65 @@ func (s *Store) Usage(ctx context.Context, principal string, since time.Time) (r
 // Key returns an idempotency key's entry.
 func (s *Store) Key(ctx context.Context, principal, key string) (runs.KeyEntry, bool, error) {
 	e := runs.KeyEntry{Principal: principal, Key: key}
-	var created int64
+	var created, done int64
 	var outcome string
-	err := s.db.QueryRowContext(ctx, `SELECT tool, args_hash, run_id, created, done, outcome FROM idempotency_keys WHERE principal = ? AND key = ?`,
-		principal, key).Scan(&e.Tool, &e.ArgsHash, &e.Run, &created, &e.Done, &outcome)
+	err := s.queryRow(ctx, `SELECT tool, args_hash, run_id, created, done, outcome FROM idempotency_keys WHERE principal = ? AND key = ?`,
+		principal, key).Scan(&e.Tool, &e.ArgsHash, &e.Run, &created, &done, &outcome)
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.KeyEntry{}, false, nil
 	}
 	if err != nil {
 		return runs.KeyEntry{}, false, s.dbError("reading an idempotency key", err)
 	}
-	e.Created = time.UnixMilli(created).UTC()
+	e.Created, e.Done = time.UnixMilli(created).UTC(), done != 0
 	if outcome != "" {
 		e.Outcome = []byte(outcome)
 	}
 	return e, true, nil
 }
 
-// PutKey records an idempotency key and the run it started, replacing an
-// older entry of the same key.
-func (s *Store) PutKey(ctx context.Context, e runs.KeyEntry) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO idempotency_keys (principal, key, tool, args_hash, run_id, created, done, outcome)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO UPDATE SET
-		tool = excluded.tool, args_hash = excluded.args_hash, run_id = excluded.run_id, created = excluded.created,
-		done = excluded.done, outcome = excluded.outcome`,
-		e.Principal, e.Key, e.Tool, e.ArgsHash, e.Run, e.Created.UnixMilli(), e.Done, string(e.Outcome))
-	if err != nil {
-		return s.dbError("recording an idempotency key", err)
+// ClaimKey records an idempotency key and the run it is about to start,
+// unless the key has an entry made at or after fresh, which it returns
+// instead. One statement inserts the key or replaces an older entry, so of
+// the claims of one key at once, on one host or several sharing the
+// database, one is claimed: the others wait for it and see its entry.
+func (s *Store) ClaimKey(ctx context.Context, e runs.KeyEntry, fresh time.Time) (runs.KeyEntry, bool, error) {
+	for {
+		res, err := s.exec(ctx, `INSERT INTO idempotency_keys (principal, key, tool, args_hash, run_id, created, done, outcome)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO UPDATE SET
+			tool = excluded.tool, args_hash = excluded.args_hash, run_id = excluded.run_id, created = excluded.created,
+			done = excluded.done, outcome = excluded.outcome
+			WHERE idempotency_keys.created < ?`,
+			e.Principal, e.Key, e.Tool, e.ArgsHash, e.Run, e.Created.UnixMilli(), boolInt(e.Done), string(e.Outcome), fresh.UnixMilli())
+		if err != nil {
+			return runs.KeyEntry{}, false, s.dbError("recording an idempotency key", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return runs.KeyEntry{}, false, s.dbError("recording an idempotency key", err)
+		}
+		if n > 0 {
+			return runs.KeyEntry{}, true, nil
+		}
+		prev, found, err := s.Key(ctx, e.Principal, e.Key)
+		if err != nil || found {
+			return prev, false, err
+		}
+		// Its claim was dropped (its call refused) since: claim it again.
+	}
+}
+
+// DropKey removes an idempotency key's entry if it names run.
+func (s *Store) DropKey(ctx context.Context, principal, key, run string) error {
+	if _, err := s.exec(ctx, `DELETE FROM idempotency_keys WHERE principal = ? AND key = ? AND run_id = ?`, principal, key, run); err != nil {
+		return s.dbError("forgetting a refused call's idempotency key", err)
 	}
 	return nil
 }
 
 // EndKey records the outcome of a key's run.
 func (s *Store) EndKey(ctx context.Context, principal, key, run string, outcome []byte) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE idempotency_keys SET done = 1, outcome = ? WHERE principal = ? AND key = ? AND run_id = ?`,
+	if _, err := s.exec(ctx, `UPDATE idempotency_keys SET done = 1, outcome = ? WHERE principal = ? AND key = ? AND run_id = ?`,
 		string(outcome), principal, key, run); err != nil {
 		return s.dbError("recording the outcome of an idempotency key's run", err)
 	}
@@ -108,10 +181,10 @@ func (s *Store) EndKey(ctx context.Context, principal, key, run string, outcome 
 // Forget removes the usage of runs started before usageBefore and the
 // idempotency keys made before keysBefore.
 func (s *Store) Forget(ctx context.Context, usageBefore, keysBefore time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM usage WHERE started < ?`, usageBefore.UnixMilli()); err != nil {
+	if _, err := s.exec(ctx, `DELETE FROM usage WHERE started < ?`, usageBefore.UnixMilli()); err != nil {
 		return s.dbError("forgetting old usage", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE created < ?`, keysBefore.UnixMilli()); err != nil {
+	if _, err := s.exec(ctx, `DELETE FROM idempotency_keys WHERE created < ?`, keysBefore.UnixMilli()); err != nil {
 		return s.dbError("forgetting old idempotency keys", err)
 	}
 	return nil

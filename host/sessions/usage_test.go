@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,10 +12,11 @@ import (
 // the store is there after it is closed and opened again; usage counts
 // the hour after since only, seconds of sandboxed runs only; Forget drops
 // the old.
-func TestUsageAndKeysOutliveTheStore(t *testing.T) {
+func TestUsageAndKeysOutliveTheStore(t *testing.T) { eachDB(t, testUsageAndKeysOutliveTheStore) }
+
+func testUsageAndKeysOutliveTheStore(t *testing.T, db testDB) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), DBFile)
-	st := openTestStore(t, path)
+	st := db.mustOpen(t)
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for i, e := range []runs.UsageEntry{
 		{Run: "r1", Principal: "ed", Tool: "hit", Started: t0},
@@ -31,16 +31,15 @@ func TestUsageAndKeysOutliveTheStore(t *testing.T) {
 	_ = st.EndUsage(ctx, "r2", 4.5)
 	_ = st.EndUsage(ctx, "r3", 1.5)
 	_ = st.EndUsage(ctx, "r1", 100) // not sandboxed: not counted
-	if err := st.PutKey(ctx, runs.KeyEntry{Principal: "ed", Key: "k", Tool: "hit", ArgsHash: "h", Run: "r1", Created: t0}); err != nil {
-		t.Fatal(err)
+	if _, claimed, err := st.ClaimKey(ctx, runs.KeyEntry{Principal: "ed", Key: "k", Tool: "hit", ArgsHash: "h", Run: "r1", Created: t0}, t0.Add(-time.Hour)); err != nil || !claimed {
+		t.Fatal(claimed, err)
 	}
 	if err := st.EndKey(ctx, "ed", "k", "r1", []byte(`{"result":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
 
-	st = openTestStore(t, path)
-	defer st.Close()
+	st = db.mustOpen(t)
 	u, err := st.Usage(ctx, "ed", t0.Add(-time.Minute))
 	if err != nil || u.Runs != 3 || u.SandboxSeconds != 6 || !u.OldestRun.Equal(t0) || !u.OldestSandbox.Equal(t0.Add(10*time.Minute)) {
 		t.Errorf("usage = %+v, %v", u, err)
@@ -66,5 +65,48 @@ func TestUsageAndKeysOutliveTheStore(t *testing.T) {
 	}
 	if _, ok, _ := st.Key(ctx, "ed", "k"); ok {
 		t.Errorf("Forget kept an old key")
+	}
+}
+
+// TestClaimKey: a key is claimed once while its entry is fresh, and the
+// claim that loses gets the entry; an entry older than fresh is replaced;
+// DropKey frees a key only for the run that claimed it.
+func TestClaimKey(t *testing.T) { eachDB(t, testClaimKey) }
+
+func testClaimKey(t *testing.T, db testDB) {
+	ctx := context.Background()
+	st := db.mustOpen(t)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	e := runs.KeyEntry{Principal: "ed", Key: "k", Tool: "hit", ArgsHash: "h", Run: "r1", Created: t0}
+	if _, claimed, err := st.ClaimKey(ctx, e, t0.Add(-time.Hour)); err != nil || !claimed {
+		t.Fatalf("first claim: %v, %v", claimed, err)
+	}
+	e2 := e
+	e2.Run, e2.Created = "r2", t0.Add(time.Minute)
+	prev, claimed, err := st.ClaimKey(ctx, e2, t0)
+	if err != nil || claimed || prev.Run != "r1" || !prev.Created.Equal(t0) || prev.ArgsHash != "h" {
+		t.Fatalf("a claim of a fresh key: %+v, %v, %v", prev, claimed, err)
+	}
+	if _, ok, _ := st.Key(ctx, "eve", "k"); ok {
+		t.Fatal("another principal's key was found")
+	}
+	if err := st.DropKey(ctx, "ed", "k", "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := st.Key(ctx, "ed", "k"); !ok {
+		t.Fatal("DropKey of another run dropped the key")
+	}
+	// Past its keep time (fresh after its creation) the key is claimed anew.
+	if _, claimed, err := st.ClaimKey(ctx, e2, t0.Add(time.Second)); err != nil || !claimed {
+		t.Fatalf("a claim of a stale key: %v, %v", claimed, err)
+	}
+	if k, _, _ := st.Key(ctx, "ed", "k"); k.Run != "r2" || k.Done {
+		t.Fatalf("the stale key was not replaced: %+v", k)
+	}
+	if err := st.DropKey(ctx, "ed", "k", "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := st.Key(ctx, "ed", "k"); ok {
+		t.Fatal("DropKey kept the key")
 	}
 }
