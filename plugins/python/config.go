@@ -39,8 +39,10 @@ type Config struct {
 	MaxOutputBytes     int64    `json:"max_output_bytes"`
 	ExtraAllowedCIDRs  []string `json:"extra_allowed_cidrs"`
 	Pids               int      `json:"pids"`
-	TmpMB              int      `json:"tmp_mb"`
-	WorkMB             int      `json:"work_mb"`
+	// CheckSeconds is the CPU seconds (and one more on the clock) a tool's check may take.
+	CheckSeconds int `json:"check_seconds"`
+	TmpMB        int `json:"tmp_mb"`
+	WorkMB       int `json:"work_mb"`
 	// Pool is [python.pool]: the ready sandboxes (see poolConfig).
 	Pool json.RawMessage `json:"pool"`
 
@@ -81,6 +83,7 @@ func defaultConfig() Config {
 		MaxMemoryMB:        1024,
 		MaxOutputBytes:     1 << 20,
 		Pids:               64,
+		CheckSeconds:       defaultCheckSeconds,
 		TmpMB:              64,
 		WorkMB:             256,
 	}
@@ -122,6 +125,9 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	}
 	if cfg.Pids < 8 || cfg.Pids > 4096 {
 		bad("pids", "must be from 8 to 4096, not %d", cfg.Pids)
+	}
+	if cfg.CheckSeconds < 1 || cfg.CheckSeconds > 300 {
+		bad("check_seconds", "must be from 1 to 300, not %d", cfg.CheckSeconds)
 	}
 	if cfg.TmpMB < 1 || cfg.TmpMB > 65536 {
 		bad("tmp_mb", "must be from 1 to 65536, not %d", cfg.TmpMB)

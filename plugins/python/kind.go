@@ -372,8 +372,8 @@ func (k *kind) Check(ctx context.Context, tool sdk.Tool) (json.RawMessage, error
 		return json.Marshal(map[string]string{"type": "python", "session": table.Session})
 	}
 	limits := table
-	limits.Seconds, limits.MemoryMB, limits.Network = checkSeconds, min(checkMemoryMB, c.cfg.MaxMemoryMB), false
-	ans, serr := k.runInSandbox(ctx, c, limits, checksOwner, request{Mode: "check", Code: table.Code, CPUSeconds: checkSeconds, Seconds: checkSeconds}, nil)
+	limits.Seconds, limits.MemoryMB, limits.Network = c.cfg.CheckSeconds, min(checkMemoryMB, c.cfg.MaxMemoryMB), false
+	ans, serr := k.runInSandbox(ctx, c, limits, checksOwner, request{Mode: "check", Code: table.Code, CPUSeconds: c.cfg.CheckSeconds, Seconds: c.cfg.CheckSeconds}, nil)
 	if serr != nil {
 		switch serr.Code {
 		case codeCompile, codeNoRun:

@@ -23,22 +23,23 @@ import (
 
 // Error codes of a run, short and machine-readable.
 const (
-	codeTimeout    = "timeout"
-	codeMemory     = "memory"
-	codeCPU        = "cpu"
-	codeProcesses  = "processes"
-	codeDisk       = "disk"
-	codeNetwork    = "network"
-	codeCodeError  = "code_error"
-	codeCompile    = "compile"
-	codeNoRun      = "no_run"
-	codeBadResult  = "bad_result"
-	codeOutputCut  = "output_cut"
-	codeSandbox    = "sandbox"
-	codeCancelled  = errcode.Cancelled
-	checkSeconds   = 10
-	checkMemoryMB  = 256
-	maxResultBytes = 16 << 20
+	codeTimeout   = "timeout"
+	codeMemory    = "memory"
+	codeCPU       = "cpu"
+	codeProcesses = "processes"
+	codeDisk      = "disk"
+	codeNetwork   = "network"
+	codeCodeError = "code_error"
+	codeCompile   = "compile"
+	codeNoRun     = "no_run"
+	codeBadResult = "bad_result"
+	codeOutputCut = "output_cut"
+	codeSandbox   = "sandbox"
+	codeCancelled = errcode.Cancelled
+	// defaultCheckSeconds is [python] check_seconds when left out.
+	defaultCheckSeconds = 10
+	checkMemoryMB       = 256
+	maxResultBytes      = 16 << 20
 	// overheadMB is added to a run's memory_mb for gVisor itself (its kernel and gofer), so the
 	// code gets about what the tool asked for.
 	overheadMB = 64
