@@ -138,6 +138,7 @@ sessions_dir = %q
 sandbox_prefix = %q
 sessions_keep_free_mb = %d
 work_mb = 64
+check_seconds = %d
 
 [python.pool]
 size = 1
@@ -153,7 +154,7 @@ max_sessions_per_principal = %d
 max_sessions = %d
 max_transfers_per_principal = %d
 `, sha(a.attacker), sha(a.victim), abuseMaxRunning, runscBin, rootfs, pyState, filepath.Join(fs, "sessions"), prefix,
-			abuseKeepFreeMB, abusePoolMax, abuseSessionMB, int(slow(30*time.Second).Seconds()), abuseSessionsPerPrincipal, abuseMaxSessions, abuseTransfersPerPrincipal),
+			abuseKeepFreeMB, int(slow(10*time.Second).Seconds()), abusePoolMax, abuseSessionMB, int(slow(30*time.Second).Seconds()), abuseSessionsPerPrincipal, abuseMaxSessions, abuseTransfersPerPrincipal),
 	})
 	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: runscBin, Root: filepath.Join(pyState, "runsc")})
 	if err != nil {
