@@ -31,18 +31,27 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, b
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		var ce config.Errors
-		if errors.As(err, &ce) {
-			for _, e := range ce {
-				fmt.Fprintln(stderr, e.Error())
-			}
-			fmt.Fprintf(stderr, "toolhost: %s has %d problem(s); nothing was started\n", *path, len(ce))
-		} else {
-			fmt.Fprintf(stderr, "toolhost: %v\n", err)
+		if n := printConfigErrors(stderr, "toolhost", err); n > 0 {
+			fmt.Fprintf(stderr, "toolhost: %s has %d problem(s); nothing was started\n", *path, n)
 		}
 		return nil, false
 	}
 	return cfg, true
+}
+
+// printConfigErrors writes what config.Load said is wrong to w: each problem of the file on a
+// line of its own (file:line: field: what), and returns how many; any other error (the file
+// can't be read) on one line after who, returning 0.
+func printConfigErrors(w io.Writer, who string, err error) int {
+	var ce config.Errors
+	if !errors.As(err, &ce) {
+		fmt.Fprintf(w, "%s: %v\n", who, err)
+		return 0
+	}
+	for _, e := range ce {
+		fmt.Fprintln(w, e.Error())
+	}
+	return len(ce)
 }
 
 // newLogger is the host's logger as cfg's [log] sets it, writing to w.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -53,14 +52,7 @@ func runReload(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		var ce config.Errors
-		if errors.As(err, &ce) {
-			for _, e := range ce {
-				fmt.Fprintln(stderr, e.Error())
-			}
-		} else {
-			fmt.Fprintf(stderr, "toolhost reload: %v\n", err)
-		}
+		printConfigErrors(stderr, "toolhost reload", err)
 		fmt.Fprintf(stderr, "toolhost reload: %s has problems, so the host was not asked to reload; it serves on with the config it has\n", *path)
 		return 1
 	}
