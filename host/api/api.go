@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -428,7 +429,7 @@ func callErrorStatus(code string) int {
 	switch code {
 	case wire.CodeUnknownTool:
 		return http.StatusNotFound
-	case wire.CodePluginUnavailable:
+	case wire.CodePluginUnavailable, wire.CodeStoreUnavailable:
 		return http.StatusServiceUnavailable
 	case wire.CodeTooManyRuns, wire.CodeBudget, wire.CodeTooManySessions:
 		return http.StatusTooManyRequests
@@ -468,8 +469,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+// writeError answers an error. store_unavailable is 503 with Retry-After
+// whatever the endpoint: the store's database is down, which a retry in a
+// few seconds may outlive.
 func writeError(w http.ResponseWriter, status int, code, message string) {
+	if code == wire.CodeStoreUnavailable {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", strconv.Itoa(StoreRetrySeconds))
+	}
 	writeJSON(w, status, map[string]any{"error": wire.Error{Code: code, Message: message}})
+}
+
+// StoreRetrySeconds is the Retry-After of a store_unavailable answer, and
+// of /healthz while the store is unavailable.
+const StoreRetrySeconds = 5
+
+// wireError is the protocol's error for err: the first *wire.Error in its
+// chain, or failed with err's text. A store whose database can't be
+// reached is one (sessions.ErrUnavailable, store_unavailable): its
+// message, not the database's address, is what the caller reads.
+func wireError(err error) *wire.Error {
+	var ce *wire.Error
+	if errors.As(err, &ce) && ce.Code != "" {
+		return ce
+	}
+	return &wire.Error{Code: wire.CodeFailed, Message: err.Error()}
 }
 
 // needsSession says whether a tool runs in a conversation's sandbox, for
