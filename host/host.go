@@ -51,6 +51,9 @@ type Host struct {
 	sessions *hostSessions
 	// ownLedger is the store of budgets and keys when sessions opened none (budgets.go).
 	ownLedger *sessions.Store
+	// store is the store the dispatcher's ledger is kept in (openLedger);
+	// nil when none could be opened. /healthz pings it.
+	store atomic.Pointer[sessions.Store]
 	// unavailable says why a kind could not be started, by kind.
 	unavailable map[string]string
 	// reloadsApplied and reloadsRefused count ReloadFile's outcomes, for /healthz.
@@ -99,6 +102,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 		Sessions:       h.sessions.svc,
 		Kinds:          h.kindInfo,
 		Reloads:        func() (uint64, uint64) { return h.reloadsApplied.Load(), h.reloadsRefused.Load() },
+		Store:          h.pingStore,
 	})
 	return h
 }
@@ -118,7 +122,25 @@ func (h *Host) PrepareState() error {
 	h.log.Debug("run output beyond memory goes to disk", "folder", sd.Path())
 	h.sessions.open(context.Background(), dir)
 	h.openLedger(context.Background(), dir)
+	if st := h.store.Load(); st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := st.Ping(ctx); err != nil {
+			h.log.Error("the store's database can't be reached: the host serves without it, refusing new calls (store_unavailable) "+
+				"and answering 503 at /healthz, and picks it up by itself once it is back", "error", err)
+		}
+	}
 	return nil
+}
+
+// pingStore says whether the store answers, for /healthz: nil without
+// one (budgets and keys are then in memory, which always answers).
+func (h *Host) pingStore(ctx context.Context) error {
+	st := h.store.Load()
+	if st == nil {
+		return nil
+	}
+	return st.Ping(ctx)
 }
 
 // callers says what each principal may do under cfg: the token's limit

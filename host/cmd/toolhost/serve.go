@@ -129,7 +129,9 @@ func reloadOnHangup(ctx context.Context, h *host.Host, path string, log hclog.Lo
 
 // keepAlive feeds systemd's watchdog (WatchdogSec in the unit) while the
 // host's API answers /healthz on its own listener, so that a host which
-// stopped serving is killed and restarted instead of hanging. It does
+// stopped serving is killed and restarted instead of hanging. A 503 that
+// says only the store is unavailable still feeds it (readHealth): the host
+// serves, and a restart would not bring the database back. It does
 // nothing when systemd set no watchdog.
 func keepAlive(ctx context.Context, addr net.Addr, log hclog.Logger) {
 	interval, err := daemon.SdWatchdogEnabled(false)
