@@ -103,6 +103,10 @@ type Server struct {
 
 	// pace paces each token's refusals (pace.go).
 	pace refusalPace
+
+	// draining, once set (Drain), makes /healthz answer 503 "draining"
+	// while every other endpoint serves on.
+	draining atomic.Bool
 }
 
 // signedIn is a caller that stays signed in for a while: a websocket, or
@@ -308,12 +312,22 @@ func fromLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// Drain makes /healthz answer 503 with "status": "draining" from now on,
+// so that a load balancer's health check takes the host out of its pool,
+// while every other endpoint serves on: the host is about to stop (see
+// host.Host.Drain). There is no way back: a drained host stops.
+func (s *Server) Drain() { s.draining.Store(true) }
+
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
-	body := map[string]any{"status": "ok", "version": s.opts.Version, "tools": len(s.opts.Registry.List())}
+	status, code := "ok", http.StatusOK
+	if s.draining.Load() {
+		status, code = "draining", http.StatusServiceUnavailable
+	}
+	body := map[string]any{"status": status, "version": s.opts.Version, "tools": len(s.opts.Registry.List())}
 	if s.opts.Reloads != nil {
 		body["reloads"], body["reloads_refused"] = s.opts.Reloads()
 	}
-	writeJSON(w, http.StatusOK, body)
+	writeJSON(w, code, body)
 }
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, id auth.Identity) {
