@@ -37,7 +37,7 @@ func TestHostsBehindHAProxyDrainWhenStopped(t *testing.T) {
 		},
 		// Far longer than HAProxy needs to see the drain (inter 1s x fall 2 in the example),
 		// so that a slow machine sees it too; a drain is cut short by nothing here.
-		DrainSeconds: 20,
+		DrainSeconds: 10,
 	}
 	hosts := []*Host{startHost(t, spec), startHost(t, spec), startHost(t, spec)}
 	front := freePort(t)
@@ -69,10 +69,12 @@ func TestHostsBehindHAProxyDrainWhenStopped(t *testing.T) {
 	defer s.stop()
 	s.waitCalls(t, 20)
 
+	sigterm := time.Now()
 	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	check := hp.waitStatus(t, "host2", "DOWN", victim)
+	t.Logf("HAProxy marked the stopping host down %s after its SIGTERM", time.Since(sigterm).Round(time.Millisecond))
 	// HAProxy took it out on its answer (L7STS: it answered, not with 200), not because it
 	// stopped taking connections (L4CON); and it still serves: it has not stopped.
 	if check != "L7STS" {
@@ -117,8 +119,12 @@ func TestHostsBehindHAProxyDrainWhenStopped(t *testing.T) {
 	case <-time.After(slow(60 * time.Second)):
 		t.Fatalf("the host did not exit after its drain:\n%s", victim.Stderr())
 	}
+	t.Logf("the host exited %s after its SIGTERM", time.Since(sigterm).Round(time.Millisecond))
 	if code := victim.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("the drained host exited with %d, want 0:\n%s", code, victim.Stderr())
+	}
+	if os.Getenv("HAPROXY_TEST_LOG") != "" {
+		t.Logf("the host's log:\n%s", victim.Stderr())
 	}
 	for _, want := range []string{"draining: /healthz answers 503", "drained: no new calls are taken"} {
 		if !strings.Contains(victim.Stderr(), want) {
