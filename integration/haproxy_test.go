@@ -138,7 +138,28 @@ func TestHostsBehindHAProxyDrainWhenStopped(t *testing.T) {
 		t.Errorf("%d of %d calls through HAProxy failed while a host stopped; the first: %s\nHAProxy's log:\n%s",
 			len(n), int(s.ok.Load())+len(n), n[0], hp.log())
 	}
-	t.Logf("%d calls through HAProxy (HTTP and websocket) while a host drained and stopped, none failed", s.ok.Load())
+	t.Logf("%d calls through HAProxy (HTTP and websocket) succeeded while a host drained and stopped", s.ok.Load())
+
+	// The hosts left: a second SIGTERM cuts the drain short.
+	for _, h := range []*Host{hosts[0], hosts[2]} {
+		if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if !h.WaitLog(t, "draining: /healthz answers 503", slow(30*time.Second)) {
+			t.Fatalf("the host did not drain on SIGTERM:\n%s", h.Stderr())
+		}
+		if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-h.done:
+		case <-time.After(slow(60 * time.Second)):
+			t.Fatalf("the host did not exit after a second SIGTERM:\n%s", h.Stderr())
+		}
+		if !strings.Contains(h.Stderr(), "the drain was cut short") || strings.Contains(h.Stderr(), "drained:") {
+			t.Errorf("a second SIGTERM did not cut the drain short:\n%s", h.Stderr())
+		}
+	}
 }
 
 // haproxyBinary is HAProxy's path; the test is skipped without it.
