@@ -103,12 +103,14 @@ func runReload(args []string, stdout, stderr io.Writer) int {
 
 // health is what /healthz says of reloads (docs/protocol.md).
 type health struct {
+	Status  string `json:"status"`
 	Applied uint64 `json:"reloads"`
 	Refused uint64 `json:"reloads_refused"`
 }
 
 // readHealth asks the host's /healthz at url: an error unless it answers
-// 200 with its JSON.
+// 200 with its JSON. A host draining before it stops answers 503, and the
+// error says so.
 func readHealth(ctx context.Context, client *http.Client, url string) (health, error) {
 	var h health
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -121,6 +123,9 @@ func readHealth(ctx context.Context, client *http.Client, url string) (health, e
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		if json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h) == nil && h.Status == "draining" {
+			return h, fmt.Errorf("%s answered %s: the host is stopping (it drains, [server] drain_seconds, then exits)", url, resp.Status)
+		}
 		return h, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h); err != nil {
