@@ -108,6 +108,10 @@ type Server struct {
 
 	// pace paces each token's refusals (pace.go).
 	pace refusalPace
+
+	// draining, once set (Drain), makes /healthz answer 503 "draining"
+	// while every other endpoint serves on.
+	draining atomic.Bool
 }
 
 // signedIn is a caller that stays signed in for a while: a websocket, or
@@ -313,12 +317,19 @@ func fromLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// health answers /healthz: 200 while the host serves, 503 (with
-// Retry-After) while its store can't be reached, so that a load balancer
-// sends calls to another host meanwhile; the rest of the answer (the
-// reload counts that `toolhost reload` and the systemd watchdog read)
-// is there either way. The store's error is told to callers on this
-// machine only: it names the database's address.
+// Drain makes /healthz answer 503 with "status": "draining" from now on,
+// so that a load balancer's health check takes the host out of its pool,
+// while every other endpoint serves on: the host is about to stop (see
+// host.Host.Drain). There is no way back: a drained host stops.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// health answers /healthz: 200 while the host serves; 503 while it drains
+// before stopping ("status": "draining"), or while its store can't be
+// reached (with Retry-After), so that a load balancer sends calls to
+// another host meanwhile. The rest of the answer (the reload counts that
+// `toolhost reload` and the systemd watchdog read) is there either way.
+// The store's error is told to callers on this machine only: it names the
+// database's address.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	body := map[string]any{"status": "ok", "version": s.opts.Version, "tools": len(s.opts.Registry.List())}
 	if s.opts.Reloads != nil {
@@ -343,6 +354,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 				body["store_error"] = "the store fails; the host's log says why"
 			}
 		}
+	}
+	if s.draining.Load() {
+		status, body["status"] = http.StatusServiceUnavailable, "draining"
 	}
 	writeJSON(w, status, body)
 }
