@@ -1,0 +1,188 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/internal/pgtest"
+)
+
+// budgetToken is the token of multihostConfig with a budget of multihostBudget runs an hour.
+const (
+	budgetToken     = "bud-R4w-token-for-tests"
+	multihostBudget = 7
+)
+
+// multihostConfig is tokensConfig, a token with a budget, and [store] at url: what each host of
+// TestHostsOnOnePostgreSQL shares.
+func multihostConfig(url string) string {
+	return tokensConfig() + fmt.Sprintf(`
+[[tokens]]
+name = "bud"
+sha256 = %q
+role = "editor"
+runs_per_hour = %d
+
+[store]
+url = %q
+`, sha(budgetToken), multihostBudget, url)
+}
+
+// TestHostsOnOnePostgreSQL runs three hosts on one real PostgreSQL behind a real HAProxy
+// (examples/haproxy/haproxy.cfg), each with its own port and state_dir: a budget of N runs an
+// hour allows exactly N across the hosts under concurrent calls through HAProxy; one
+// idempotency key sent to the three hosts at once runs once, and a retry through HAProxy gets
+// that run's answer; while PostgreSQL is stopped every host's /healthz says so (HAProxy takes
+// them out) and a call gets store_unavailable, and once it is back they serve again, with no
+// restart.
+func TestHostsOnOnePostgreSQL(t *testing.T) {
+	bin := haproxyBinary(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(5*time.Minute))
+	defer cancel()
+	url, err := pg.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := hostSpec{
+		Config: multihostConfig(url),
+		Tools: map[string]string{
+			"say.toml":      echoTool("say", 1, 20),
+			"slow_say.toml": echoTool("slow_say", 1, 1500),
+		},
+	}
+	hosts := []*Host{startHost(t, spec), startHost(t, spec), startHost(t, spec)}
+	front := freePort(t)
+	hp := startHAProxy(t, bin, front, hosts)
+	for i, h := range hosts {
+		hp.waitStatus(t, fmt.Sprintf("host%d", i+1), "UP", h)
+	}
+
+	t.Run("a budget is spent once across the hosts", func(t *testing.T) {
+		const calls = 3 * multihostBudget
+		codes := map[string]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range calls {
+			wg.Go(func() {
+				status, body := toolCall(ctx, front, budgetToken, "say", fmt.Sprintf(`{"p00":"call %d"}`, i), "")
+				mu.Lock()
+				defer mu.Unlock()
+				codes[fmt.Sprintf("%d %s", status, body.code())]++
+			})
+		}
+		wg.Wait()
+		if codes["200 "] != multihostBudget || codes["429 budget"] != calls-multihostBudget {
+			t.Errorf("%d calls through HAProxy with a budget of %d runs an hour: %v; want %d ran (200) and %d refused (429 budget)",
+				calls, multihostBudget, codes, multihostBudget, calls-multihostBudget)
+		}
+	})
+
+	t.Run("an idempotency key runs once across the hosts", func(t *testing.T) {
+		const key = "msg-7-tool-0"
+		type answer struct {
+			status int
+			body   callAnswer
+		}
+		answers := make([]answer, len(hosts))
+		var wg sync.WaitGroup
+		for i, h := range hosts {
+			wg.Go(func() {
+				status, body := toolCall(ctx, h.Addr, editorToken, "slow_say", `{"p00":"once"}`, key)
+				answers[i] = answer{status, body}
+			})
+		}
+		wg.Wait()
+		runs := map[string]bool{}
+		for i, a := range answers {
+			switch {
+			case a.status == http.StatusOK:
+				runs[a.body.Run] = true
+			case a.status == http.StatusConflict && a.body.code() == "interrupted":
+				// Its run was going on another host: whether it acted is for the caller to check.
+			default:
+				t.Errorf("the key sent to host%d: %d %s; want 200, or 409 interrupted while it ran on another host", i+1, a.status, a.body.raw)
+			}
+		}
+		if len(runs) != 1 {
+			t.Fatalf("one key sent to three hosts at once ran %d times (runs %v); want once", len(runs), runs)
+		}
+		status, retry := toolCall(ctx, front, editorToken, "slow_say", `{"p00":"once"}`, key)
+		if status != http.StatusOK || !runs[retry.Run] {
+			t.Errorf("a retry through HAProxy once the run ended: %d %s; want 200 and the run of the first answer (%v)", status, retry.raw, runs)
+		}
+	})
+
+	t.Run("PostgreSQL stopped, then back", func(t *testing.T) {
+		if err := pg.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, h := range hosts {
+			hp.waitStatus(t, fmt.Sprintf("host%d", i+1), "DOWN", h)
+			code, health := request(t, "GET", h.URL("/healthz"), "", "")
+			if code != http.StatusServiceUnavailable || health["store"] != "unavailable" {
+				t.Errorf("host%d's /healthz with its database stopped: %d %v; want 503, store unavailable", i+1, code, health)
+			}
+		}
+		status, body := toolCall(ctx, hosts[0].Addr, editorToken, "say", `{"p00":"while down"}`, "")
+		if status != http.StatusServiceUnavailable || body.code() != "store_unavailable" {
+			t.Errorf("a call with the database stopped: %d %s; want 503 store_unavailable", status, body.raw)
+		}
+		if err := pg.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, h := range hosts {
+			hp.waitStatus(t, fmt.Sprintf("host%d", i+1), "UP", h)
+		}
+		if status, body := toolCall(ctx, front, editorToken, "say", `{"p00":"back"}`, ""); status != http.StatusOK {
+			t.Errorf("a call through HAProxy once the database is back: %d %s; want 200", status, body.raw)
+		}
+	})
+}
+
+// callAnswer is the JSON answer of POST /api/v1/tools/{name}/call.
+type callAnswer struct {
+	Run   string `json:"run"`
+	Error *struct {
+		Code string `json:"code"`
+	} `json:"error"`
+	raw []byte
+}
+
+func (a callAnswer) code() string {
+	if a.Error == nil {
+		return ""
+	}
+	return a.Error.Code
+}
+
+// toolCall calls tool at addr over HTTP with token and args, and key as its Idempotency-Key
+// when not "".
+func toolCall(ctx context.Context, addr, token, tool, args, key string) (int, callAnswer) {
+	var a callAnswer
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/api/v1/tools/"+tool+"/call", bytes.NewReader([]byte(args)))
+	if err != nil {
+		a.raw = []byte(err.Error())
+		return 0, a
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.raw = []byte(err.Error())
+		return 0, a
+	}
+	defer resp.Body.Close()
+	a.raw, _ = io.ReadAll(resp.Body)
+	_ = json.Unmarshal(a.raw, &a)
+	return resp.StatusCode, a
+}
