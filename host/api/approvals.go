@@ -29,12 +29,17 @@ func decider(id auth.Identity) runs.Decider {
 	return runs.Decider{Name: id.Name, Admin: id.Role == auth.Admin, Viewer: id.Role == auth.Viewer, Approver: id.Approver, Local: id.IsLocal()}
 }
 
-func (s *Server) listApprovals(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	if id.Role == auth.Viewer && !id.Approver {
 		forbidden(w, fmt.Sprintf("%s is a viewer and may not decide approvals", id.Name))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"approvals": s.opts.Dispatcher.Approvals(decider(id))})
+	list, err := s.opts.Dispatcher.ListApprovals(r.Context(), decider(id))
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, wire.CodeFailed, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": list})
 }
 
 func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, id auth.Identity) {
