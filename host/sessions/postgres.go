@@ -113,7 +113,7 @@ func openPostgres(ctx context.Context, dsn, password string, steps []migration) 
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{db: db, d: pgDialect, path: where}
+	s := &Store{db: db, d: pgDialect, path: where, pg: cc}
 	if err := s.migrate(ctx, steps); err != nil {
 		db.Close()
 		return nil, err
