@@ -297,7 +297,8 @@ func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args jso
 	case wire.DecisionApprove:
 		return nil
 	case DecisionExpired:
-		waited := clock.Now().Sub(now).Round(time.Second)
+		// It waited its expire_minutes, whichever host's clock passed them.
+		waited := expire.Round(time.Second)
 		return &sdk.Error{Code: wire.CodeApprovalExpired, Message: fmt.Sprintf(
 			"nobody approved the call of %s in %s, so it expired and did not run ([approvals] expire_minutes); call it again and approve it in time", run.Tool, waited)}
 	}
