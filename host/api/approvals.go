@@ -62,6 +62,8 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, id auth.
 				wire.CodeBadArgs: http.StatusBadRequest, wire.CodeNotFound: http.StatusNotFound,
 				wire.CodeForbidden: http.StatusForbidden, wire.CodeSelfApproval: http.StatusForbidden,
 				wire.CodeAlreadyDecided: http.StatusConflict,
+				// The approval store can't be reached: try again.
+				wire.CodeFailed: http.StatusServiceUnavailable,
 			}[code]
 		}
 		writeError(w, status, code, err.Error())

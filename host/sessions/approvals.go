@@ -279,7 +279,7 @@ const listenName = "toolhost approvals"
 // delivers them, making it again (after a pause that grows to
 // maxListenPause) when it drops; on each new connection it looks up the
 // watched approvals, whose notifications may have come while there was
-// none.
+// none (catchUp).
 func (ap *Approvals) listen(ctx context.Context) {
 	const minPause, maxListenPause = 250 * time.Millisecond, 15 * time.Second
 	pause := minPause
@@ -291,9 +291,10 @@ func (ap *Approvals) listen(ctx context.Context) {
 		cc.RuntimeParams["application_name"] = listenName
 		if conn, err := pgx.ConnectConfig(ctx, cc); err == nil {
 			if _, err := conn.Exec(ctx, listenApprovals); err == nil {
-				pause = minPause
-				ap.pollOnce(ctx)
-				_ = ap.hear(ctx, conn) // it dropped, or the store closes
+				if err := ap.catchUp(ctx, conn); err == nil {
+					pause = minPause
+					_ = ap.hear(ctx, conn) // it dropped, or the store closes
+				}
 			}
 			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = conn.Close(cctx)
@@ -309,6 +310,39 @@ func (ap *Approvals) listen(ctx context.Context) {
 		}
 		pause = min(2*pause, maxListenPause)
 	}
+}
+
+// catchUp delivers the decisions of the watched approvals made while
+// there was no connection listening, looked up on conn, which listens
+// already: a decision made since comes as a notification.
+func (ap *Approvals) catchUp(ctx context.Context, conn *pgx.Conn) error {
+	ap.mu.Lock()
+	ids := make([]string, 0, len(ap.watchers))
+	for id := range ap.watchers {
+		ids = append(ids, id)
+	}
+	ap.mu.Unlock()
+	rows, err := conn.Query(ctx, decidedApprovals, ids)
+	if err != nil {
+		return err
+	}
+	type decided struct{ id, decision string }
+	var found []decided
+	for rows.Next() {
+		var d decided
+		if err := rows.Scan(&d.id, &d.decision); err != nil {
+			rows.Close()
+			return err
+		}
+		found = append(found, d)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, d := range found {
+		ap.deliver(d.id, d.decision)
+	}
+	return nil
 }
 
 // hear delivers the notifications conn gets, until it fails.

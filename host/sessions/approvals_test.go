@@ -3,13 +3,16 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/internal/pgtest"
 )
 
 func testApproval(id string, now time.Time) runs.Approval {
@@ -168,13 +171,14 @@ func TestADecisionReachesTheOtherHostsWatcher(t *testing.T) {
 }
 
 // waitListening waits until n connections listen for approvals' decisions
-// on st's database.
+// on st's database: their last statement was LISTEN, or the look-up
+// after it.
 func waitListening(t *testing.T, st *Store, n int) {
 	t.Helper()
 	for range 600 {
 		var got int
 		if err := st.db.QueryRow(`SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()
-			AND query = $2`, listenName, listenApprovals).Scan(&got); err != nil {
+			AND query IN ($2, $3)`, listenName, listenApprovals, decidedApprovals).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if got >= n {
@@ -224,5 +228,50 @@ func TestTheListenerComesBackAfterItsConnectionDrops(t *testing.T) {
 		if got := waitDecided(t, ch); got != "approve" {
 			t.Errorf("heard %q", got)
 		}
+	}
+}
+
+// TestApprovalsWhileTheServerIsDown: with the server stopped a decision
+// fails saying the database can't be reached (ErrUnavailable); once it is
+// back the decision is made, and the watcher, whose listening connection
+// the stop ended, hears it (its safety poll set to an hour).
+func TestApprovalsWhileTheServerIsDown(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	url, err := srv.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := make([]*Store, 2)
+	for i := range stores {
+		if stores[i], err = OpenPostgres(ctx, url, ""); err != nil {
+			t.Fatal(err)
+		}
+		defer stores[i].Close()
+	}
+	holder, other := stores[0].Approvals(), stores[1].Approvals()
+	holder.poll = time.Hour
+	now := time.Now().UTC()
+	p := testApproval("a1", now)
+	ch, stop := holder.Watch(p.ID)
+	defer stop()
+	if err := holder.Put(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitListening(t, stores[0], 1)
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := other.Decide(ctx, p.ID, "approve", "root", now); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "deciding an approval failed") {
+		t.Fatalf("deciding with the server stopped: %v", err)
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := other.Decide(ctx, p.ID, "decline", "root", now); err != nil || !ok {
+		t.Fatalf("deciding once it is back: %v, %v", ok, err)
+	}
+	if got := waitDecided(t, ch); got != "decline" {
+		t.Errorf("heard %q", got)
 	}
 }

@@ -86,6 +86,11 @@ func (d *dialect) notifyApproval() string {
 // notifyApproval's notifications (PostgreSQL only).
 const listenApprovals = "LISTEN " + approvalsChannel
 
+// decidedApprovals is the statement by which the listening connection,
+// once listening, looks up which of the approvals watched (its one
+// argument, their ids) were decided while it was not (PostgreSQL only).
+const decidedApprovals = "SELECT id, decision FROM approvals WHERE id = ANY($1) AND decision <> ''"
+
 // lockClass is a kind of thing the hosts sharing a PostgreSQL store take
 // turns at, one of the same thing at a time: the first key of a
 // transaction's advisory lock (lockFor), whose second is a hash of the
