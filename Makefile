@@ -17,7 +17,7 @@ TOOLS_BIN := $(CURDIR)/build/bin
 # Every folder under plugins/ with a main.go is a built-in kind.
 KINDS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm systemd-tree vm-images node postgresql
+.PHONY: all build plugins pins run test check lint tools proto bench clean install install-files uninstall deb nfpm systemd-tree vm-images node postgresql haproxy
 all: build
 
 include runsc/runsc.mk
@@ -127,12 +127,22 @@ postgresql:
 		echo "installing postgresql (the tests of the store start a PostgreSQL server)"; \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; }
 
+# HAProxy, for the test of hosts behind a load balancer (integration/haproxy_test.go), which runs
+# it as a child process with a config of its own, shaped like examples/haproxy/haproxy.cfg.
+# Debian's package also enables and starts a haproxy service with its stock config, which the
+# tests don't need: it is disabled and stopped (where systemd runs) after the install.
+haproxy:
+	@command -v haproxy >/dev/null 2>&1 || { \
+		echo "installing haproxy (the test of hosts behind a load balancer runs it)"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy && \
+		{ [ ! -d /run/systemd/system ] || systemctl disable --now haproxy.service; }; }
+
 # Every test: unit tests beside the code, end-to-end tests in integration/
 # (real plugins, real runsc, real sockets). Needs root for the sandboxes.
 # Then the operator's machines: stock Debian 12 and 13 VMs on cgroup v2 (TestVMs,
 # integration/vm_test.go), on their own after the rest, so their emulated CPUs don't slow the
 # other tests down, and side by side with each other.
-test: build tools sandbox deb systemd-tree vm-images node postgresql lint
+test: build tools sandbox deb systemd-tree vm-images node postgresql haproxy lint
 	$(GO) test -count=1 -timeout 40m -skip '^TestVMs$$' ./...
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./host/api
 	$(GO) test -count=1 -timeout 50m -run '^TestVMs$$' ./integration/

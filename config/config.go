@@ -67,7 +67,19 @@ type ServerConfig struct {
 	// StateDir is the host's own folder for what it keeps on disk (the
 	// output of runs, under runs/). Absolute; default "/var/lib/toolhost".
 	StateDir string
+	// DrainSeconds is how long a host told to stop (SIGTERM, systemctl
+	// stop) keeps serving, calls going on and new ones alike, while its
+	// /healthz answers 503 "draining", so that a load balancer in front
+	// (examples/haproxy) takes it out of its pool before it stops taking
+	// calls. Read when the stop comes, so a reload changes it. Default 5,
+	// 0..60; 0 stops at once.
+	DrainSeconds int
 }
+
+// MaxDrainSeconds bounds [server] drain_seconds: the systemd unit's
+// TimeoutStopSec (examples/systemd/toolhost.service) leaves room for this
+// much draining and the host's own stop after it.
+const MaxDrainSeconds = 60
 
 // PluginsConfig is [plugins].
 type PluginsConfig struct {
@@ -136,7 +148,7 @@ type LogConfig struct {
 // Default returns the configuration used when a file sets nothing.
 func Default() *Config {
 	return &Config{
-		Server:    ServerConfig{Listen: "127.0.0.1:8080", StateDir: "/var/lib/toolhost"},
+		Server:    ServerConfig{Listen: "127.0.0.1:8080", StateDir: "/var/lib/toolhost", DrainSeconds: 5},
 		Plugins:   PluginsConfig{Dir: "/usr/lib/toolhost/plugins", SHA256: map[string]string{}, StartTimeoutSeconds: 10},
 		Runs:      RunsConfig{KeepMinutes: 60, MaxRunningPerToken: 8},
 		Log:       LogConfig{Level: "info", Format: "text"},
@@ -273,6 +285,7 @@ func (d *decoder) decodeServer(v any, s *ServerConfig, dir string) {
 		}
 	}
 	d.path(t, "state_dir", dir, &s.StateDir, false)
+	t.int("drain_seconds", &s.DrainSeconds, 0, MaxDrainSeconds)
 	t.done()
 }
 

@@ -44,6 +44,9 @@ func TestParseErrors(t *testing.T) {
 		{"pin upper", "[plugins.sha256]\nhttp = \"" + strings.ToUpper(hexA) + "\"\n", `toolhost.toml:2: plugins.sha256.http: must be written in lowercase hex digits`},
 		{"pin kind", "[plugins.sha256]\n\"Http\" = \"" + hexA + "\"\n", `toolhost.toml:2: plugins.sha256.Http: "Http" is not a kind name: it must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores`},
 		{"pin type", "[plugins]\nsha256 = { http = 1 }\n", `toolhost.toml:2: plugins.sha256.http: must be a string, not a whole number`},
+		{"drain too long", "[server]\ndrain_seconds = 61\n", `toolhost.toml:2: server.drain_seconds: must be from 0 to 60, not 61`},
+		{"drain negative", "[server]\ndrain_seconds = -1\n", `toolhost.toml:2: server.drain_seconds: must be from 0 to 60, not -1`},
+		{"drain as text", "[server]\ndrain_seconds = \"5s\"\n", `toolhost.toml:2: server.drain_seconds: must be a whole number, not a string`},
 		{"start timeout", "[plugins]\nstart_timeout_seconds = 0\n", `toolhost.toml:2: plugins.start_timeout_seconds: must be from 1 to 300, not 0`},
 		{"runs", "[runs]\nkeep_minutes = 0\n", `toolhost.toml:2: runs.keep_minutes: must be from 1 to 10080, not 0`},
 		{"runs per token", "[runs]\nmax_running_per_token = 0\n", `toolhost.toml:2: runs.max_running_per_token: must be from 1 to 1024, not 0`},
@@ -111,6 +114,7 @@ func TestDefaults(t *testing.T) {
 	}{
 		{"listen", d.Server.Listen, "127.0.0.1:8080"},
 		{"state dir", d.Server.StateDir, "/var/lib/toolhost"},
+		{"drain", d.Server.DrainSeconds, 5},
 		{"max running per token", d.Runs.MaxRunningPerToken, 8},
 		{"plugins dir", d.Plugins.Dir, "/usr/lib/toolhost/plugins"},
 		{"start timeout", d.Plugins.StartTimeoutSeconds, 10},
@@ -132,6 +136,7 @@ func TestEverySetting(t *testing.T) {
 listen = ":9000"
 allowed_origins = ["https://chat.example.com", "http://localhost:3000"]
 state_dir = "state"
+drain_seconds = 12
 [plugins]
 dir = "/opt/plugins"
 start_timeout_seconds = 5
@@ -180,13 +185,13 @@ retries = 3
 	}
 	want := &Config{
 		File:     "/srv/th/conf/toolhost.toml",
-		Server:   ServerConfig{Listen: ":9000", AllowedOrigins: []string{"https://chat.example.com", "http://localhost:3000"}, StateDir: "/srv/th/conf/state"},
+		Server:   ServerConfig{Listen: ":9000", AllowedOrigins: []string{"https://chat.example.com", "http://localhost:3000"}, StateDir: "/srv/th/conf/state", DrainSeconds: 12},
 		Plugins:  PluginsConfig{Dir: "/opt/plugins", SHA256: map[string]string{"http": hexA}, StartTimeoutSeconds: 5},
 		ToolsDir: "/srv/th/conf/tools",
 		Runs:     RunsConfig{KeepMinutes: 5, MaxRunningPerToken: 3},
 		Tokens: []Token{
-			{Name: "alice", SHA256: hexB, Role: "admin", MaxRunning: 20, Line: 32},
-			{Name: "bob", SHA256: hexA, Role: "editor", Line: 37},
+			{Name: "alice", SHA256: hexB, Role: "admin", MaxRunning: 20, Line: 33},
+			{Name: "bob", SHA256: hexA, Role: "editor", Line: 38},
 		},
 		Log:       LogConfig{Level: "debug", Format: "json"},
 		Model:     Default().Model,

@@ -101,7 +101,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 	text := string(data)
 	keys := map[string][]string{
 		"":               {"tools_dir"},
-		"server":         {"listen", "allowed_origins", "state_dir"},
+		"server":         {"listen", "allowed_origins", "state_dir", "drain_seconds"},
 		"plugins":        {"dir", "sha256_file", "start_timeout_seconds"},
 		"plugins.sha256": nil,
 		"runs":           {"keep_minutes", "max_running_per_token", "runs_per_hour_per_token", "sandbox_cpu_seconds_per_hour_per_token"},

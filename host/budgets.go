@@ -45,7 +45,9 @@ func budgets(cfg *config.Config) runs.Budgets {
 // PostgreSQL, of approvals: shareApprovals), so a restart
 // forgets none of them: the sessions' store when [sessions] opened it, or
 // the same database opened here. When it can't be opened they are kept in
-// memory, and the log says so. Budgets and keys are counted by the store's
+// memory, and the log says so. A PostgreSQL database that can't be reached
+// at start is no failure to open: the store is used all the same, its
+// calls refused (store_unavailable) until the database is back. Budgets and keys are counted by the store's
 // clock: the database's own on PostgreSQL, so that hosts sharing it count
 // the same hour.
 func (h *Host) openLedger(ctx context.Context, stateDir string) {
@@ -63,6 +65,7 @@ func (h *Host) openLedger(ctx context.Context, stateDir string) {
 	}
 	h.runs.SetLedger(st, st.Clock())
 	h.runs.SetTaintStore(st, st.Clock())
+	h.store.Store(st)
 	h.shareApprovals(st)
 }
 

@@ -51,6 +51,9 @@ type Host struct {
 	sessions *hostSessions
 	// ownLedger is the store of budgets and keys when sessions opened none (budgets.go).
 	ownLedger *sessions.Store
+	// store is the store the dispatcher's ledger is kept in (openLedger);
+	// nil when none could be opened. /healthz pings it.
+	store atomic.Pointer[sessions.Store]
 	// unavailable says why a kind could not be started, by kind.
 	unavailable map[string]string
 	// reloadsApplied and reloadsRefused count ReloadFile's outcomes, for /healthz.
@@ -99,6 +102,7 @@ func newHost(cfg *config.Config, log hclog.Logger, checkOnly bool) *Host {
 		Sessions:       h.sessions.svc,
 		Kinds:          h.kindInfo,
 		Reloads:        func() (uint64, uint64) { return h.reloadsApplied.Load(), h.reloadsRefused.Load() },
+		Store:          h.pingStore,
 	})
 	return h
 }
@@ -118,7 +122,25 @@ func (h *Host) PrepareState() error {
 	h.log.Debug("run output beyond memory goes to disk", "folder", sd.Path())
 	h.sessions.open(context.Background(), dir)
 	h.openLedger(context.Background(), dir)
+	if st := h.store.Load(); st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := st.Ping(ctx); err != nil {
+			h.log.Error("the store's database can't be reached: the host serves without it, refusing new calls (store_unavailable) "+
+				"and answering 503 at /healthz, and picks it up by itself once it is back", "error", err)
+		}
+	}
 	return nil
+}
+
+// pingStore says whether the store answers, for /healthz: nil without
+// one (budgets and keys are then in memory, which always answers).
+func (h *Host) pingStore(ctx context.Context) error {
+	st := h.store.Load()
+	if st == nil {
+		return nil
+	}
+	return st.Ping(ctx)
 }
 
 // callers says what each principal may do under cfg: the token's limit
@@ -435,7 +457,9 @@ func (h *Host) CheckTool(ctx context.Context, def config.Tool) (*tools.Tool, err
 func (h *Host) Handler() http.Handler { return h.api }
 
 // Serve serves the API on ln until ctx ends, then shuts down: it stops
-// taking requests, cancels runs, and stops the plugins.
+// taking requests, cancels runs, and stops the plugins. To leave a load
+// balancer's pool first, Drain before ctx ends (toolhost serve does on
+// SIGTERM).
 func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	h.http = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go h.sweepRuns(ctx)
@@ -454,8 +478,32 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// Drain readies the host to stop behind a load balancer: /healthz answers
+// 503 "draining" from now on, so that the balancer's health checks take the
+// host out of its pool, while calls going on and new ones are served as
+// before, for [server] drain_seconds (as the config in force says now) or
+// until ctx ends (a second signal). Stop comes after it. A reload does not
+// drain: it is done in the process, serving throughout.
+func (h *Host) Drain(ctx context.Context) {
+	d := time.Duration(h.config().Server.DrainSeconds) * time.Second
+	if d <= 0 {
+		return
+	}
+	h.api.Drain()
+	h.log.Info("draining: /healthz answers 503 so that load balancers stop sending calls here; calls are still served until the drain ends", "drain", d.String())
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		h.log.Info("drained: no new calls are taken from now on; stopping")
+	case <-ctx.Done():
+		h.log.Info("the drain was cut short; stopping now")
+	}
+}
+
 // stopWait bounds Stop: the plugins get it to close, the python kind to remove every sandbox with
-// its network and rules. The unit's TimeoutStopSec (60 s) is above it.
+// its network and rules. The unit's TimeoutStopSec (120 s) is above it and the longest drain
+// (config.MaxDrainSeconds) together.
 const stopWait = 45 * time.Second
 
 // websocketsStopWait bounds, within stopWait, how long the websockets get

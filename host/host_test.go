@@ -413,3 +413,49 @@ func TestPrepareStateRefusesAPlantedRunsFolder(t *testing.T) {
 		t.Errorf("after the host stopped, %s holds %v", runsDir, entries)
 	}
 }
+
+// TestDrainTakesDrainSecondsOfTheConfigInForce: a reload does not drain
+// (/healthz answers 200 through it) but sets how long the next stop drains;
+// while draining /healthz answers 503 and calls are served; ending ctx cuts
+// the drain short; drain_seconds = 0 does not drain at all.
+func TestDrainTakesDrainSecondsOfTheConfigInForce(t *testing.T) {
+	tool := "[[tool]]\nname = \"note\"\ndescription = \"A note.\"\n[tool.run]\ntype = \"http\"\nurl = \"%s/note\"\n"
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`"noted"`)) }))
+	defer upstream.Close()
+	tool = fmt.Sprintf(tool, upstream.URL)
+	th := newTestHost(t, "# --\n[server]\ndrain_seconds = 0\n"+tool, true)
+	th.h.Drain(context.Background()) // returns at once: drain_seconds = 0
+	if status, body := th.do(t, "GET", "/healthz", "", ""); status != 200 || body["status"] != "ok" {
+		t.Fatalf("/healthz after a drain of 0 seconds: %d %v", status, body)
+	}
+
+	th.reload(t, "[server]\ndrain_seconds = 60\n"+tool)
+	if status, body := th.do(t, "GET", "/healthz", "", ""); status != 200 || body["status"] != "ok" {
+		t.Fatalf("/healthz after a reload: %d %v", status, body)
+	}
+	ctx, cutShort := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { th.h.Drain(ctx); close(done) }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if status, body := th.do(t, "GET", "/healthz", "", ""); status == http.StatusServiceUnavailable && body["status"] == "draining" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/healthz did not say draining")
+		}
+	}
+	if status, body := th.do(t, "POST", "/api/v1/tools/note/call", "", "{}"); status != 200 || !strings.Contains(fmt.Sprint(body["result"]), "noted") {
+		t.Errorf("a call while draining: %d %v", status, body)
+	}
+	select {
+	case <-done:
+		t.Fatal("the drain of 60 seconds ended by itself at once")
+	default:
+	}
+	cutShort()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("ending ctx did not cut the drain short")
+	}
+}

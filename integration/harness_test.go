@@ -101,6 +101,10 @@ type hostSpec struct {
 	Tools map[string]string
 	// PluginDir overrides the plugin folder.
 	PluginDir string
+	// DrainSeconds is [server] drain_seconds. The harness's hosts don't
+	// drain by default (0), so that stopping one is quick; a test of the
+	// drain sets it.
+	DrainSeconds int
 }
 
 // Host is a running toolhost process.
@@ -171,8 +175,8 @@ func writeConfig(t testing.TB, dir, listen string, spec hostSpec) string {
 		}
 	}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "tools_dir = %q\n\n[server]\nlisten = %q\nstate_dir = %q\n\n[plugins]\ndir = %q\nstart_timeout_seconds = %d\n\n[plugins.sha256]\n",
-		toolsDir, listen, filepath.Join(dir, "state"), pluginDir, int(slow(30*time.Second).Seconds()))
+	fmt.Fprintf(&cfg, "tools_dir = %q\n\n[server]\nlisten = %q\nstate_dir = %q\ndrain_seconds = %d\n\n[plugins]\ndir = %q\nstart_timeout_seconds = %d\n\n[plugins.sha256]\n",
+		toolsDir, listen, filepath.Join(dir, "state"), spec.DrainSeconds, pluginDir, int(slow(30*time.Second).Seconds()))
 	for k, v := range pins {
 		fmt.Fprintf(&cfg, "%s = %q\n", k, v)
 	}

@@ -247,9 +247,11 @@ func writeSoakConfig(t *testing.T, repo, dir, upstream string) (cfgPath, stateDi
 		t.Fatal(err)
 	}
 	set := map[string]string{
-		".tools_dir":                    toolsDir,
-		"server.listen":                 strings.TrimPrefix(freePort(t), "http://"),
-		"server.state_dir":              filepath.Join(dir, "hoststate"),
+		".tools_dir":       toolsDir,
+		"server.listen":    strings.TrimPrefix(freePort(t), "http://"),
+		"server.state_dir": filepath.Join(dir, "hoststate"),
+		// The stop at the end is timed against the host's own grace: no drain before it.
+		"server.drain_seconds":          "0",
 		"plugins.dir":                   bins.plugins,
 		"plugins.sha256_file":           pinsFile,
 		"http.allow_private":            "true",

@@ -112,6 +112,11 @@ const (
 	// CodeInterrupted: the call of an idempotency key was running when the
 	// host stopped; whether it acted is unknown.
 	CodeInterrupted = "interrupted"
+	// CodeStoreUnavailable: the host's store ([store]'s PostgreSQL
+	// database) can't be reached, so what needs it (budgets, idempotency
+	// keys, sessions, the run ledger) was refused; nothing ran. Try again
+	// shortly: the host picks the database up by itself once it is back.
+	CodeStoreUnavailable = "store_unavailable"
 
 	// The model's codes: why the host's model ([model] in its config)
 	// gave no answer. A run that asked it ends with the code unless its

@@ -15,9 +15,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -55,6 +57,9 @@ type Options struct {
 	// Reloads says how many config reloads the host applied and refused,
 	// for /healthz (`toolhost reload` waits on them); nil leaves them out.
 	Reloads func() (applied, refused uint64)
+	// Store says whether the host's store answers (sessions.Store.Ping),
+	// for /healthz: nil when it does, or why not; a nil Store leaves it out.
+	Store func(ctx context.Context) error
 	// Tokens are the tokens callers may present; with none, only callers
 	// on this machine are served, each as admin. SetTokens changes them.
 	Tokens *auth.Tokens
@@ -103,6 +108,10 @@ type Server struct {
 
 	// pace paces each token's refusals (pace.go).
 	pace refusalPace
+
+	// draining, once set (Drain), makes /healthz answer 503 "draining"
+	// while every other endpoint serves on.
+	draining atomic.Bool
 }
 
 // signedIn is a caller that stays signed in for a while: a websocket, or
@@ -308,13 +317,53 @@ func fromLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+// Drain makes /healthz answer 503 with "status": "draining" from now on,
+// so that a load balancer's health check takes the host out of its pool,
+// while every other endpoint serves on: the host is about to stop (see
+// host.Host.Drain). There is no way back: a drained host stops.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// health answers /healthz: 200 while the host serves; 503 while it drains
+// before stopping ("status": "draining"), or while its store can't be
+// reached (with Retry-After), so that a load balancer sends calls to
+// another host meanwhile. The rest of the answer (the reload counts that
+// `toolhost reload` and the systemd watchdog read) is there either way.
+// The store's error is told to callers on this machine only: it names the
+// database's address.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	body := map[string]any{"status": "ok", "version": s.opts.Version, "tools": len(s.opts.Registry.List())}
 	if s.opts.Reloads != nil {
 		body["reloads"], body["reloads_refused"] = s.opts.Reloads()
 	}
-	writeJSON(w, http.StatusOK, body)
+	status := http.StatusOK
+	if s.opts.Store != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), healthStoreTimeout)
+		err := s.opts.Store(ctx)
+		cancel()
+		body["store"] = "ok"
+		if err != nil {
+			status = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", strconv.Itoa(StoreRetrySeconds))
+			body["status"], body["store"] = "store_unavailable", "unavailable"
+			switch {
+			case fromLoopback(r):
+				body["store_error"] = err.Error()
+			case errors.Is(err, sessions.ErrUnavailable):
+				body["store_error"] = wireError(err).Message
+			default:
+				body["store_error"] = "the store fails; the host's log says why"
+			}
+		}
+	}
+	if s.draining.Load() {
+		status, body["status"] = http.StatusServiceUnavailable, "draining"
+	}
+	writeJSON(w, status, body)
 }
+
+// healthStoreTimeout bounds how long /healthz waits for the store's
+// answer: a database that does not answer by then counts as unavailable.
+const healthStoreTimeout = 2 * time.Second
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	s.writeToolList(w, r, id)
@@ -428,7 +477,7 @@ func callErrorStatus(code string) int {
 	switch code {
 	case wire.CodeUnknownTool:
 		return http.StatusNotFound
-	case wire.CodePluginUnavailable:
+	case wire.CodePluginUnavailable, wire.CodeStoreUnavailable:
 		return http.StatusServiceUnavailable
 	case wire.CodeTooManyRuns, wire.CodeBudget, wire.CodeTooManySessions:
 		return http.StatusTooManyRequests
@@ -468,8 +517,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+// writeError answers an error. store_unavailable is 503 with Retry-After
+// whatever the endpoint: the store's database is down, which a retry in a
+// few seconds may outlive.
 func writeError(w http.ResponseWriter, status int, code, message string) {
+	if code == wire.CodeStoreUnavailable {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", strconv.Itoa(StoreRetrySeconds))
+	}
 	writeJSON(w, status, map[string]any{"error": wire.Error{Code: code, Message: message}})
+}
+
+// StoreRetrySeconds is the Retry-After of a store_unavailable answer, and
+// of /healthz while the store is unavailable.
+const StoreRetrySeconds = 5
+
+// wireError is the protocol's error for err: the first *wire.Error in its
+// chain, or failed with err's text. A store whose database can't be
+// reached is one (sessions.ErrUnavailable, store_unavailable): its
+// message, not the database's address, is what the caller reads.
+func wireError(err error) *wire.Error {
+	var ce *wire.Error
+	if errors.As(err, &ce) && ce.Code != "" {
+		return ce
+	}
+	return &wire.Error{Code: wire.CodeFailed, Message: err.Error()}
 }
 
 // needsSession says whether a tool runs in a conversation's sandbox, for

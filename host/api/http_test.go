@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
@@ -169,5 +170,32 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 		if status, _, _ := do(t, h, c.method, c.path, "", ""); status != c.status {
 			t.Errorf("%s %s: %d, want %d", c.method, c.path, status, c.status)
 		}
+	}
+}
+
+// TestDrainingHealthzSays503WhileCallsAreServed: once the host drains,
+// /healthz answers 503 "draining" (a load balancer's check fails), and
+// calls over HTTP and the websocket are served as before.
+func TestDrainingHealthzSays503WhileCallsAreServed(t *testing.T) {
+	h := newTestHost(t, Options{Version: "v-test", Reloads: func() (uint64, uint64) { return 3, 1 }})
+	if status, body, _ := do(t, h, "GET", "/healthz", "", ""); status != 200 || body["status"] != "ok" {
+		t.Fatalf("/healthz before draining: %d %v", status, body)
+	}
+	h.api.Drain()
+	status, body, _ := do(t, h, "GET", "/healthz", "", "")
+	if status != http.StatusServiceUnavailable || body["status"] != "draining" {
+		t.Errorf("/healthz while draining: %d %v, want 503 and status draining", status, body)
+	}
+	// `toolhost reload` reads the counts; a load balancer may show the version.
+	if body["version"] != "v-test" || body["reloads"] != float64(3) || body["reloads_refused"] != float64(1) {
+		t.Errorf("/healthz while draining lost its fields: %v", body)
+	}
+	if status, body, _ := do(t, h, "POST", "/api/v1/tools/lines/call", "", `{"n":1}`); status != 200 {
+		t.Errorf("an HTTP call while draining: %d %v", status, body)
+	}
+	c := h.dial(t, nil)
+	c.send(map[string]any{"type": "call", "id": "c1", "tool": "lines", "args": map[string]any{"n": 1}})
+	if frames, _ := c.follow("c1", 10*time.Second); frames[len(frames)-1].Type != "result" {
+		t.Errorf("a websocket call while draining ended with %+v", frames[len(frames)-1])
 	}
 }

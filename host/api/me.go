@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/auth"
 )
 
@@ -15,7 +14,8 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	use, err := d.Use(r.Context(), id.Name)
 	if err != nil {
 		s.opts.Logger.Error("a caller's budgets could not be counted", "principal", id.Name, "error", err)
-		writeError(w, http.StatusInternalServerError, wire.CodeFailed, err.Error())
+		we := wireError(err)
+		writeError(w, http.StatusInternalServerError, we.Code, we.Message)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{

@@ -373,7 +373,7 @@ func sessionStatus(code string) int {
 		return http.StatusInsufficientStorage
 	case wire.CodeUnsupported:
 		return http.StatusNotImplemented
-	case wire.CodePluginUnavailable, wire.CodePluginCrashed:
+	case wire.CodePluginUnavailable, wire.CodePluginCrashed, wire.CodeStoreUnavailable:
 		return http.StatusServiceUnavailable
 	case wire.CodeTimeout:
 		return http.StatusGatewayTimeout

@@ -1,12 +1,10 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/runs"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // handle acts on one frame; it returns false when the connection must
@@ -96,12 +94,8 @@ func (c *wsConn) call(m wire.Message) {
 	c.mu.Unlock()
 	run, err := c.s.opts.Dispatcher.Start(runs.Request{Tool: m.Tool, Args: m.Args, Principal: who.Name, Session: m.Session, IdempotencyKey: m.IdempotencyKey})
 	if err != nil {
-		code := wire.CodeFailed
-		var ce *errcode.Error
-		if errors.As(err, &ce) {
-			code = ce.Code
-		}
-		c.sendError(m.ID, "", code, err.Error())
+		we := wireError(err)
+		c.sendError(m.ID, "", we.Code, we.Message)
 		return
 	}
 	c.mu.Lock()

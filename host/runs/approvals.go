@@ -392,7 +392,8 @@ func (d *Dispatcher) ListApprovals(ctx context.Context, who Decider) ([]Approval
 // (or one who may not even see), self_approval for the token that started
 // the run where By is not ByCaller, forbidden for one who may see but not
 // decide, already_decided for one decided before (here or on another
-// host), failed when the approval store can't be reached.
+// host). When the approval store fails, the error wraps the store's
+// (store_unavailable while its database can't be reached).
 func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, error) {
 	if decision != wire.DecisionApprove && decision != wire.DecisionDecline {
 		return Approval{}, &sdk.Error{Code: wire.CodeBadArgs, Message: fmt.Sprintf("the decision must be \"approve\" or \"decline\", not %q", decision)}
@@ -406,8 +407,10 @@ func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, 
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
+	// The store's error keeps its code (store_unavailable while its
+	// database can't be reached) for the caller.
 	unreachable := func(err error) error {
-		return &sdk.Error{Code: wire.CodeFailed, Message: fmt.Sprintf("the approval can't be decided now, try again: %v", err)}
+		return fmt.Errorf("the approval can't be decided now: %w", err)
 	}
 	p, ok, err := book.Get(ctx, id)
 	if err != nil {

@@ -86,6 +86,9 @@ func (ap *Approvals) Put(ctx context.Context, a runs.Approval) error {
 
 // Get returns an approval, waiting or decided.
 func (ap *Approvals) Get(ctx context.Context, id string) (runs.Approval, bool, error) {
+	if err := ap.s.ready(ctx); err != nil {
+		return runs.Approval{}, false, ap.s.dbError("reading an approval", err)
+	}
 	return ap.get(ctx, ap.s.db, id)
 }
 
@@ -130,7 +133,7 @@ func (ap *Approvals) Pending(ctx context.Context, now time.Time) ([]runs.Approva
 func (ap *Approvals) Decide(ctx context.Context, id, decision, by string, now time.Time) (runs.Approval, bool, error) {
 	s := ap.s
 	const what = "deciding an approval"
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return runs.Approval{}, false, s.dbError(what, err)
 	}
@@ -284,6 +287,16 @@ func (ap *Approvals) listen(ctx context.Context) {
 	const minPause, maxListenPause = 250 * time.Millisecond, 15 * time.Second
 	pause := minPause
 	for ctx.Err() == nil {
+		if err := ap.s.ready(ctx); err != nil {
+			// Not migrated yet (the database was down at open): wait.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, maxListenPause)
+			continue
+		}
 		cc := ap.s.pg.Copy()
 		if cc.RuntimeParams == nil {
 			cc.RuntimeParams = map[string]string{}

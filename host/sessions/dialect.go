@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // dialect is every difference between the SQL of SQLite and of PostgreSQL,
@@ -122,7 +124,16 @@ const advisoryLockKey = 0x746f6f6c686f7374
 // be reached (a PostgreSQL server that is down, restarting or out of the
 // network): errors.Is(err, ErrUnavailable). The store comes back by itself
 // once the database does: each call tries again.
-var ErrUnavailable = errors.New("the store's database can't be reached")
+//
+// It is the protocol's error of code wire.CodeStoreUnavailable, and this
+// is the one place a store's failure becomes that code: wherever the host
+// turns an error into the protocol's (errors.As to *wire.Error: a run's
+// end through errcode.FromRun, a refused call on the websocket, HTTP and
+// MCP), a store error finds it in its chain, and the caller reads its
+// message, not the database's address or the driver's words (those go to
+// the log, in the error's own text).
+var ErrUnavailable error = &wire.Error{Code: wire.CodeStoreUnavailable,
+	Message: "the store's database can't be reached; try again shortly"}
 
 // unavailableError is a call's error while the database can't be reached:
 // it says so, and wraps both ErrUnavailable and the driver's error.

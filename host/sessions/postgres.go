@@ -90,6 +90,13 @@ func passwordFromFile(path string) (string, error) {
 // advisory lock. The database is shared: several hosts may open it at
 // once. While the server can't be reached, the store's calls fail with
 // errors wrapping ErrUnavailable, and work again once it is back.
+//
+// A server that can't be reached at open is no error either: the store
+// is returned, its calls (and Ping) fail with ErrUnavailable, and the
+// first call once the server is back brings the schema up to date (under
+// the same lock) before it runs, so a host started while its database is
+// down picks it up without a restart. What the server refuses (a wrong
+// password, a database a newer toolhost updated) fails the open.
 func OpenPostgres(ctx context.Context, dsn, password string) (*Store, error) {
 	return openPostgres(ctx, dsn, password, migrations)
 }
@@ -113,11 +120,16 @@ func openPostgres(ctx context.Context, dsn, password string, steps []migration) 
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{db: db, d: pgDialect, path: where, pg: cc}
+	s := &Store{db: db, d: pgDialect, path: where, steps: steps, pg: cc}
 	if err := s.migrate(ctx, steps); err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			s.lastTry, s.lastErr = time.Now(), err
+			return s, nil
+		}
 		db.Close()
 		return nil, err
 	}
+	s.migrated.Store(true)
 	return s, nil
 }
 

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/internal/pgtest"
+	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // TestPostgresHostsStartingAtOnceMigrateOnce: stores opened at the same
@@ -85,8 +87,18 @@ func TestPostgresUnavailableThenBack(t *testing.T) {
 	if _, _, err := st.Get(ctx, "ann", "c1"); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("a second call with the server stopped: %v", err)
 	}
+	// The protocol's code, in the error's chain: what the host answers.
+	if errcode.Code(err) != wire.CodeStoreUnavailable {
+		t.Errorf("the code of a call with the server stopped: %q", errcode.Code(err))
+	}
+	if err := st.Ping(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Ping with the server stopped: %v", err)
+	}
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := st.Ping(ctx); err != nil {
+		t.Errorf("Ping after the server is back: %v", err)
 	}
 	u, err := st.Usage(ctx, "ed", time.Now().Add(-time.Hour))
 	if err != nil || u.Runs != 1 {
@@ -94,16 +106,64 @@ func TestPostgresUnavailableThenBack(t *testing.T) {
 	}
 }
 
-// TestPostgresOpenWhileDownSaysSo: a store that can't reach its server at
-// open says so, with ErrUnavailable.
-func TestPostgresOpenWhileDownSaysSo(t *testing.T) {
+// TestPostgresOpenWhileDownPicksItUpLater: a store whose server can't be
+// reached at open opens all the same; its calls and Ping say the database
+// can't be reached (ErrUnavailable, the protocol's store_unavailable), and
+// once the server is started the next call brings the schema up to date
+// and works: a host started while its database is down needs no restart.
+func TestPostgresOpenWhileDownPicksItUpLater(t *testing.T) {
 	ctx := context.Background()
 	srv := pgtest.Start(t)
+	url, err := srv.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := srv.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err := OpenPostgres(ctx, srv.URL("postgres"), "")
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "can't be reached") {
+	st, err := OpenPostgres(ctx, url, "")
+	if err != nil {
+		t.Fatalf("opening while the server is down: %v", err)
+	}
+	defer st.Close()
+	err = st.Ping(ctx)
+	if !errors.Is(err, ErrUnavailable) || errcode.Code(err) != wire.CodeStoreUnavailable || !strings.Contains(err.Error(), "can't be reached") {
+		t.Fatalf("Ping with the server down: %v (code %q)", err, errcode.Code(err))
+	}
+	t.Logf("Ping with the server down: %v", err)
+	if _, _, err := st.Touch(ctx, "ann", "c1", BackendID("ann", "c1"), "off", time.Now()); !errors.Is(err, ErrUnavailable) ||
+		!strings.HasPrefix(err.Error(), "making a session failed: the sessions database "+st.Path()+" can't be reached") {
+		t.Fatalf("a call with the server down: %v", err)
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The first call once it is back migrates (calls within a second of
+	// a failed try fail at once: wait that out, as a caller would).
+	var se Session
+	for start := time.Now(); ; {
+		se, _, err = st.Touch(ctx, "ann", "c1", BackendID("ann", "c1"), "off", time.Now())
+		if err == nil || !errors.Is(err, ErrUnavailable) || time.Since(start) > 30*time.Second {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || se.ID != "c1" {
+		t.Fatalf("a call once the server is back: %+v, %v", se, err)
+	}
+	if v, err := st.Version(ctx); err != nil || v != len(migrations) {
+		t.Errorf("the schema once the server is back: version %d, %v; want %d", v, err, len(migrations))
+	}
+	if err := st.Ping(ctx); err != nil {
+		t.Errorf("Ping once the server is back: %v", err)
+	}
+}
+
+// TestPostgresOpenRefusedSaysSo: what the server refuses at open (here a
+// database that is not there) still fails the open, saying so.
+func TestPostgresOpenRefusedSaysSo(t *testing.T) {
+	_, err := OpenPostgres(context.Background(), sharedPG(t).URL("no_such_database"), "")
+	if err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "can't be opened") {
 		t.Fatalf("got %v", err)
 	}
 }

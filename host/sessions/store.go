@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,6 +45,20 @@ type Store struct {
 	// read (PostgreSQL only; see Clock).
 	clockMu sync.Mutex
 	offset  time.Duration
+	// migrated says the schema is up to date: at open, or, for a
+	// PostgreSQL store opened while its server could not be reached, at the
+	// first call after it is back (ready).
+	migrated atomic.Bool
+	// migrateMu makes the calls waiting for the database take turns at
+	// migrating; it guards steps, lastTry and lastErr.
+	migrateMu sync.Mutex
+	// steps are the migrations to apply once the database is reached.
+	steps []migration
+	// lastTry and lastErr are when ready last tried to migrate and why it
+	// failed: calls within a second of it fail with that error at once,
+	// rather than each trying (and waiting) again.
+	lastTry time.Time
+	lastErr error
 	// pg is the PostgreSQL connection's config, for the connection that
 	// listens for approvals' decisions (approvals.go); nil for SQLite.
 	pg *pgx.ConnConfig
@@ -240,6 +255,7 @@ func openStore(ctx context.Context, path string, steps []migration) (*Store, err
 		s.Close()
 		return nil, err
 	}
+	s.migrated.Store(true)
 	var mode string
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		s.Close()
@@ -303,6 +319,46 @@ func (s *Store) Close() error {
 		s.lock.Close()
 	}
 	return err
+}
+
+// Ping says whether the store's database can be reached and its schema
+// is up to date, cheaply (one round trip, once migrated): nil, or an error
+// wrapping ErrUnavailable while it can't be reached. /healthz asks it.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.ready(ctx); err != nil {
+		return s.dbError("reaching the database", err)
+	}
+	if err := s.db.PingContext(ctx); err != nil {
+		return s.dbError("reaching the database", err)
+	}
+	return nil
+}
+
+// ready brings the schema up to date if that waits for the database (a
+// PostgreSQL store opened while its server could not be reached): the
+// first call once the server is back migrates, under the advisory lock as
+// at open, and the calls until then fail as the database can't be reached.
+// Every call of the store asks it first; once migrated it costs an atomic
+// load.
+func (s *Store) ready(ctx context.Context) error {
+	if s.migrated.Load() {
+		return nil
+	}
+	s.migrateMu.Lock()
+	defer s.migrateMu.Unlock()
+	if s.migrated.Load() {
+		return nil
+	}
+	if s.lastErr != nil && time.Since(s.lastTry) < time.Second {
+		return s.lastErr
+	}
+	s.lastTry = time.Now()
+	s.lastErr = s.migrate(ctx, s.steps)
+	if s.lastErr != nil {
+		return s.lastErr
+	}
+	s.migrated.Store(true)
+	return nil
 }
 
 // Version is the schema's version: the last migration applied.
@@ -402,6 +458,11 @@ func (s *Store) migrateOne(ctx context.Context, conn *sql.Conn, steps []migratio
 }
 
 func (s *Store) dbError(what string, err error) error {
+	var ue *unavailableError
+	if errors.As(err, &ue) {
+		// ready's: the database was not reached to migrate.
+		return &unavailableError{err: ue.err, msg: what + " failed: " + ue.msg}
+	}
 	if s.d.unreachable(err) {
 		return &unavailableError{err: err, msg: fmt.Sprintf("%s failed: the sessions database %s can't be reached: %v; "+
 			"calls that need it fail until it is back", what, s.path, err)}
@@ -409,18 +470,48 @@ func (s *Store) dbError(what string, err error) error {
 	return fmt.Errorf("%s in the sessions database %s failed: %w", what, s.path, err)
 }
 
-// exec, query and queryRow run a statement written for SQLite (store.go),
-// turned into the store's dialect.
+// exec, query, queryRow and begin run a statement written for SQLite
+// (store.go), turned into the store's dialect, or begin a transaction,
+// once the schema is up to date (ready).
 func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
 	return s.db.ExecContext(ctx, s.d.sql(q, false), args...)
 }
 
 func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
 	return s.db.QueryContext(ctx, s.d.sql(q, false), args...)
 }
 
-func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return s.db.QueryRowContext(ctx, s.d.sql(q, false), args...)
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) row {
+	if err := s.ready(ctx); err != nil {
+		return row{err: err}
+	}
+	return row{row: s.db.QueryRowContext(ctx, s.d.sql(q, false), args...)}
+}
+
+func (s *Store) begin(ctx context.Context) (*sql.Tx, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	return s.db.BeginTx(ctx, nil)
+}
+
+// row is queryRow's answer: the row, or why the statement was not run.
+type row struct {
+	row *sql.Row
+	err error
+}
+
+func (r row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.row.Scan(dest...)
 }
 
 // boolInt is b as the 0 or 1 the store's columns keep.
@@ -580,7 +671,7 @@ func (s *Store) SetNetwork(ctx context.Context, principal, session, network stri
 
 // Delete removes a session and its taint; the ledger of its runs stays.
 func (s *Store) Delete(ctx context.Context, principal, session string) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return s.dbError("deleting a session", err)
 	}

@@ -37,7 +37,7 @@ func (s *Store) ChargeUsage(ctx context.Context, e runs.UsageEntry, lim runs.Lim
 		return runs.Use{}, true, s.StartUsage(ctx, e)
 	}
 	const what = "charging a run to its budgets"
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return runs.Use{}, false, s.dbError(what, err)
 	}
@@ -82,6 +82,9 @@ func (s *Store) DropUsage(ctx context.Context, run string) error {
 
 // Usage sums what principal's runs used since a time.
 func (s *Store) Usage(ctx context.Context, principal string, since time.Time) (runs.Use, error) {
+	if err := s.ready(ctx); err != nil {
+		return runs.Use{}, s.dbError("reading the usage of runs", err)
+	}
 	return s.usage(ctx, s.db, principal, since)
 }
 

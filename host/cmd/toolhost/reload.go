@@ -93,14 +93,22 @@ func runReload(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// health is what /healthz says of reloads (docs/protocol.md).
+// health is what /healthz says of reloads and of the store
+// (docs/protocol.md).
 type health struct {
+	Status  string `json:"status"`
 	Applied uint64 `json:"reloads"`
 	Refused uint64 `json:"reloads_refused"`
+	// Store is "ok", "unavailable", or "" from a host without a store.
+	Store string `json:"store"`
 }
 
 // readHealth asks the host's /healthz at url: an error unless it answers
-// 200 with its JSON.
+// 200 with its JSON, or 503 saying only its store is unavailable. That
+// host serves, and picks its database up by itself once it is back: its
+// reload counts are good, and restarting it (the watchdog) would not
+// bring the database back, only cut the runs going on. A host draining
+// before it stops answers 503 too, and the error says so.
 func readHealth(ctx context.Context, client *http.Client, url string) (health, error) {
 	var h health
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -112,11 +120,17 @@ func readHealth(ctx context.Context, client *http.Client, url string) (health, e
 		return h, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
 		return h, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h); err != nil {
 		return h, fmt.Errorf("reading %s: %w", url, err)
+	}
+	switch {
+	case h.Status == "draining":
+		return h, fmt.Errorf("%s answered %s: the host is stopping (it drains, [server] drain_seconds, then exits)", url, resp.Status)
+	case resp.StatusCode != http.StatusOK && h.Store != "unavailable":
+		return h, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
 	return h, nil
 }

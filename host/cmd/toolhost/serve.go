@@ -34,8 +34,22 @@ func runServe(args []string, _, stderr io.Writer) int {
 	if warning := enterDelegatedScope("serve", args, stderr); warning != "" {
 		log.Warn(warning)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The host lives until ctx ends: at once on a SIGTERM or Ctrl-C while it
+	// starts; once it serves, after it drained (drainOnSignal).
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	serving := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			stop()
+		case <-serving:
+		case <-ctx.Done():
+		}
+	}()
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -79,13 +93,47 @@ func runServe(args []string, _, stderr io.Writer) int {
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String())
 	notifyReady(log)
+	close(serving)
+	alive, draining := context.WithCancel(ctx)
+	defer draining()
+	go drainOnSignal(ctx, sigs, h, draining, stop, log)
 	go reloadOnHangup(ctx, h, cfg.File, log, stderr)
-	go keepAlive(ctx, ln.Addr(), log)
+	go keepAlive(alive, ln.Addr(), log)
 	if err := h.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "toolhost: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// drainOnSignal waits for SIGTERM or Ctrl-C, then drains the host (host.Host.Drain: /healthz
+// says "draining" while calls are served, for [server] drain_seconds) and ends its life with
+// stop, after which Serve stops it as before. It tells systemd the host is stopping (a SIGTERM
+// sent by hand makes systemd wait for it, with TimeoutStopSec, instead of watching /healthz),
+// and calls draining when the drain starts, which ends keepAlive. A second signal cuts the
+// drain short.
+func drainOnSignal(ctx context.Context, sigs <-chan os.Signal, h *host.Host, draining, stop context.CancelFunc, log hclog.Logger) {
+	var sig os.Signal
+	select {
+	case sig = <-sigs:
+	case <-ctx.Done():
+		return
+	}
+	defer stop()
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+	draining()
+	log.Info("asked to stop", "signal", sig.String())
+	cut, cutShort := context.WithCancel(ctx)
+	defer cutShort()
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Info("asked again to stop: not waiting for the drain to end", "signal", sig.String())
+			cutShort()
+		case <-cut.Done():
+		}
+	}()
+	h.Drain(cut)
 }
 
 // reloadOnHangup reloads the config on SIGHUP (`systemctl reload`, whose
@@ -129,8 +177,12 @@ func reloadOnHangup(ctx context.Context, h *host.Host, path string, log hclog.Lo
 
 // keepAlive feeds systemd's watchdog (WatchdogSec in the unit) while the
 // host's API answers /healthz on its own listener, so that a host which
-// stopped serving is killed and restarted instead of hanging. It does
-// nothing when systemd set no watchdog.
+// stopped serving is killed and restarted instead of hanging. A 503 that
+// says only the store is unavailable still feeds it (readHealth): the host
+// serves, and a restart would not bring the database back. It does
+// nothing when systemd set no watchdog, and ends when the host starts to
+// drain (then /healthz answers 503 on purpose, and systemd, told the host
+// is stopping, watches no more).
 func keepAlive(ctx context.Context, addr net.Addr, log hclog.Logger) {
 	interval, err := daemon.SdWatchdogEnabled(false)
 	if err != nil || interval <= 0 {

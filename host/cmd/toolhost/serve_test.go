@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,5 +34,28 @@ func TestServeExitsWithEXCONFIGOnABadConfig(t *testing.T) {
 	}
 	if !strings.Contains(string(unit), "RestartPreventExitStatus=78\n") {
 		t.Error("the unit does not keep from restarting a host whose config has problems (RestartPreventExitStatus=78)")
+	}
+}
+
+// TestReadHealthSaysAHostIsDraining: `toolhost reload` against a host that
+// is stopping says so, not only the status code.
+func TestReadHealthSaysAHostIsDraining(t *testing.T) {
+	body, code := `{"status":"ok","reloads":2,"reloads_refused":1}`, http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	h, err := readHealth(context.Background(), srv.Client(), srv.URL)
+	if err != nil || h.Applied != 2 || h.Refused != 1 {
+		t.Fatalf("a serving host: %+v, %v", h, err)
+	}
+	body, code = `{"status":"draining","reloads":2,"reloads_refused":1}`, http.StatusServiceUnavailable
+	if _, err := readHealth(context.Background(), srv.Client(), srv.URL); err == nil || !strings.Contains(err.Error(), "503 Service Unavailable: the host is stopping") {
+		t.Errorf("a draining host: %v", err)
+	}
+	body, code = `oops`, http.StatusInternalServerError
+	if _, err := readHealth(context.Background(), srv.Client(), srv.URL); err == nil || strings.Contains(err.Error(), "stopping") {
+		t.Errorf("a failing host: %v", err)
 	}
 }
