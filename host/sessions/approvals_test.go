@@ -275,3 +275,47 @@ func TestApprovalsWhileTheServerIsDown(t *testing.T) {
 		t.Errorf("heard %q", got)
 	}
 }
+
+// BenchmarkADecisionHeardOnAnotherHost: an approval asked on one host
+// (Put), decided on another and heard by the first's watcher through
+// LISTEN/NOTIFY (its safety poll set to an hour), per op.
+func BenchmarkADecisionHeardOnAnotherHost(b *testing.B) {
+	ctx := context.Background()
+	url, err := sharedPG(b).NewDatabase(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stores := make([]*Store, 2)
+	for i := range stores {
+		if stores[i], err = OpenPostgres(ctx, url, ""); err != nil {
+			b.Fatal(err)
+		}
+		defer stores[i].Close()
+	}
+	holder, other := stores[0].Approvals(), stores[1].Approvals()
+	holder.poll = time.Hour
+	now := time.Now().UTC()
+	// The listener is up before the clock starts.
+	ch, stop := holder.Watch("warm")
+	defer stop()
+	if err := holder.Put(ctx, testApproval("warm", now)); err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := other.Decide(ctx, "warm", "approve", "root", now); err != nil {
+		b.Fatal(err)
+	}
+	<-ch
+	b.ResetTimer()
+	for i := range b.N {
+		p := testApproval(fmt.Sprintf("b%d", i), now)
+		ch, stop := holder.Watch(p.ID)
+		if err := holder.Put(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok, err := other.Decide(ctx, p.ID, "approve", "root", now); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		<-ch
+		stop()
+	}
+}
