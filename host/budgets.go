@@ -41,7 +41,8 @@ func budgets(cfg *config.Config) runs.Budgets {
 }
 
 // openLedger gives the dispatcher the host's store as the ledger of
-// budgets and idempotency keys and as the keeper of taint, so a restart
+// budgets and idempotency keys and as the keeper of taint (and, on
+// PostgreSQL, of approvals: shareApprovals), so a restart
 // forgets none of them: the sessions' store when [sessions] opened it, or
 // the same database opened here. When it can't be opened they are kept in
 // memory, and the log says so. A PostgreSQL database that can't be reached
@@ -65,6 +66,20 @@ func (h *Host) openLedger(ctx context.Context, stateDir string) {
 	h.runs.SetLedger(st, st.Clock())
 	h.runs.SetTaintStore(st, st.Clock())
 	h.store.Store(st)
+	h.shareApprovals(st)
+}
+
+// shareApprovals gives the dispatcher the store's approvals when the store
+// is PostgreSQL: the hosts sharing it list and decide each other's, and
+// they expire by the database's clock. A SQLite store is one host's, and
+// the runs its approvals wait for live in this process, ended by a
+// restart: they stay in memory, where they were, as nothing would read
+// them from the file.
+func (h *Host) shareApprovals(st *sessions.Store) {
+	if !h.config().Store.Postgres() {
+		return
+	}
+	h.runs.SetApprovalStore(st.Approvals(), st.Clock())
 }
 
 // closeLedger closes the store openLedger opened itself.

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
-	"github.com/toolhost/toolhost/sdk/errcode"
 )
 
 // This file is approvals over HTTP and the websocket: GET
@@ -29,12 +27,19 @@ func decider(id auth.Identity) runs.Decider {
 	return runs.Decider{Name: id.Name, Admin: id.Role == auth.Admin, Viewer: id.Role == auth.Viewer, Approver: id.Approver, Local: id.IsLocal()}
 }
 
-func (s *Server) listApprovals(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	if id.Role == auth.Viewer && !id.Approver {
 		forbidden(w, fmt.Sprintf("%s is a viewer and may not decide approvals", id.Name))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"approvals": s.opts.Dispatcher.Approvals(decider(id))})
+	list, err := s.opts.Dispatcher.ListApprovals(r.Context(), decider(id))
+	if err != nil {
+		s.opts.Logger.Warn("the approvals could not be listed", "error", err)
+		we := wireError(err)
+		writeError(w, http.StatusInternalServerError, we.Code, we.Message)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": list})
 }
 
 func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, id auth.Identity) {
@@ -49,17 +54,19 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, id auth.
 	}
 	a, err := s.opts.Dispatcher.Decide(r.PathValue("id"), decider(id), body.Decision)
 	if err != nil {
-		code, status := wire.CodeFailed, http.StatusInternalServerError
-		var ce *errcode.Error
-		if errors.As(err, &ce) {
-			code = ce.Code
-			status = map[string]int{
-				wire.CodeBadArgs: http.StatusBadRequest, wire.CodeNotFound: http.StatusNotFound,
-				wire.CodeForbidden: http.StatusForbidden, wire.CodeSelfApproval: http.StatusForbidden,
-				wire.CodeAlreadyDecided: http.StatusConflict,
-			}[code]
+		// A store's failure keeps its code (store_unavailable: 503) and
+		// its message for people; the log has the rest.
+		we := wireError(err)
+		status, ok := map[string]int{
+			wire.CodeBadArgs: http.StatusBadRequest, wire.CodeNotFound: http.StatusNotFound,
+			wire.CodeForbidden: http.StatusForbidden, wire.CodeSelfApproval: http.StatusForbidden,
+			wire.CodeAlreadyDecided: http.StatusConflict,
+		}[we.Code]
+		if !ok {
+			status = http.StatusInternalServerError
+			s.opts.Logger.Warn("an approval could not be decided", "approval", r.PathValue("id"), "error", err)
 		}
-		writeError(w, status, code, err.Error())
+		writeError(w, status, we.Code, we.Message)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"approval": a})
@@ -107,12 +114,8 @@ func askedJSON(run *runs.Run, e *wire.Event) map[string]any {
 func (c *wsConn) decide(m wire.Message) {
 	a, err := c.s.opts.Dispatcher.Decide(m.Approval, decider(c.who()), m.Decision)
 	if err != nil {
-		code := wire.CodeFailed
-		var ce *errcode.Error
-		if errors.As(err, &ce) {
-			code = ce.Code
-		}
-		c.sendError(m.ID, a.Run, code, err.Error())
+		we := wireError(err)
+		c.sendError(m.ID, a.Run, we.Code, we.Message)
 		return
 	}
 	c.send(wire.Decided{Type: wire.TypeDecided, ID: m.ID, Approval: a.ID, Run: a.Run, Decision: m.Decision})

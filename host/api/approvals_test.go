@@ -12,7 +12,9 @@ import (
 	"github.com/toolhost/toolhost/host/api/apitest"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/host/sessions"
 	"github.com/toolhost/toolhost/host/tools"
+	"github.com/toolhost/toolhost/internal/pgtest"
 )
 
 // newApprovalsHost serves the fake tools and "publish", a change tool of
@@ -292,5 +294,51 @@ func TestAnApprovalSurvivesTheCallerReconnecting(t *testing.T) {
 		if f.Type == "error" {
 			t.Fatalf("%+v", f.Error)
 		}
+	}
+}
+
+// TestApprovalsWhileTheStoreIsDown: with approvals kept in a PostgreSQL
+// store whose server then stops, listing and deciding answer 503
+// store_unavailable in the caller's words (not the database's address);
+// once the server is back the approval waiting is decided and its run
+// runs.
+func TestApprovalsWhileTheStoreIsDown(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	url, err := srv.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sessions.OpenPostgres(ctx, url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := newApprovalsHost(t, Options{Tokens: tokens("ed", "editor")})
+	h.runs.SetApprovalStore(st.Approvals(), st.Clock())
+	run, id := callAsked(t, h, "ed-token")
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const said = "the store's database can't be reached; try again shortly"
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/api/v1/approvals", ""},
+		{"POST", "/api/v1/approvals/" + id, `{"decision":"approve"}`},
+	} {
+		status, body, header := do(t, h, c.method, c.path, "ed-token", c.body)
+		if e, _ := body["error"].(map[string]any); status != http.StatusServiceUnavailable || errCode(body) != "store_unavailable" ||
+			e["message"] != said || header.Get("Retry-After") == "" {
+			t.Errorf("%s %s with the store down: %d %v", c.method, c.path, status, body)
+		}
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if status, body, _ := do(t, h, "POST", "/api/v1/approvals/"+id, "ed-token", `{"decision":"approve"}`); status != 200 {
+		t.Fatalf("approve once the store is back: %d %v", status, body)
+	}
+	r, _ := h.runs.Get(run)
+	if last := waitEnd(t, r); last.Type != "result" {
+		t.Errorf("the run ended %+v", last)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +75,20 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
+// nowClock is a clock read from now (a store's), whose durations pass as
+// the host's do.
+type nowClock struct{ now func() time.Time }
+
+func (c nowClock) Now() time.Time                       { return c.now() }
+func (nowClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// The decisions that end a wait besides a person's (wire.DecisionApprove,
+// wire.DecisionDecline).
+const (
+	DecisionExpired   = "expired"
+	DecisionCancelled = "cancelled"
+)
+
 // Approval is a change call waiting for a person's decision, as GET
 // /api/v1/approvals lists it.
 type Approval struct {
@@ -109,17 +121,14 @@ type Decider struct {
 	Local bool
 }
 
-type pending struct {
-	Approval
-	decided chan string // gets the decision once
-}
-
 // approvals is the dispatcher's approvals; see Dispatcher.approvals.
 type approvals struct {
 	mu     sync.Mutex
 	policy ApprovalPolicy
 	clock  Clock
-	all    map[string]*pending
+	// book keeps the approvals: in memory, or in the store the hosts
+	// share (SetApprovalStore).
+	book ApprovalStore
 	// store keeps taint (taint.go); fallback keeps, in memory, the
 	// taint the store could not.
 	store, fallback TaintStore
@@ -134,7 +143,7 @@ func (d *Dispatcher) approvals() *approvals {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.appr == nil {
-		d.appr = &approvals{policy: ApprovalPolicy{By: ByCaller, Expire: DefaultExpire}, clock: realClock{}, all: map[string]*pending{}}
+		d.appr = &approvals{policy: ApprovalPolicy{By: ByCaller, Expire: DefaultExpire}, clock: realClock{}, book: NewMemoryApprovals()}
 	}
 	return d.appr
 }
@@ -158,6 +167,19 @@ func (d *Dispatcher) SetApprovalClock(c Clock) {
 	a := d.approvals()
 	a.mu.Lock()
 	a.clock = c
+	a.mu.Unlock()
+}
+
+// SetApprovalStore makes st keep the approvals asked from now on, read by
+// the clock now (the store's): the store the hosts share, so that an
+// approval asked on one is listed and decided on any.
+func (d *Dispatcher) SetApprovalStore(st ApprovalStore, now func() time.Time) {
+	a := d.approvals()
+	a.mu.Lock()
+	a.book = st
+	if now != nil {
+		a.clock = nowClock{now}
+	}
 	a.mu.Unlock()
 }
 
@@ -221,45 +243,66 @@ func (a *approvals) asks(ctx context.Context, run *Run, tool *tools.Tool) string
 	return ""
 }
 
-// await asks for the run's approval and waits for the decision.
+// storeTimeout bounds a call of the approval store that has no caller's
+// context to follow.
+const storeTimeout = 10 * time.Second
+
+// await asks for the run's approval and waits for the decision, which may
+// be made on any host sharing the approval store.
 func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args json.RawMessage, why string) error {
 	a.mu.Lock()
-	clock, expire := a.clock, a.policy.Expire
+	clock, expire, book := a.clock, a.policy.Expire, a.book
+	a.mu.Unlock()
 	now := clock.Now()
-	p := &pending{decided: make(chan string, 1), Approval: Approval{
+	p := Approval{
 		ID: newApprovalID(), Run: run.ID, Tool: run.Tool, Args: args, Why: why, Principal: run.Principal,
 		Session: run.Session, Asked: now.UTC(), Expires: now.Add(expire).UTC(),
-	}}
-	a.all[p.ID] = p
-	a.forgetOld(now)
-	a.mu.Unlock()
+	}
+	decided, stop := book.Watch(p.ID)
+	defer stop()
+	if err := book.Put(ctx, p); err != nil {
+		return fmt.Errorf("the call of %s needs a person's approval, which can't be asked: %w", run.Tool, err)
+	}
+	if err := book.Forget(ctx, now.Add(-keepDecided)); err != nil {
+		d.log.Warn("old approvals could not be forgotten", "error", err)
+	}
 	ev := Event{Type: wire.TypeApprovalRequired, Approval: p.ID, Tool: run.Tool, Args: args, Why: why}
 	for _, r := range d.lineage(run) {
 		r.append(ev)
 	}
 	d.log.Info("a run waits for approval", "run", run.ID, "tool", run.Tool, "approval", p.ID, "principal", run.Principal)
 	timer := clock.After(expire)
+	var dec string
 	select {
-	case dec := <-p.decided:
-		if dec == wire.DecisionApprove {
-			return nil
-		}
-		return &sdk.Error{Code: wire.CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
+	case dec = <-decided:
 	case <-timer:
-		if a.settle(p, "expired") {
-			waited := clock.Now().Sub(now).Round(time.Second)
-			return &sdk.Error{Code: wire.CodeApprovalExpired, Message: fmt.Sprintf(
-				"nobody approved the call of %s in %s, so it expired and did not run ([approvals] expire_minutes); call it again and approve it in time", run.Tool, waited)}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		got, _, err := book.Decide(sctx, p.ID, DecisionExpired, "", clock.Now())
+		cancel()
+		if err != nil {
+			// The store can't say: the call does not run.
+			d.log.Warn("an expired approval could not be recorded", "approval", p.ID, "error", err)
+			got.Decision = DecisionExpired
 		}
-		dec := <-p.decided
-		if dec == wire.DecisionApprove {
-			return nil
-		}
-		return &sdk.Error{Code: wire.CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
+		dec = got.Decision
 	case <-ctx.Done():
-		a.settle(p, "cancelled")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		if _, _, err := book.Decide(sctx, p.ID, DecisionCancelled, "", clock.Now()); err != nil {
+			d.log.Warn("a cancelled approval could not be recorded", "approval", p.ID, "error", err)
+		}
+		cancel()
 		return ctx.Err()
 	}
+	switch dec {
+	case wire.DecisionApprove:
+		return nil
+	case DecisionExpired:
+		// It waited its expire_minutes, whichever host's clock passed them.
+		waited := expire.Round(time.Second)
+		return &sdk.Error{Code: wire.CodeApprovalExpired, Message: fmt.Sprintf(
+			"nobody approved the call of %s in %s, so it expired and did not run ([approvals] expire_minutes); call it again and approve it in time", run.Tool, waited)}
+	}
+	return &sdk.Error{Code: wire.CodeDeclined, Message: fmt.Sprintf("the call of %s was declined; it did not run", run.Tool)}
 }
 
 // lineage is the run and the runs it is nested in, innermost first.
@@ -275,34 +318,12 @@ func (d *Dispatcher) lineage(run *Run) []*Run {
 	return out
 }
 
-// settle records a decision that ends the wait; false when the approval
-// was decided already.
-func (a *approvals) settle(p *pending, decision string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if p.Decision != "" {
-		return false
-	}
-	p.Decision = decision
-	p.decided <- decision
-	return true
-}
-
 // keepDecided is how long a decided approval is kept, so a second
 // decision is told it came too late rather than that there is none.
 const keepDecided = time.Hour
 
-// forgetOld drops approvals decided long ago. Called with mu held.
-func (a *approvals) forgetOld(now time.Time) {
-	for id, p := range a.all {
-		if p.Decision != "" && now.Sub(p.Expires) > keepDecided {
-			delete(a.all, id)
-		}
-	}
-}
-
 // mayDecide says whether who may decide p under the policy.
-func (a *approvals) mayDecide(p *pending, who Decider) bool {
+func (a *approvals) mayDecide(p *Approval, who Decider) bool {
 	if who.Viewer && !who.Approver {
 		return false
 	}
@@ -319,42 +340,60 @@ func (a *approvals) mayDecide(p *pending, who Decider) bool {
 }
 
 // ownRun says whether p's run was started by who's token.
-func ownRun(p *pending, who Decider) bool {
+func ownRun(p *Approval, who Decider) bool {
 	return who.Name != "" && who.Name == p.Principal
 }
 
 // seesApproval says whether who may learn that p exists: its own run's,
 // or any run's for an admin or an approver.
-func seesApproval(p *pending, who Decider) bool {
+func seesApproval(p *Approval, who Decider) bool {
 	return who.Admin || who.Approver || ownRun(p, who)
 }
 
-// Approvals lists the approvals waiting that who may decide, oldest first.
+// Approvals lists the approvals waiting that who may decide, oldest
+// first; an empty list when the approval store can't be read (the log
+// says why). The API lists them with ListApprovals.
 func (d *Dispatcher) Approvals(who Decider) []Approval {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	list, err := d.ListApprovals(ctx, who)
+	if err != nil {
+		d.log.Warn("the approvals could not be listed", "error", err)
+		return []Approval{}
+	}
+	return list
+}
+
+// ListApprovals lists the approvals waiting, on every host sharing the
+// approval store, that who may decide, oldest first.
+func (d *Dispatcher) ListApprovals(ctx context.Context, who Decider) ([]Approval, error) {
 	a := d.approvals()
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	book, now := a.book, a.clock.Now()
+	a.mu.Unlock()
+	all, err := book.Pending(ctx, now)
+	if err != nil {
+		return nil, fmt.Errorf("the approvals waiting can't be listed: %w", err)
+	}
 	out := []Approval{}
-	for _, p := range a.all {
-		if p.Decision == "" && a.mayDecide(p, who) {
-			out = append(out, p.Approval)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range all {
+		if a.mayDecide(&all[i], who) {
+			out = append(out, all[i])
 		}
 	}
-	slices.SortFunc(out, func(x, y Approval) int {
-		if c := x.Asked.Compare(y.Asked); c != 0 {
-			return c
-		}
-		return strings.Compare(x.ID, y.ID)
-	})
-	return out
+	return out, nil
 }
 
 // Decide approves ("approve") or declines ("decline") an approval for
-// who. The error is an *sdk.Error: bad_args for another decision,
-// not_found for an approval there is not (or one who may not even see),
-// self_approval for the token that started the run where By is not
-// ByCaller, forbidden for one who may see but not decide,
-// already_decided for one decided before.
+// who, whichever host's run waits for it. The error is an *sdk.Error:
+// bad_args for another decision, not_found for an approval there is not
+// (or one who may not even see), self_approval for the token that started
+// the run where By is not ByCaller, forbidden for one who may see but not
+// decide, already_decided for one decided before (here or on another
+// host). When the approval store fails, the error wraps the store's
+// (store_unavailable while its database can't be reached).
 func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, error) {
 	if decision != wire.DecisionApprove && decision != wire.DecisionDecline {
 		return Approval{}, &sdk.Error{Code: wire.CodeBadArgs, Message: fmt.Sprintf("the decision must be \"approve\" or \"decline\", not %q", decision)}
@@ -364,25 +403,48 @@ func (d *Dispatcher) Decide(id string, who Decider, decision string) (Approval, 
 	}
 	a := d.approvals()
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	p, ok := a.all[id]
-	if !ok || !seesApproval(p, who) {
+	book, clock := a.book, a.clock
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	// The store's error keeps its code (store_unavailable while its
+	// database can't be reached) for the caller.
+	unreachable := func(err error) error {
+		return fmt.Errorf("the approval can't be decided now: %w", err)
+	}
+	p, ok, err := book.Get(ctx, id)
+	if err != nil {
+		return Approval{}, unreachable(err)
+	}
+	if !ok || !seesApproval(&p, who) {
 		return Approval{}, &sdk.Error{Code: wire.CodeNotFound, Message: "there is no approval with that id waiting for you"}
 	}
-	if !a.mayDecide(p, who) {
-		return p.Approval, a.refusal(p, who)
+	a.mu.Lock()
+	may := a.mayDecide(&p, who)
+	var refused error
+	if !may {
+		refused = a.refusal(&p, who)
 	}
-	if p.Decision != "" {
-		return p.Approval, &sdk.Error{Code: wire.CodeAlreadyDecided, Message: fmt.Sprintf("the approval was already decided (%s): a call is approved or declined once", describeDecision(p.Decision))}
+	a.mu.Unlock()
+	if !may {
+		return p, refused
 	}
-	p.Decision = decision
-	p.decided <- decision
-	d.log.Info("approval decided", "approval", id, "run", p.Run, "tool", p.Tool, "decision", decision, "by", who.Name)
-	return p.Approval, nil
+	if p.Decision == "" {
+		var won bool
+		p, won, err = book.Decide(ctx, id, decision, who.Name, clock.Now())
+		if err != nil {
+			return Approval{}, unreachable(err)
+		}
+		if won {
+			d.log.Info("approval decided", "approval", id, "run", p.Run, "tool", p.Tool, "decision", decision, "by", who.Name)
+			return p, nil
+		}
+	}
+	return p, &sdk.Error{Code: wire.CodeAlreadyDecided, Message: fmt.Sprintf("the approval was already decided (%s): a call is approved or declined once", describeDecision(p.Decision))}
 }
 
 // refusal says why who, who may see p, may not decide it.
-func (a *approvals) refusal(p *pending, who Decider) error {
+func (a *approvals) refusal(p *Approval, who Decider) error {
 	deciders := map[string]string{ByAdmins: "an admin", ByApprovers: "a token with approver = true"}[a.policy.By]
 	if ownRun(p, who) {
 		return &sdk.Error{Code: wire.CodeSelfApproval, Message: fmt.Sprintf(
@@ -397,9 +459,9 @@ func describeDecision(d string) string {
 		return "approved"
 	case wire.DecisionDecline:
 		return "declined"
-	case "expired":
+	case DecisionExpired:
 		return "it expired"
-	case "cancelled":
+	case DecisionCancelled:
 		return "its run was cancelled"
 	}
 	return d

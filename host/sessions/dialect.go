@@ -68,6 +68,31 @@ func (d *dialect) sql(q string, ddl bool) string {
 // greatest is the SQL of the larger of a and b.
 func (d *dialect) greatest(a, b string) string { return d.greatestFn + "(" + a + ", " + b + ")" }
 
+// approvalsChannel is the PostgreSQL notification channel on which a
+// host that decides an approval tells the hosts sharing the store
+// (approvals.go); its payload is the approval's id and decision.
+const approvalsChannel = "toolhost_approvals"
+
+// notifyApproval is the statement, in the deciding transaction, that tells
+// every host listening that an approval (its one argument: id and
+// decision) was decided; "" when the dialect has no hosts to tell: a
+// SQLite store is one host's, which hears its own decisions in process.
+func (d *dialect) notifyApproval() string {
+	if d != pgDialect {
+		return ""
+	}
+	return "SELECT pg_notify('" + approvalsChannel + "', ?)"
+}
+
+// listenApprovals is the statement a connection runs to hear
+// notifyApproval's notifications (PostgreSQL only).
+const listenApprovals = "LISTEN " + approvalsChannel
+
+// decidedApprovals is the statement by which the listening connection,
+// once listening, looks up which of the approvals watched (its one
+// argument, their ids) were decided while it was not (PostgreSQL only).
+const decidedApprovals = "SELECT id, decision FROM approvals WHERE id = ANY($1) AND decision <> ''"
+
 // lockClass is a kind of thing the hosts sharing a PostgreSQL store take
 // turns at, one of the same thing at a time: the first key of a
 // transaction's advisory lock (lockFor), whose second is a hash of the

@@ -120,7 +120,7 @@ func openPostgres(ctx context.Context, dsn, password string, steps []migration) 
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{db: db, d: pgDialect, path: where, steps: steps}
+	s := &Store{db: db, d: pgDialect, path: where, steps: steps, pg: cc}
 	if err := s.migrate(ctx, steps); err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			s.lastTry, s.lastErr = time.Now(), err
@@ -140,8 +140,8 @@ func openPostgres(ctx context.Context, dsn, password string, steps []migration) 
 // expires) start and end at the same instant for every host. The
 // dispatcher's budgets, keys and taint (host/budgets.go: SetLedger,
 // SetTaintStore) and the sessions service (storeNow) count by it; the run
-// ledger's start times (Record) and the times of approvals stay the
-// host's. Each reading asks the database; while it can't be
+// ledger's start times (Record) stay the host's; approvals shared on
+// PostgreSQL (Store.Approvals) are asked and expire by it too. Each reading asks the database; while it can't be
 // reached, the host's clock moved by the difference last read stands in
 // (the calls that then write fail anyway).
 func (s *Store) Clock() func() time.Time {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
 
 	// The pure-Go SQLite driver: the build has CGO_ENABLED=0.
@@ -58,6 +59,12 @@ type Store struct {
 	// rather than each trying (and waiting) again.
 	lastTry time.Time
 	lastErr error
+	// pg is the PostgreSQL connection's config, for the connection that
+	// listens for approvals' decisions (approvals.go); nil for SQLite.
+	pg *pgx.ConnConfig
+	// apprOnce makes appr, the store's approvals, at their first use.
+	apprOnce sync.Once
+	appr     *Approvals
 }
 
 // Session is one conversation's session.
@@ -188,6 +195,26 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX taint_at ON taint (at)`,
 	},
+	// 4: the approvals of change calls, waiting and decided, shared by
+	// the hosts on the store (approvals.go).
+	{
+		`CREATE TABLE approvals (
+			id         TEXT PRIMARY KEY,
+			run_id     TEXT NOT NULL,
+			tool       TEXT NOT NULL,
+			args       TEXT NOT NULL,
+			why        TEXT NOT NULL,
+			principal  TEXT NOT NULL,
+			session    TEXT NOT NULL,
+			asked      INTEGER NOT NULL,
+			expires    INTEGER NOT NULL,
+			decision   TEXT NOT NULL,
+			decided_by TEXT NOT NULL,
+			decided    INTEGER NOT NULL
+		)`,
+		`CREATE INDEX approvals_decision_asked ON approvals (decision, asked)`,
+		`CREATE INDEX approvals_expires ON approvals (expires)`,
+	},
 }
 
 // OpenStore opens (making it if needed) the store at path, a file in the
@@ -284,6 +311,9 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes the database and lets another host open it.
 func (s *Store) Close() error {
+	if s.appr != nil {
+		s.appr.close()
+	}
 	err := s.db.Close()
 	if s.lock != nil {
 		s.lock.Close()
