@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ url = %q
 // (examples/haproxy/haproxy.cfg), each with its own port and state_dir: a budget of N runs an
 // hour allows exactly N across the hosts under concurrent calls through HAProxy; one
 // idempotency key sent to the three hosts at once runs once, and a retry through HAProxy gets
-// that run's answer; while PostgreSQL is stopped every host's /healthz says so (HAProxy takes
+// that run's answer; an approval asked on one host is listed and decided on another, once; while PostgreSQL is stopped every host's /healthz says so (HAProxy takes
 // them out) and a call gets store_unavailable, and once it is back they serve again, with no
 // restart.
 func TestHostsOnOnePostgreSQL(t *testing.T) {
@@ -56,6 +57,7 @@ func TestHostsOnOnePostgreSQL(t *testing.T) {
 		Tools: map[string]string{
 			"say.toml":      echoTool("say", 1, 20),
 			"slow_say.toml": echoTool("slow_say", 1, 1500),
+			"note.toml":     strings.Replace(echoTool("note", 1, 20), "[[params]]", "effect = \"change\"\n[[params]]", 1),
 		},
 	}
 	hosts := []*Host{startHost(t, spec), startHost(t, spec), startHost(t, spec)}
@@ -117,6 +119,39 @@ func TestHostsOnOnePostgreSQL(t *testing.T) {
 		status, retry := toolCall(ctx, front, editorToken, "slow_say", `{"p00":"once"}`, key)
 		if status != http.StatusOK || !runs[retry.Run] {
 			t.Errorf("a retry through HAProxy once the run ended: %d %s; want 200 and the run of the first answer (%v)", status, retry.raw, runs)
+		}
+	})
+
+	t.Run("an approval asked on one host is decided on another", func(t *testing.T) {
+		// An HTTP call that must be approved answers 202 at once, naming its run.
+		status, asked := toolCall(ctx, hosts[0].Addr, editorToken, "note", `{"p00":"approved elsewhere"}`, "")
+		if status != http.StatusAccepted || asked.Run == "" {
+			t.Fatalf("a change call on host1: %d %s; want 202 naming its run, waiting for approval", status, asked.raw)
+		}
+		var id string
+		for deadline := time.Now().Add(slow(30 * time.Second)); id == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			_, list := request(t, "GET", hosts[2].URL("/api/v1/approvals"), adminToken, "")
+			if pending, _ := list["approvals"].([]any); len(pending) == 1 {
+				id, _ = pending[0].(map[string]any)["id"].(string)
+			}
+		}
+		if id == "" {
+			t.Fatalf("the approval asked on host1 was never listed on host3")
+		}
+		if code, body := request(t, "POST", hosts[2].URL("/api/v1/approvals/"+id), adminToken, `{"decision":"approve"}`); code != http.StatusOK {
+			t.Fatalf("approving on host3: %d %v", code, body)
+		}
+		if code, body := request(t, "POST", hosts[1].URL("/api/v1/approvals/"+id), adminToken, `{"decision":"decline"}`); code != http.StatusConflict {
+			t.Errorf("declining on host2 what host3 approved: %d %v; want 409 already_decided", code, body)
+		}
+		var run map[string]any
+		for deadline := time.Now().Add(slow(30 * time.Second)); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if _, run = request(t, "GET", hosts[0].URL("/api/v1/runs/"+asked.Run), editorToken, ""); run["done"] == true {
+				break
+			}
+		}
+		if run["done"] != true || !strings.Contains(fmt.Sprint(run["result"]), "approved elsewhere") {
+			t.Errorf("the run on host1, approved on host3: %v; want it done with its result", run)
 		}
 	})
 
