@@ -263,18 +263,6 @@ func (p *Places) Weight(owner string) uint64 {
 	return ownerShares(len(p.running[owner]))
 }
 
-// StartWeight is the cpu.shares a sandbox started for owner's next run gets while it starts:
-// its part of owner's weight, counted with owner's running sandboxes and the run that asked for
-// it (fullShares / (running + 2), at least 2). A sandbox for nobody ("") gets a quarter.
-func (p *Places) StartWeight(owner string) uint64 {
-	if owner == "" {
-		return fullShares / 4
-	}
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	return ownerShares(len(p.running[owner]) + 2)
-}
-
 func ownerShares(n int) uint64 { return max(fullShares/uint64(max(n, 1)), 2) }
 
 // reweighLocked writes the weight of each of owner's running sandboxes. p.wmu is held.

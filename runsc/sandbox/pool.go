@@ -43,10 +43,7 @@ type PoolOptions struct {
 	// Starts bounds how many sandboxes the pool starts at once (default: the number of CPUs).
 	Starts int
 	// StartShares is cpu.shares of a sandbox while it starts and waits (default 256; a handed-out
-	// one gets 1024), so filling the pool yields the CPU to running calls. A replacement that a
-	// Get starts for the sandbox it took starts with that Get's owner's weight instead
-	// (Places.StartWeight): the caller whose call drained the pool waits on that start, and it
-	// must not wait behind other callers' running code at a quarter of their weight.
+	// one gets 1024), so filling the pool yields the CPU to running calls.
 	StartShares uint64
 	// CheckEvery is how often ready sandboxes are checked for life (default one second). A Get
 	// checks the one it hands out too.
@@ -197,7 +194,7 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	pooled = pooled && !p.closed
 	sh, now := p.countGetLocked(opts)
 	if pooled {
-		if sb, err = p.takeOrAwaitReadyLocked(ctx, sh, now, opts.Owner); err != nil {
+		if sb, err = p.takeOrAwaitReadyLocked(ctx, sh, now); err != nil {
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -230,12 +227,11 @@ func (p *Pool) countGetLocked(opts Options) (*poolShape, time.Time) {
 	return sh, now
 }
 
-// takeOrAwaitReadyLocked takes a ready sandbox of sh, starting its replacement with owner's
-// weight (the Get's owner: it, or its next call, waits on that start); when none is
+// takeOrAwaitReadyLocked takes a ready sandbox of sh, starting its replacement; when none is
 // ready but one is starting that no other Get waits for, it waits for that start to end (p.mu
 // unlocked meanwhile) and tries again. It returns nil when the Get must start a sandbox cold, and
 // an error (the Get no longer counted in use) when ctx ends first.
-func (p *Pool) takeOrAwaitReadyLocked(ctx context.Context, sh *poolShape, now time.Time, owner string) (*Sandbox, error) {
+func (p *Pool) takeOrAwaitReadyLocked(ctx context.Context, sh *poolShape, now time.Time) (*Sandbox, error) {
 	for {
 		sb := p.takeReadyLocked(sh)
 		// None ready, but one is starting that no other Get waits for: it began before this
@@ -244,7 +240,7 @@ func (p *Pool) takeOrAwaitReadyLocked(ctx context.Context, sh *poolShape, now ti
 		// a start under way counts, not one queued for the Starts bound: a burst of calls
 		// starts cold side by side, as before, rather than one after another.
 		waitable := sh.running > sh.waiting
-		p.fillLocked(sh, now, p.freePlaces(), owner) // the replacement starts now, not when the pool's loop gets to it
+		p.fillLocked(sh, now, p.freePlaces()) // the replacement starts now, not when the pool's loop gets to it
 		if sb != nil || !waitable {
 			return sb, nil
 		}
@@ -477,7 +473,7 @@ func (p *Pool) maintain(check bool) {
 			clear(sh.ready[len(kept):])
 			sh.ready = kept
 		}
-		free -= p.fillLocked(sh, now, free, "")
+		free -= p.fillLocked(sh, now, free)
 	}
 }
 
@@ -491,9 +487,8 @@ func (p *Pool) freePlaces() int {
 }
 
 // fillLocked retires the ready sandboxes of sh above its target (at most free) and starts what
-// it lacks: for owner, when a Get of owner's asks for them (they start with owner's weight),
-// else ("") for nobody, at StartShares. It returns the target.
-func (p *Pool) fillLocked(sh *poolShape, now time.Time, free int, owner string) int {
+// it lacks. It returns the target.
+func (p *Pool) fillLocked(sh *poolShape, now time.Time, free int) int {
 	target := min(p.targetLocked(sh, now), free)
 	for len(sh.ready) > target {
 		sh.retired++
@@ -505,13 +500,9 @@ func (p *Pool) fillLocked(sh *poolShape, now time.Time, free int, owner string) 
 		return target
 	}
 	sh.starting += need
-	opts := sh.opts
-	if owner != "" {
-		opts.Limits.CPUShares = p.places.StartWeight(owner)
-	}
 	for range need {
 		p.wg.Add(1)
-		go p.start(sh, opts)
+		go p.start(sh)
 	}
 	return target
 }
@@ -531,9 +522,8 @@ func (p *Pool) targetLocked(sh *poolShape, now time.Time) int {
 	return min(max(p.opts.Size, sh.peak), p.places.Max())
 }
 
-// start starts one sandbox of opts (sh's, perhaps with another weight) for sh, at most Starts
-// at once across the pool. Once ready, it waits at StartShares whatever it started with.
-func (p *Pool) start(sh *poolShape, opts Options) {
+// start starts one sandbox for sh, at most Starts at once across the pool.
+func (p *Pool) start(sh *poolShape) {
 	defer p.wg.Done()
 	select {
 	case p.starts <- struct{}{}:
@@ -546,11 +536,8 @@ func (p *Pool) start(sh *poolShape, opts Options) {
 	p.mu.Lock()
 	sh.running++
 	p.mu.Unlock()
-	sb, err := p.opts.Manager.Start(p.ctx, opts)
+	sb, err := p.opts.Manager.Start(p.ctx, sh.opts)
 	<-p.starts
-	if err == nil && opts.Limits.CPUShares != sh.opts.Limits.CPUShares {
-		_ = sb.setCPUShares(sh.opts.Limits.CPUShares) // a sandbox that ended is found by the checks
-	}
 	p.mu.Lock()
 	sh.starting--
 	sh.running--

@@ -323,44 +323,6 @@ func TestAnOwnersSandboxesShareOneWeight(t *testing.T) {
 	}
 }
 
-// TestAReplacementStartsWithItsCallersWeight: the sandbox a Get starts to replace the ready one
-// it took starts with its owner's weight (half a sandbox's: the owner's run and the replacement
-// share it), not the quarter the pool's own refills get, since that owner's next call waits on
-// it; once ready it waits at the quarter, like any other.
-func TestAReplacementStartsWithItsCallersWeight(t *testing.T) {
-	t.Parallel()
-	m := newTestManager(t, NetworkOptions{})
-	p := newTestPool(t, m, PoolOptions{Size: 1, Max: 3})
-	cg := m.Cgroups()
-	opts := poolSandbox()
-	p.Warm(opts)
-	waitFor(t, "the pool's first sandbox to be ready", func() bool { return shapeStats(p).Ready == 1 })
-	ready := func() *Sandbox {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.shapes[shapeKey(opts)].ready[0]
-	}
-	if got := ready().opts.Limits.CPUShares; got != 256 {
-		t.Errorf("the pool's own refill started with %d CPU shares; want 256", got)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	opts.Owner = "a"
-	first, err := p.Get(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Destroy(first)
-	waitFor(t, "the replacement to be ready", func() bool { return shapeStats(p).Ready == 1 })
-	replacement := ready()
-	if got := replacement.opts.Limits.CPUShares; got != 512 {
-		t.Errorf("the replacement a's Get started began with %d CPU shares; want 512 (half of a's weight)", got)
-	}
-	if got, want := cpuShares(cg, replacement.ID), sharesAs(cg, 256); got != want {
-		t.Errorf("the ready replacement waits with CPU shares %d; want %d (256 shares)", got, want)
-	}
-}
-
 // TestPoolGrowsAndShrinks: demand above Size grows the ready sandboxes up to Max; once it is gone
 // for MaxIdle they go back to Size. Off (Size 0), every Get starts cold and nothing waits.
 func TestPoolGrowsAndShrinks(t *testing.T) {
