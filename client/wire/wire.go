@@ -47,6 +47,14 @@ const (
 	DecisionDecline = "decline"
 )
 
+// The ends of an approval that no person decided (the approval's decision in
+// GET /api/v1/approvals and the decided frame): it ran out of time, or its
+// run was cancelled.
+const (
+	DecisionExpired   = "expired"
+	DecisionCancelled = "cancelled"
+)
+
 // Message is every field a frame a client sends may carry (hello,
 // list_tools, call, cancel, attach, ping); which are needed depends on
 // Type. The host decodes client frames into it, refusing unknown fields.

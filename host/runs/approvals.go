@@ -82,13 +82,6 @@ type nowClock struct{ now func() time.Time }
 func (c nowClock) Now() time.Time                       { return c.now() }
 func (nowClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// The decisions that end a wait besides a person's (wire.DecisionApprove,
-// wire.DecisionDecline).
-const (
-	DecisionExpired   = "expired"
-	DecisionCancelled = "cancelled"
-)
-
 // Approval is a change call waiting for a person's decision, as GET
 // /api/v1/approvals lists it.
 type Approval struct {
@@ -277,17 +270,17 @@ func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args jso
 	case dec = <-decided:
 	case <-timer:
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		got, _, err := book.Decide(sctx, p.ID, DecisionExpired, "", clock.Now())
+		got, _, err := book.Decide(sctx, p.ID, wire.DecisionExpired, "", clock.Now())
 		cancel()
 		if err != nil {
 			// The store can't say: the call does not run.
 			d.log.Warn("an expired approval could not be recorded", "approval", p.ID, "error", err)
-			got.Decision = DecisionExpired
+			got.Decision = wire.DecisionExpired
 		}
 		dec = got.Decision
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		if _, _, err := book.Decide(sctx, p.ID, DecisionCancelled, "", clock.Now()); err != nil {
+		if _, _, err := book.Decide(sctx, p.ID, wire.DecisionCancelled, "", clock.Now()); err != nil {
 			d.log.Warn("a cancelled approval could not be recorded", "approval", p.ID, "error", err)
 		}
 		cancel()
@@ -296,7 +289,7 @@ func (d *Dispatcher) await(ctx context.Context, a *approvals, run *Run, args jso
 	switch dec {
 	case wire.DecisionApprove:
 		return nil
-	case DecisionExpired:
+	case wire.DecisionExpired:
 		// It waited its expire_minutes, whichever host's clock passed them.
 		waited := expire.Round(time.Second)
 		return &sdk.Error{Code: wire.CodeApprovalExpired, Message: fmt.Sprintf(
@@ -459,9 +452,9 @@ func describeDecision(d string) string {
 		return "approved"
 	case wire.DecisionDecline:
 		return "declined"
-	case DecisionExpired:
+	case wire.DecisionExpired:
 		return "it expired"
-	case DecisionCancelled:
+	case wire.DecisionCancelled:
 		return "its run was cancelled"
 	}
 	return d

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolhost/toolhost/client/wire"
 )
 
 // ApprovalStore keeps the approvals, waiting and decided, for every host
@@ -108,7 +110,7 @@ func (m *MemoryApprovals) Decide(_ context.Context, id, decision, _ string, now 
 	}
 	a.Decision = decision
 	if !a.Expires.After(now) {
-		a.Decision = DecisionExpired
+		a.Decision = wire.DecisionExpired
 	}
 	for _, ch := range m.watchers[id] {
 		ch <- a.Decision

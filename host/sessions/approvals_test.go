@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/internal/pgtest"
 )
@@ -108,7 +109,7 @@ func TestApprovalsExpireByTheClockGiven(t *testing.T) {
 			t.Fatalf("at its expiry: %+v, %v", list, err)
 		}
 		got, ok, err := ap.Decide(ctx, p.ID, "approve", "ed", p.Expires)
-		if err != nil || ok || got.Decision != runs.DecisionExpired {
+		if err != nil || ok || got.Decision != wire.DecisionExpired {
 			t.Fatalf("approved at its expiry: %+v, %v, %v", got, ok, err)
 		}
 		if err := ap.Forget(ctx, p.Expires); err != nil {
