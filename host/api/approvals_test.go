@@ -12,9 +12,8 @@ import (
 	"github.com/toolhost/toolhost/host/api/apitest"
 	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/runs"
-	"github.com/toolhost/toolhost/host/sessions"
+	"github.com/toolhost/toolhost/host/sessions/sessionstest"
 	"github.com/toolhost/toolhost/host/tools"
-	"github.com/toolhost/toolhost/internal/pgtest"
 )
 
 // newApprovalsHost serves the fake tools and "publish", a change tool of
@@ -304,16 +303,7 @@ func TestAnApprovalSurvivesTheCallerReconnecting(t *testing.T) {
 // runs.
 func TestApprovalsWhileTheStoreIsDown(t *testing.T) {
 	ctx := context.Background()
-	srv := pgtest.Start(t)
-	url, err := srv.NewDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sessions.OpenPostgres(ctx, url, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, srv := sessionstest.Postgres(t)
 	h := newApprovalsHost(t, Options{Tokens: tokens("ed", "editor")})
 	h.runs.SetApprovalStore(st.Approvals(), st.Clock())
 	run, id := callAsked(t, h, "ed-token")

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/toolhost/toolhost/host/sessions"
+	"github.com/toolhost/toolhost/host/sessions/sessionstest"
 	"github.com/toolhost/toolhost/host/tools"
-	"github.com/toolhost/toolhost/internal/pgtest"
 )
 
 // TestStoreUnavailableAnswers: while the store's PostgreSQL server is
@@ -22,16 +22,7 @@ import (
 // the same calls work and /healthz answers 200, without a restart.
 func TestStoreUnavailableAnswers(t *testing.T) {
 	ctx := context.Background()
-	srv := pgtest.Start(t)
-	url, err := srv.NewDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sessions.OpenPostgres(ctx, url, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, srv := sessionstest.Postgres(t)
 	h := newTestHost(t, Options{Tokens: tokens("ed", "editor"), Store: st.Ping,
 		Reloads: func() (uint64, uint64) { return 3, 1 }})
 	h.runs.SetLedger(st, st.Clock())

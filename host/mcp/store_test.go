@@ -6,8 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolhost/toolhost/host/auth"
-	"github.com/toolhost/toolhost/host/sessions"
-	"github.com/toolhost/toolhost/internal/pgtest"
+	"github.com/toolhost/toolhost/host/sessions/sessionstest"
 )
 
 // TestMCPStoreUnavailable: an MCP call made while the store's PostgreSQL
@@ -15,16 +14,7 @@ import (
 // caller can act on; once the server is back the call runs.
 func TestMCPStoreUnavailable(t *testing.T) {
 	ctx := context.Background()
-	srv := pgtest.Start(t)
-	url, err := srv.NewDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sessions.OpenPostgres(ctx, url, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, srv := sessionstest.Postgres(t)
 	h := startHost(t, tokens("ed", auth.Editor))
 	h.Runs.SetLedger(st, st.Clock())
 	s, err := connect(t, h.Srv.URL, "ed-token", nil)

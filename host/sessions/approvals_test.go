@@ -200,13 +200,7 @@ func TestTheListenerComesBackAfterItsConnectionDrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stores := make([]*Store, 2)
-	for i := range stores {
-		if stores[i], err = OpenPostgres(ctx, url, ""); err != nil {
-			t.Fatal(err)
-		}
-		defer stores[i].Close()
-	}
+	stores := openHosts(t, url, 2)
 	holder, other := stores[0].Approvals(), stores[1].Approvals()
 	holder.poll = time.Hour
 	now := time.Now().UTC()
@@ -243,13 +237,7 @@ func TestApprovalsWhileTheServerIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stores := make([]*Store, 2)
-	for i := range stores {
-		if stores[i], err = OpenPostgres(ctx, url, ""); err != nil {
-			t.Fatal(err)
-		}
-		defer stores[i].Close()
-	}
+	stores := openHosts(t, url, 2)
 	holder, other := stores[0].Approvals(), stores[1].Approvals()
 	holder.poll = time.Hour
 	now := time.Now().UTC()
@@ -286,13 +274,7 @@ func BenchmarkADecisionHeardOnAnotherHost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	stores := make([]*Store, 2)
-	for i := range stores {
-		if stores[i], err = OpenPostgres(ctx, url, ""); err != nil {
-			b.Fatal(err)
-		}
-		defer stores[i].Close()
-	}
+	stores := openHosts(b, url, 2)
 	holder, other := stores[0].Approvals(), stores[1].Approvals()
 	holder.poll = time.Hour
 	now := time.Now().UTC()

@@ -29,6 +29,22 @@ func hostStores(t *testing.T, db testDB, n int) []*Store {
 	return stores
 }
 
+// openHosts opens n stores on the PostgreSQL database at url, each a host
+// of its own, closed at tb's end.
+func openHosts(tb testing.TB, url string, n int) []*Store {
+	tb.Helper()
+	stores := make([]*Store, n)
+	for i := range stores {
+		st, err := OpenPostgres(context.Background(), url, "")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { st.Close() })
+		stores[i] = st
+	}
+	return stores
+}
+
 // TestChargeUsageHostsSpendABudgetOnce: hosts charging one principal at
 // once against a budget of K runs charge exactly K, and the refused see
 // the budget used up; another principal's budget is its own.
