@@ -67,24 +67,8 @@ func (d *decoder) decodeModel(v any, m *ModelConfig, dir string) {
 	if t.str("model", &m.Model) && m.Model != strings.TrimSpace(m.Model) {
 		d.addf(t.at("model"), "%q has spaces around the name: write the model's name alone, e.g. \"llama3.2\"", m.Model)
 	}
-	// The value is never quoted back: it may be the key itself, written
-	// where its name was meant to go.
-	if t.str("api_key_env", &m.APIKeyEnv) && m.APIKeyEnv != "" && !envNameRE.MatchString(m.APIKeyEnv) {
-		d.addf(t.at("api_key_env"), "must be the name of an environment variable that holds the key "+
-			"(letters, digits and underscores, e.g. \"OPENAI_API_KEY\"), not the key itself")
-		m.APIKeyEnv = ""
-	}
-	d.path(t, "api_key_file", dir, &m.APIKeyFile, true)
-	if m.APIKeyEnv != "" && m.APIKeyFile != "" {
-		d.addf(t.at("api_key_file"), "api_key_env and api_key_file are both set: keep one, so it is clear which key is sent")
-	}
-	// api_key is known, so that it is refused for what it is rather than
-	// offered as a suggestion for a misspelt key.
-	t.skip("api_key")
-	if _, ok := t.m["api_key"]; ok {
-		d.addf(t.at("api_key"), "the API key must not be written in the config: put it in an environment variable "+
-			"and name that in api_key_env, or in a file only the host's user can read and name that in api_key_file")
-	}
+	d.secret(t, dir, secretKeys{key: "api_key", noun: "key", the: "the API key", exampleEnv: "OPENAI_API_KEY"},
+		&m.APIKeyEnv, &m.APIKeyFile)
 	t.int("timeout_seconds", &m.TimeoutSeconds, 1, 3600)
 	t.int("max_tokens", &m.MaxTokens, 1, 1<<20)
 	if (m.APIKeyEnv != "" || m.APIKeyFile != "") && !d.hasErrorAt("model.base_url") {
@@ -132,4 +116,33 @@ func checkKeyTransport(base string) string {
 	}
 	return fmt.Sprintf("an API key is configured, and %s would send it unencrypted to %s: use an https URL "+
 		"(http is only for a model on this machine, e.g. http://127.0.0.1:11434/v1)", base, host)
+}
+
+// secretKeys names a secret's settings: <key>_env names an environment
+// variable holding it, <key>_file a file holding it, and <key> itself is
+// refused. noun and the are the secret in words ("key", "the API key").
+type secretKeys struct{ key, noun, the, exampleEnv string }
+
+// secret reads where a secret comes from into env and file (at most one of
+// them), and refuses the secret written in the config itself.
+func (d *decoder) secret(t *table, dir string, k secretKeys, env, file *string) {
+	envKey, fileKey := k.key+"_env", k.key+"_file"
+	// The value is never quoted back: it may be the secret itself, written
+	// where its name was meant to go.
+	if t.str(envKey, env) && *env != "" && !envNameRE.MatchString(*env) {
+		d.addf(t.at(envKey), "must be the name of an environment variable that holds the %s "+
+			"(letters, digits and underscores, e.g. %q), not the %s itself", k.noun, k.exampleEnv, k.noun)
+		*env = ""
+	}
+	d.path(t, fileKey, dir, file, true)
+	if *env != "" && *file != "" {
+		d.addf(t.at(fileKey), "%s and %s are both set: keep one, so it is clear which %s is sent", envKey, fileKey, k.noun)
+	}
+	// The key itself is known, so that it is refused for what it is rather
+	// than offered as a suggestion for a misspelt key.
+	t.skip(k.key)
+	if _, ok := t.m[k.key]; ok {
+		d.addf(t.at(k.key), "%s must not be written in the config: put it in an environment variable "+
+			"and name that in %s, or in a file only the host's user can read and name that in %s", k.the, envKey, fileKey)
+	}
 }

@@ -42,24 +42,8 @@ func (d *decoder) decodeStore(v any, s *StoreConfig, dir string) {
 			s.URL = raw
 		}
 	}
-	// The value is never quoted back: it may be the password itself,
-	// written where its name was meant to go.
-	if t.str("password_env", &s.PasswordEnv) && s.PasswordEnv != "" && !envNameRE.MatchString(s.PasswordEnv) {
-		d.addf(t.at("password_env"), "must be the name of an environment variable that holds the password "+
-			"(letters, digits and underscores, e.g. \"TOOLHOST_DB_PASSWORD\"), not the password itself")
-		s.PasswordEnv = ""
-	}
-	d.path(t, "password_file", dir, &s.PasswordFile, true)
-	if s.PasswordEnv != "" && s.PasswordFile != "" {
-		d.addf(t.at("password_file"), "password_env and password_file are both set: keep one, so it is clear which password is sent")
-	}
-	// password is known, so that it is refused for what it is rather than
-	// offered as a suggestion for a misspelt key.
-	t.skip("password")
-	if _, ok := t.m["password"]; ok {
-		d.addf(t.at("password"), "the database's password must not be written in the config: put it in an environment variable "+
-			"and name that in password_env, or in a file only the host's user can read and name that in password_file")
-	}
+	d.secret(t, dir, secretKeys{key: "password", noun: "password", the: "the database's password", exampleEnv: "TOOLHOST_DB_PASSWORD"},
+		&s.PasswordEnv, &s.PasswordFile)
 	if s.URL == "" && (s.PasswordEnv != "" || s.PasswordFile != "") && !d.hasErrorAt("store.url") {
 		d.addf(t.at("url"), "a password is configured but no url: set url to the PostgreSQL database, "+
 			"like \"postgres://toolhost@db.example:5432/toolhost\", or leave [store] out to keep the store in state_dir")
