@@ -183,3 +183,32 @@ func lease(t *testing.T, st *Store, id string) Host {
 	t.Fatalf("no lease of %s in %+v", id, hosts)
 	return Host{}
 }
+
+// TestLeaseKeysFromBeforeLeases: a key claimed, and not ended, before the
+// store had leases (schema 4) names no host, reads as not live, and is
+// marked interrupted by the first host to notice.
+func TestLeaseKeysFromBeforeLeases(t *testing.T) { eachDB(t, testLeaseKeysFromBeforeLeases) }
+
+func testLeaseKeysFromBeforeLeases(t *testing.T, db testDB) {
+	ctx := context.Background()
+	old, err := db.open(migrations[:4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = old.exec(ctx, `INSERT INTO idempotency_keys (principal, key, tool, args_hash, run_id, created, done, outcome)
+		VALUES ('ed', 'k', 'send', 'h', 'r0', ?, 0, '')`, time.Now().UnixMilli())
+	old.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := db.mustOpen(t)
+	if err := st.TakeLease(ctx, "web-1", "10.0.0.5:8080", "i1", LeaseTTL); err != nil {
+		t.Fatal(err)
+	}
+	if prev, _ := claim(t, st, "k", "r1", "web-1", "i1"); prev.Run != "r0" || prev.Host != "" || prev.HostLive {
+		t.Errorf("the key from before leases reads %+v; want run r0 of no host, not live", prev)
+	}
+	if n, err := st.InterruptLapsed(ctx); err != nil || n != 1 {
+		t.Errorf("marking it: %d, %v; want 1", n, err)
+	}
+}

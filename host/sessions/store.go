@@ -227,6 +227,8 @@ var migrations = []migration{
 		`ALTER TABLE idempotency_keys ADD COLUMN host_id TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE idempotency_keys ADD COLUMN host_instance TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE idempotency_keys ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0`,
+		// The keys InterruptLapsed looks at, at every renewal of every host.
+		`CREATE INDEX idempotency_keys_unfinished ON idempotency_keys (host_id, host_instance) WHERE done = 0 AND interrupted = 0`,
 	},
 }
 
