@@ -41,6 +41,8 @@ type Config struct {
 	Store StoreConfig
 	// Approvals is [approvals] (approvals.go).
 	Approvals ApprovalsConfig
+	// Cluster is [cluster] (cluster.go).
+	Cluster ClusterConfig
 	// Kinds holds every kind's table as written, by kind: a top-level table
 	// that is not the host's own ([http], [python]) or a [kinds.<name>]
 	// table. Values are as decoded: string, int64, float64, bool, time
@@ -255,6 +257,9 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 	}
 	if v, ok := top.get("store"); ok {
 		d.decodeStore(v, &c.Store, dir)
+	}
+	if v, ok := top.get("cluster"); ok {
+		d.decodeCluster(v, &c.Cluster)
 	}
 	if v, ok := top.get("approvals"); ok {
 		d.decodeApprovals(v, &c.Approvals, c.Tokens)
@@ -539,7 +544,7 @@ var (
 
 // hostKeys are the host's own top-level keys, in the order of the example
 // config; any other top-level table is a kind's.
-var hostKeys = []string{"server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "store", "approvals", "kinds", "tool"}
+var hostKeys = []string{"server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "store", "cluster", "approvals", "kinds", "tool"}
 
 func checkHex(s string) string {
 	switch {

@@ -22,7 +22,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"syntax", "[server]\nlisten = \n", `toolhost.toml:2: this is not valid TOML: unexpected character U+000A at start of value`},
 		{"key twice", "[http]\ntimeout_seconds = 1\ntimeout_seconds = 2\n", `toolhost.toml:3: this is not valid TOML: key timeout_seconds is already defined`},
-		{"unknown top key", "\nlisten = \"x\"\n", `toolhost.toml:2: unknown key "listen"; the keys allowed here are "server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "store", "approvals", "kinds", "tool"`},
+		{"unknown top key", "\nlisten = \"x\"\n", `toolhost.toml:2: unknown key "listen"; the keys allowed here are "server", "plugins", "tools_dir", "runs", "tokens", "log", "model", "sessions", "store", "cluster", "approvals", "kinds", "tool"`},
 		{"unknown top key suggested", "\nlogs = \"x\"\n", `toolhost.toml:2: unknown key "logs" (did you mean "log"?)`},
 		{"kind table bad name", "[Sever]\nx = 1\n", `toolhost.toml:1: Sever: [Sever] is neither one of the host's tables nor a kind's: a kind name must start with a lowercase letter, followed by up to 40 lowercase letters, digits or underscores (did you mean [server]?)`},
 		{"kinds twice", "[weather]\nx = 1\n[kinds.weather]\nx = 2\n", `toolhost.toml:3: kinds.weather: the weather kind's settings are given twice, in [weather] and in [kinds.weather]: keep one`},

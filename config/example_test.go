@@ -131,7 +131,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		}
 	}
 	for _, commented := range []string{"[[tokens]]", "max_running = ", "approver = true", "[kinds.", "[[tool]]",
-		"[store]", "url = ", "password_env = ", "password_file = "} {
+		"[store]", "url = ", "password_env = ", "password_file = ", "[cluster]", "host_id = ", "address = "} {
 		if !strings.Contains(text, "# "+commented) {
 			t.Errorf("%s is not shown in the example", commented)
 		}

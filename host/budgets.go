@@ -67,6 +67,7 @@ func (h *Host) openLedger(ctx context.Context, stateDir string) {
 	h.runs.SetTaintStore(st, st.Clock())
 	h.store.Store(st)
 	h.shareApprovals(st)
+	h.startLease(st)
 }
 
 // shareApprovals gives the dispatcher the store's approvals when the store

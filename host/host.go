@@ -54,6 +54,8 @@ type Host struct {
 	// store is the store the dispatcher's ledger is kept in (openLedger);
 	// nil when none could be opened. /healthz pings it.
 	store atomic.Pointer[sessions.Store]
+	// lease is the host's lease in the store (cluster.go); nil without a store.
+	lease *lease
 	// unavailable says why a kind could not be started, by kind.
 	unavailable map[string]string
 	// reloadsApplied and reloadsRefused count ReloadFile's outcomes, for /healthz.
@@ -527,6 +529,7 @@ func (h *Host) Stop() {
 		wsCancel()
 	}
 	h.plugins.Stop(ctx)
+	h.stopLease()
 	h.sessions.stop(ctx)
 	h.closeLedger()
 	h.runs.Close()

@@ -107,10 +107,17 @@ func TestHostsOnOnePostgreSQL(t *testing.T) {
 			switch {
 			case a.status == http.StatusOK:
 				runs[a.body.Run] = true
-			case a.status == http.StatusConflict && a.body.code() == "interrupted":
-				// Its run was going on another host: whether it acted is for the caller to check.
+			case a.status == http.StatusConflict && a.body.code() == "in_progress":
+				// Its run was going on another host, which holds its lease: the answer names it.
+				named := false
+				for j, other := range hosts {
+					named = named || j != i && strings.Contains(string(a.body.raw), other.Addr)
+				}
+				if !named {
+					t.Errorf("the key sent to host%d: in_progress %s names no other host's address", i+1, a.body.raw)
+				}
 			default:
-				t.Errorf("the key sent to host%d: %d %s; want 200, or 409 interrupted while it ran on another host", i+1, a.status, a.body.raw)
+				t.Errorf("the key sent to host%d: %d %s; want 200, or 409 in_progress while it ran on another host", i+1, a.status, a.body.raw)
 			}
 		}
 		if len(runs) != 1 {

@@ -110,8 +110,14 @@ const (
 	// call (another tool, session or arguments).
 	CodeIdempotencyConflict = "idempotency_conflict"
 	// CodeInterrupted: the call of an idempotency key was running when the
-	// host stopped; whether it acted is unknown.
+	// host stopped (or, with a shared store, its host's lease ran out);
+	// whether it acted is unknown.
 	CodeInterrupted = "interrupted"
+	// CodeInProgress: the call of an idempotency key is running on another
+	// host sharing the store, which holds its lease; its message names that
+	// host's id and address. Send the key again once it ended to get its
+	// outcome.
+	CodeInProgress = "in_progress"
 	// CodeStoreUnavailable: the host's store ([store]'s PostgreSQL
 	// database) can't be reached, so what needs it (budgets, idempotency
 	// keys, sessions, the run ledger) was refused; nothing ran. Try again

@@ -481,7 +481,7 @@ func callErrorStatus(code string) int {
 		return http.StatusServiceUnavailable
 	case wire.CodeTooManyRuns, wire.CodeBudget, wire.CodeTooManySessions:
 		return http.StatusTooManyRequests
-	case wire.CodeIdempotencyConflict, wire.CodeInterrupted:
+	case wire.CodeIdempotencyConflict, wire.CodeInterrupted, wire.CodeInProgress:
 		return http.StatusConflict
 	case wire.CodeForbidden:
 		return http.StatusForbidden

@@ -52,6 +52,8 @@ type accounting struct {
 	// keep is how long an idempotency key holds; 0 is the dispatcher's
 	// keep time.
 	keep time.Duration
+	// host is this host as its idempotency keys' claims name it (SetHost).
+	host HostID
 	// keyMu makes this host's calls with idempotency keys start one at a
 	// time, so that a retry finds the run its key claimed already going;
 	// the ledger's claim (ClaimKey) makes two identical calls start one

@@ -31,3 +31,10 @@ func NewFakeClock(now time.Time) *FakeClock {
 
 // Advance moves the clock on by d.
 func (c *fakeClock) Advance(d time.Duration) { c.advance(d) }
+
+// AcctDispatcher is acctDispatcher, with no budgets, on ledger: its tool
+// "hold" runs until Release is called.
+func AcctDispatcher(t *testing.T, ledger Ledger) (d *Dispatcher, release func()) {
+	d, k, _ := acctDispatcher(t, ledger, Budget{})
+	return d, func() { close(k.gate) }
+}

@@ -42,9 +42,11 @@ func (d *Dispatcher) SetKeyKeep(keep time.Duration) {
 // started, going on or ended, or, once that is forgotten or the host
 // restarted, a run made from its recorded outcome. The same key for
 // another call is refused (wire.CodeIdempotencyConflict). The key is
-// claimed in the ledger before its run starts, so of the hosts sharing a
-// ledger one runs it; another, while the run goes on there, answers
-// wire.CodeInterrupted, as after a restart: it can't tell the two apart.
+// claimed in the ledger before its run starts, with this host's id
+// (SetHost), so of the hosts sharing a ledger one runs it; another, while
+// the run goes on there, answers wire.CodeInProgress as long as the
+// claiming host holds its lease, and wire.CodeInterrupted once it ran out,
+// as after a restart.
 func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 	a := &d.acct
 	a.keyMu.Lock()
@@ -69,7 +71,9 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 	// The key is claimed for the run before it starts, in one step of the
 	// ledger: of the hosts sharing it, one starts the run.
 	id := newRunID()
-	e := KeyEntry{Principal: req.Principal, Key: req.IdempotencyKey, Tool: req.Tool, ArgsHash: hash, Run: id, Created: t}
+	host := d.hostOf()
+	e := KeyEntry{Principal: req.Principal, Key: req.IdempotencyKey, Tool: req.Tool, ArgsHash: hash, Run: id, Created: t,
+		Host: host.ID, Instance: host.Instance}
 	prev, claimed, err := l.ClaimKey(ctx, e, t.Add(-keep))
 	if err != nil {
 		return nil, fmt.Errorf("the idempotency key %q can't be looked up, so the call was not run: %w", req.IdempotencyKey, err)
@@ -84,9 +88,7 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 			return run, nil
 		}
 		if !prev.Done {
-			return nil, &sdk.Error{Code: wire.CodeInterrupted, Message: fmt.Sprintf(
-				"the call with the idempotency key %q (run %s) was running when the host stopped, so whether it acted is unknown; check, then send a new key to run it again",
-				req.IdempotencyKey, prev.Run)}
+			return nil, d.unfinishedKey(req, prev)
 		}
 		return d.replay(req, prev)
 	}
@@ -99,6 +101,49 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 		return nil, err
 	}
 	return run, nil
+}
+
+// HostID names this host to the others sharing its ledger: its [cluster]
+// host_id, and the instance (process) of it that runs now.
+type HostID struct {
+	ID, Instance string
+}
+
+// SetHost sets the host and instance the idempotency keys claimed from now
+// on name, so that the other hosts sharing the ledger can tell, by this
+// host's lease, whether their runs may still go on here.
+func (d *Dispatcher) SetHost(h HostID) {
+	d.acct.mu.Lock()
+	defer d.acct.mu.Unlock()
+	d.acct.host = h
+}
+
+func (d *Dispatcher) hostOf() HostID {
+	d.acct.mu.Lock()
+	defer d.acct.mu.Unlock()
+	return d.acct.host
+}
+
+// unfinishedKey is the refusal of a key whose run did not end and is not
+// this process's: wire.CodeInProgress while the host that claimed it holds
+// its lease (its run may still go on there), or wire.CodeInterrupted when
+// that host's lease ran out, another instance of it (a restart) holds it,
+// or this very instance claimed it and forgot the run.
+func (d *Dispatcher) unfinishedKey(req Request, prev KeyEntry) error {
+	me := d.hostOf()
+	if prev.HostLive && !prev.Interrupted && prev.Instance != me.Instance {
+		return &sdk.Error{Code: wire.CodeInProgress, Message: fmt.Sprintf(
+			"the call with the idempotency key %q (run %s) is running on the host %s (at %s), which holds its lease; "+
+				"wait for it to end and send the key again (to that host, or to any: the outcome is recorded), or follow the run there",
+			req.IdempotencyKey, prev.Run, prev.Host, prev.HostAddress)}
+	}
+	where := "the host"
+	if prev.Host != "" {
+		where = "its host " + prev.Host
+	}
+	return &sdk.Error{Code: wire.CodeInterrupted, Message: fmt.Sprintf(
+		"the call with the idempotency key %q (run %s) was running when %s stopped, so whether it acted is unknown; check, then send a new key to run it again",
+		req.IdempotencyKey, prev.Run, where)}
 }
 
 // keyEnded records the outcome of a keyed run.

@@ -66,6 +66,19 @@ type KeyEntry struct {
 	Done     bool
 	// Outcome is the run's end as JSON (keyOutcome), once Done.
 	Outcome []byte
+	// Host is the id of the host that claimed the key ([cluster] host_id),
+	// and Instance names that host's process (a host restarted under the
+	// same id is another instance); "" in a ledger of one host.
+	Host, Instance string
+	// Interrupted says the key's run was marked cut off: its host's lease
+	// ran out before the run ended (read only).
+	Interrupted bool
+	// HostAddress and HostLive are read with the entry, by the ledger's
+	// clock: the claiming host's [cluster] address, and whether the lease
+	// of the instance that claimed the key is live, so its run may still go
+	// on there (read only; false in a ledger without leases).
+	HostAddress string
+	HostLive    bool
 }
 
 // Ledger keeps the usage of runs and the idempotency keys, so that

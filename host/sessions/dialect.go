@@ -31,12 +31,17 @@ type dialect struct {
 	// greatestFn is the function of the larger of two values: SQLite's
 	// two-argument MAX, PostgreSQL's GREATEST.
 	greatestFn string
+	// nowMS is the database's clock, in milliseconds since 1970: the
+	// clock leases are counted by (lease.go). SQLite's is this host's.
+	nowMS string
 }
 
 var (
-	sqliteDialect = &dialect{name: "sqlite", greatestFn: "MAX"}
-	pgDialect     = &dialect{name: "postgres", numbered: true, greatestFn: "GREATEST",
-		types: map[string]string{"INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION"}}
+	sqliteDialect = &dialect{name: "sqlite", greatestFn: "MAX",
+		nowMS: "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"}
+	pgDialect = &dialect{name: "postgres", numbered: true, greatestFn: "GREATEST",
+		types: map[string]string{"INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION"},
+		nowMS: "CAST(FLOOR(EXTRACT(EPOCH FROM now()) * 1000) AS BIGINT)"}
 )
 
 // typeRE finds the column types a migration names.

@@ -215,6 +215,21 @@ var migrations = []migration{
 		`CREATE INDEX approvals_decision_asked ON approvals (decision, asked)`,
 		`CREATE INDEX approvals_expires ON approvals (expires)`,
 	},
+	// 5: the hosts sharing the store and their leases, and which host
+	// (and which process of it) claimed each idempotency key (lease.go).
+	{
+		`CREATE TABLE hosts (
+			host_id     TEXT PRIMARY KEY,
+			address     TEXT NOT NULL,
+			instance    TEXT NOT NULL,
+			lease_until INTEGER NOT NULL
+		)`,
+		`ALTER TABLE idempotency_keys ADD COLUMN host_id TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE idempotency_keys ADD COLUMN host_instance TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE idempotency_keys ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0`,
+		// The keys InterruptLapsed looks at, at every renewal of every host.
+		`CREATE INDEX idempotency_keys_unfinished ON idempotency_keys (host_id, host_instance) WHERE done = 0 AND interrupted = 0`,
+	},
 }
 
 // OpenStore opens (making it if needed) the store at path, a file in the

@@ -113,39 +113,47 @@ func (s *Store) usage(ctx context.Context, db rowQuerier, principal string, sinc
 	return u, nil
 }
 
-// Key returns an idempotency key's entry.
+// Key returns an idempotency key's entry, with the claiming host's
+// address and whether its lease is live, by the database's clock.
 func (s *Store) Key(ctx context.Context, principal, key string) (runs.KeyEntry, bool, error) {
 	e := runs.KeyEntry{Principal: principal, Key: key}
-	var created, done int64
+	var created, done, interrupted, live int64
 	var outcome string
-	err := s.queryRow(ctx, `SELECT tool, args_hash, run_id, created, done, outcome FROM idempotency_keys WHERE principal = ? AND key = ?`,
-		principal, key).Scan(&e.Tool, &e.ArgsHash, &e.Run, &created, &done, &outcome)
+	err := s.queryRow(ctx, `SELECT k.tool, k.args_hash, k.run_id, k.created, k.done, k.outcome, k.host_id, k.host_instance, k.interrupted,
+		COALESCE(h.address, ''), CASE WHEN h.lease_until > `+s.d.nowMS+` THEN 1 ELSE 0 END
+		FROM idempotency_keys k LEFT JOIN hosts h ON h.host_id = k.host_id AND h.instance = k.host_instance
+		WHERE k.principal = ? AND k.key = ?`,
+		principal, key).Scan(&e.Tool, &e.ArgsHash, &e.Run, &created, &done, &outcome, &e.Host, &e.Instance, &interrupted, &e.HostAddress, &live)
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.KeyEntry{}, false, nil
 	}
 	if err != nil {
 		return runs.KeyEntry{}, false, s.dbError("reading an idempotency key", err)
 	}
-	e.Created, e.Done = time.UnixMilli(created).UTC(), done != 0
+	e.Created, e.Done, e.Interrupted = time.UnixMilli(created).UTC(), done != 0, interrupted != 0
+	e.HostLive = live != 0 && !e.Interrupted
 	if outcome != "" {
 		e.Outcome = []byte(outcome)
 	}
 	return e, true, nil
 }
 
-// ClaimKey records an idempotency key and the run it is about to start,
-// unless the key has an entry made at or after fresh, which it returns
-// instead. One statement inserts the key or replaces an older entry, so of
+// ClaimKey records an idempotency key, the run it is about to start and
+// the host claiming it (e.Host, e.Instance), unless the key has an entry
+// made at or after fresh, which it returns instead (with its host's
+// lease, as Key reads it). One statement inserts the key or replaces an older entry, so of
 // the claims of one key at once, on one host or several sharing the
 // database, one is claimed: the others wait for it and see its entry.
 func (s *Store) ClaimKey(ctx context.Context, e runs.KeyEntry, fresh time.Time) (runs.KeyEntry, bool, error) {
 	for {
-		res, err := s.exec(ctx, `INSERT INTO idempotency_keys (principal, key, tool, args_hash, run_id, created, done, outcome)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO UPDATE SET
+		res, err := s.exec(ctx, `INSERT INTO idempotency_keys (principal, key, tool, args_hash, run_id, created, done, outcome, host_id, host_instance, interrupted)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (principal, key) DO UPDATE SET
 			tool = excluded.tool, args_hash = excluded.args_hash, run_id = excluded.run_id, created = excluded.created,
-			done = excluded.done, outcome = excluded.outcome
+			done = excluded.done, outcome = excluded.outcome, host_id = excluded.host_id,
+			host_instance = excluded.host_instance, interrupted = 0
 			WHERE idempotency_keys.created < ?`,
-			e.Principal, e.Key, e.Tool, e.ArgsHash, e.Run, e.Created.UnixMilli(), boolInt(e.Done), string(e.Outcome), fresh.UnixMilli())
+			e.Principal, e.Key, e.Tool, e.ArgsHash, e.Run, e.Created.UnixMilli(), boolInt(e.Done), string(e.Outcome),
+			e.Host, e.Instance, fresh.UnixMilli())
 		if err != nil {
 			return runs.KeyEntry{}, false, s.dbError("recording an idempotency key", err)
 		}
