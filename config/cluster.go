@@ -22,13 +22,25 @@ type ClusterConfig struct {
 	// host:port; "" is the default: [server] listen, with the machine's
 	// hostname for an address listening on every interface.
 	Address string
+	// SecretEnv and SecretFile say where the secret the hosts share is:
+	// the name of an environment variable, or a file only the host's user
+	// reads. A host with a secret forwards a conversation's calls, files
+	// and attaches to the host that holds it, and takes them from the
+	// others, each request signed with it (host/cluster); with none, a
+	// conversation held by another host answers session_unavailable.
+	SecretEnv  string
+	SecretFile string
 }
+
+// Forwards says whether the host forwards to, and takes from, the other
+// hosts sharing its store: it has a secret to sign with.
+func (c ClusterConfig) Forwards() bool { return c.SecretEnv != "" || c.SecretFile != "" }
 
 // hostIDRE is what a host_id may be: letters, digits and . _ : @ -.
 var hostIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 
 // decodeCluster reads [cluster] into c.
-func (d *decoder) decodeCluster(v any, c *ClusterConfig) {
+func (d *decoder) decodeCluster(v any, c *ClusterConfig, dir string) {
 	t := d.table("cluster", v)
 	if t.str("host_id", &c.HostID) && !hostIDRE.MatchString(c.HostID) {
 		d.addf(t.at("host_id"), "must be 1 to 128 letters, digits and . _ : @ - (starting with a letter or digit), like \"web-1\", not %q", c.HostID)
@@ -40,6 +52,8 @@ func (d *decoder) decodeCluster(v any, c *ClusterConfig) {
 			c.Address = ""
 		}
 	}
+	d.secret(t, dir, secretKeys{key: "secret", noun: "secret", the: "the hosts' shared secret", exampleEnv: "TOOLHOST_CLUSTER_SECRET"},
+		&c.SecretEnv, &c.SecretFile)
 	t.done()
 }
 

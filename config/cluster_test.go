@@ -29,12 +29,26 @@ func TestClusterDefaults(t *testing.T) {
 }
 
 func TestClusterEverySetting(t *testing.T) {
-	c, err := Parse("/etc/toolhost/toolhost.toml", []byte("[cluster]\nhost_id = \"web-1.eu:8080\"\naddress = \"[fd00::5]:8080\"\n"))
+	c, err := Parse("/etc/toolhost/toolhost.toml", []byte("[cluster]\nhost_id = \"web-1.eu:8080\"\naddress = \"[fd00::5]:8080\"\nsecret_file = \"cluster.secret\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ClusterConfig{HostID: "web-1.eu:8080", Address: "[fd00::5]:8080"}); c.Cluster != want {
+	want := ClusterConfig{HostID: "web-1.eu:8080", Address: "[fd00::5]:8080", SecretFile: "/etc/toolhost/cluster.secret"}
+	if c.Cluster != want {
 		t.Errorf("[cluster] = %+v, want %+v", c.Cluster, want)
+	}
+	if !c.Cluster.Forwards() {
+		t.Error("a host with secret_file does not forward")
+	}
+	c, err = Parse("/etc/toolhost/toolhost.toml", []byte("[cluster]\nsecret_env = \"TOOLHOST_CLUSTER_SECRET\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Cluster.SecretEnv != "TOOLHOST_CLUSTER_SECRET" || !c.Cluster.Forwards() {
+		t.Errorf("[cluster] secret_env: %+v", c.Cluster)
+	}
+	if (ClusterConfig{}).Forwards() {
+		t.Error("a host with no secret forwards")
 	}
 }
 
@@ -54,6 +68,10 @@ func TestClusterErrors(t *testing.T) {
 			`toolhost.toml:2: cluster.address: must have the port the host listens on, not 0, in "web-1:0"`},
 		{"not a string", "[cluster]\nhost_id = 7\n", `toolhost.toml:2: cluster.host_id: must be a string, not a whole number`},
 		{"unknown key", "[cluster]\nhost = \"web-1\"\n", `toolhost.toml:2: cluster: unknown key "host" (did you mean "host_id"?)`},
+		{"the secret inline", "[cluster]\nsecret = \"hunter2\"\n",
+			`toolhost.toml:2: cluster.secret: the hosts' shared secret must not be written in the config: put it in an environment variable and name that in secret_env, or in a file only the host's user can read and name that in secret_file`},
+		{"secret_env holding a secret", "[cluster]\nsecret_env = \"ab cd\"\n",
+			`toolhost.toml:2: cluster.secret_env: must be the name of an environment variable that holds the secret (letters, digits and underscores, e.g. "TOOLHOST_CLUSTER_SECRET"), not the secret itself`},
 		{"not a table", "cluster = \"web-1\"\n", `toolhost.toml:1: cluster: must be a table, not a string`},
 	}
 	for _, tt := range tests {

@@ -259,7 +259,7 @@ func (d *decoder) decodeConfig(c *Config, dir string) {
 		d.decodeStore(v, &c.Store, dir)
 	}
 	if v, ok := top.get("cluster"); ok {
-		d.decodeCluster(v, &c.Cluster)
+		d.decodeCluster(v, &c.Cluster, dir)
 	}
 	if v, ok := top.get("approvals"); ok {
 		d.decodeApprovals(v, &c.Approvals, c.Tokens)

@@ -68,6 +68,7 @@ func (h *Host) openLedger(ctx context.Context, stateDir string) {
 	h.store.Store(st)
 	h.shareApprovals(st)
 	h.startLease(st)
+	h.startRouting(st)
 }
 
 // shareApprovals gives the dispatcher the store's approvals when the store

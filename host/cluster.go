@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolhost/toolhost/config"
+	"github.com/toolhost/toolhost/host/cluster"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/sessions"
 )
@@ -48,6 +50,35 @@ func (h *Host) startLease(st *sessions.Store) {
 	}()
 	h.lease = l
 	h.log.Debug("the host's lease is held", "host_id", id, "address", address)
+}
+
+// startRouting places conversations on the hosts sharing st, a
+// PostgreSQL store: each is held by the host where it was first used, and
+// this host relays the calls of those others hold (host/cluster), signed
+// with [cluster]'s secret, and takes theirs. Without a secret it relays
+// nothing: a conversation another host holds answers session_unavailable.
+func (h *Host) startRouting(st *sessions.Store) {
+	cfg := h.config()
+	if !cfg.Store.Postgres() {
+		return
+	}
+	id, _ := cfg.Identity()
+	var client *cluster.Client
+	if cfg.Cluster.Forwards() {
+		secret, err := config.ReadSecret(cfg.Cluster.SecretEnv, cfg.Cluster.SecretFile, "[cluster] secret")
+		var signer *cluster.Signer
+		if err == nil {
+			signer, err = cluster.NewSigner(id, []byte(secret))
+		}
+		if err != nil {
+			h.log.Error("this host forwards no conversation to the others, nor takes theirs: its [cluster] secret can't be used", "error", err)
+		} else {
+			client = cluster.NewClient(signer)
+			h.api.SetCluster(signer)
+		}
+	}
+	h.sessions.svc.SetHostID(id)
+	h.runs.SetRouter(cluster.NewRouter(id, st, client))
 }
 
 // keepLease renews the lease until ctx ends.

@@ -123,6 +123,11 @@ const (
 	// keys, sessions, the run ledger) was refused; nothing ran. Try again
 	// shortly: the host picks the database up by itself once it is back.
 	CodeStoreUnavailable = "store_unavailable"
+	// CodeSessionUnavailable: the conversation (session) lives on another
+	// host sharing the store, which is not running or can't be reached
+	// now; the message names it. Its files come back with that host: try
+	// again once it is back.
+	CodeSessionUnavailable = "session_unavailable"
 
 	// The model's codes: why the host's model ([model] in its config)
 	// gave no answer. A run that asked it ends with the code unless its

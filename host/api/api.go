@@ -26,6 +26,7 @@ import (
 	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/config"
 	"github.com/toolhost/toolhost/host/auth"
+	"github.com/toolhost/toolhost/host/cluster"
 	"github.com/toolhost/toolhost/host/mcp"
 	"github.com/toolhost/toolhost/host/runs"
 	"github.com/toolhost/toolhost/host/sessions"
@@ -112,7 +113,15 @@ type Server struct {
 	// draining, once set (Drain), makes /healthz answer 503 "draining"
 	// while every other endpoint serves on.
 	draining atomic.Bool
+
+	// cluster checks the requests of the other hosts sharing the store
+	// (internal.go); nil takes none.
+	cluster atomic.Pointer[cluster.Signer]
 }
+
+// SetCluster makes the server take the requests of the other hosts
+// sharing its store that signer finds signed with their shared secret.
+func (s *Server) SetCluster(signer *cluster.Signer) { s.cluster.Store(signer) }
 
 // signedIn is a caller that stays signed in for a while: a websocket, or
 // an HTTP call waiting for its run.
@@ -211,6 +220,7 @@ func New(opts Options) *Server {
 		mcpHandler.Serve(w, r.WithContext(ctx), id)
 	}))
 	s.sessionRoutes()
+	s.internalRoutes()
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, wire.CodeNotFound, "there is no such endpoint (see docs/protocol.md)")
 	})
@@ -477,7 +487,7 @@ func callErrorStatus(code string) int {
 	switch code {
 	case wire.CodeUnknownTool:
 		return http.StatusNotFound
-	case wire.CodePluginUnavailable, wire.CodeStoreUnavailable:
+	case wire.CodePluginUnavailable, wire.CodeStoreUnavailable, wire.CodeSessionUnavailable:
 		return http.StatusServiceUnavailable
 	case wire.CodeTooManyRuns, wire.CodeBudget, wire.CodeTooManySessions:
 		return http.StatusTooManyRequests
@@ -491,7 +501,7 @@ func callErrorStatus(code string) int {
 
 // getRun gives a run's record and output.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, id auth.Identity) {
-	run, ok := s.opts.Dispatcher.Get(r.PathValue("id"))
+	run, ok := s.opts.Dispatcher.Find(r.Context(), r.PathValue("id"))
 	if !ok {
 		writeError(w, http.StatusNotFound, wire.CodeUnknownRun, "there is no run with that id (runs are kept for a while after they end)")
 		return

@@ -159,7 +159,7 @@ func (c *wsConn) cancelRun(m wire.Message) {
 
 func (c *wsConn) findRun(m wire.Message) *runs.Run {
 	if m.Run != "" {
-		if r, ok := c.s.opts.Dispatcher.Get(m.Run); ok {
+		if r, ok := c.s.opts.Dispatcher.Find(c.ctx, m.Run); ok {
 			return r
 		}
 		return nil
@@ -170,7 +170,7 @@ func (c *wsConn) findRun(m wire.Message) *runs.Run {
 }
 
 func (c *wsConn) attach(m wire.Message) {
-	run, ok := c.s.opts.Dispatcher.Get(m.Run)
+	run, ok := c.s.opts.Dispatcher.Find(c.ctx, m.Run)
 	if !ok {
 		c.sendError(m.ID, m.Run, wire.CodeUnknownRun, "there is no run with that id (runs are kept for a while after they end)")
 		return

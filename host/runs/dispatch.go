@@ -60,6 +60,9 @@ type Dispatcher struct {
 	acct accounting
 	// stopping, once set by CancelAll, is why runs are no longer started.
 	stopping string
+	// router says which host runs a call in a conversation other hosts
+	// may hold (relay.go); nil runs every call here.
+	router Router
 }
 
 // Model answers the questions runs ask the model (AskModel). The host's is
@@ -154,12 +157,18 @@ type Request struct {
 	IdempotencyKey string
 	// Parent is the run that made this call, for nested calls.
 	Parent string
+	// Forwarded says another host routed the call here (relay.go): it
+	// runs here, and is not routed again.
+	Forwarded bool
 }
 
 // Start checks a call and starts its run. The run goes on until it ends or
 // is cancelled, whoever is reading it. A call refused before it ran returns
 // an *sdk.Error. A call past its principal's limit is refused at once.
 func (d *Dispatcher) Start(req Request) (*Run, error) {
+	if run, err := d.route(req); run != nil || err != nil {
+		return run, err
+	}
 	if req.IdempotencyKey != "" && req.Parent == "" {
 		return d.startKeyed(req)
 	}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -34,54 +31,7 @@ func Open(ctx context.Context, cfg config.StoreConfig, stateDir string) (*Store,
 
 // storePassword reads [store]'s password from where the config says.
 func storePassword(cfg config.StoreConfig) (string, error) {
-	switch {
-	case cfg.PasswordEnv != "" && cfg.PasswordFile != "":
-		return "", errors.New("[store] sets both password_env and password_file: keep one")
-	case cfg.PasswordEnv != "":
-		v, ok := os.LookupEnv(cfg.PasswordEnv)
-		if !ok {
-			return "", fmt.Errorf("[store] password_env names the environment variable %s, which is not set: "+
-				"set it to the database's password in the host's environment (for systemd, Environment= or EnvironmentFile= in the unit)", cfg.PasswordEnv)
-		}
-		return strings.TrimSpace(v), nil
-	case cfg.PasswordFile != "":
-		return passwordFromFile(cfg.PasswordFile)
-	}
-	return "", nil
-}
-
-// passwordFromFile reads a password file, refusing one every user of the
-// machine may read, as [model]'s api_key_file is.
-func passwordFromFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return "", fmt.Errorf("can't read the password file %s ([store] password_file): %w", path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("can't read the password file %s ([store] password_file): %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("the password file %s ([store] password_file) is not a regular file", path)
-	}
-	if st.Mode().Perm()&0o004 != 0 {
-		return "", fmt.Errorf("the password file %s ([store] password_file) can be read by every user of this machine: "+
-			"run `chmod 600 %s` (and chown it to the host's user)", path, path)
-	}
-	const max = 64 << 10
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return "", fmt.Errorf("can't read the password file %s ([store] password_file): %w", path, err)
-	}
-	if len(data) > max {
-		return "", fmt.Errorf("the password file %s ([store] password_file) is over 64 KiB: it should hold the password alone", path)
-	}
-	return strings.TrimSpace(string(data)), nil
+	return config.ReadSecret(cfg.PasswordEnv, cfg.PasswordFile, "[store] password")
 }
 
 // OpenPostgres opens the store in the PostgreSQL database at dsn (a

@@ -65,6 +65,18 @@ type Service struct {
 	transferring int
 	// refused counts the refusals of each cap, by its name (Caps).
 	refused map[string]uint64
+	// hostID is the host's [cluster] host_id once the host shares its
+	// store (SetHostID): it expires only the sessions it holds.
+	hostID string
+}
+
+// SetHostID says the store is shared, and this host is hostID: Expire
+// expires only the sessions placed on it (or on no host), as the others
+// hold the rest (placement.go).
+func (s *Service) SetHostID(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hostID = id
 }
 
 // Options make a Service.
@@ -443,7 +455,7 @@ func (s *Service) Expire(ctx context.Context) ([]Session, error) {
 	}
 	cutoff := s.storeNow(st).Add(-time.Duration(s.Config().KeepHours) * time.Hour)
 	s.mu.Lock()
-	old, err := st.Unused(ctx, cutoff)
+	old, err := st.Unused(ctx, cutoff, s.hostID)
 	var take []Session
 	for _, se := range old {
 		if s.busy[se.Backend] > 0 || s.deleting[se.Backend] {

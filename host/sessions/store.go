@@ -230,6 +230,16 @@ var migrations = []migration{
 		// The keys InterruptLapsed looks at, at every renewal of every host.
 		`CREATE INDEX idempotency_keys_unfinished ON idempotency_keys (host_id, host_instance) WHERE done = 0 AND interrupted = 0`,
 	},
+	// 6: which host holds each conversation's sandbox and files
+	// (placement.go).
+	{
+		`CREATE TABLE placements (
+			principal TEXT NOT NULL,
+			session   TEXT NOT NULL,
+			host_id   TEXT NOT NULL,
+			PRIMARY KEY (principal, session)
+		)`,
+	},
 }
 
 // OpenStore opens (making it if needed) the store at path, a file in the
@@ -627,9 +637,14 @@ func (s *Store) Count(ctx context.Context, principal string) (mine, all int, err
 }
 
 // Unused returns the sessions last used before t, least recently used
-// first.
-func (s *Store) Unused(ctx context.Context, t time.Time) ([]Session, error) {
-	return s.sessions(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE last_used < ? ORDER BY last_used`, t.UnixMilli())
+// first; with a hostID, only those placed on that host or on none.
+func (s *Store) Unused(ctx context.Context, t time.Time, hostID string) ([]Session, error) {
+	if hostID == "" {
+		return s.sessions(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE last_used < ? ORDER BY last_used`, t.UnixMilli())
+	}
+	return s.sessions(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE last_used < ? AND NOT EXISTS (
+		SELECT 1 FROM placements p WHERE p.principal = sessions.principal AND p.session = sessions.session AND p.host_id <> ?)
+		ORDER BY last_used`, t.UnixMilli(), hostID)
 }
 
 func (s *Store) sessions(ctx context.Context, q string, args ...any) ([]Session, error) {
@@ -684,7 +699,8 @@ func (s *Store) SetNetwork(ctx context.Context, principal, session, network stri
 	return n > 0, nil
 }
 
-// Delete removes a session and its taint; the ledger of its runs stays.
+// Delete removes a session, its taint and its placement; the ledger of its
+// runs stays.
 func (s *Store) Delete(ctx context.Context, principal, session string) (err error) {
 	tx, err := s.begin(ctx)
 	if err != nil {
@@ -695,7 +711,8 @@ func (s *Store) Delete(ctx context.Context, principal, session string) (err erro
 			_ = tx.Rollback()
 		}
 	}()
-	for _, q := range []string{`DELETE FROM sessions WHERE principal = ? AND session = ?`, `DELETE FROM taint WHERE principal = ? AND session = ?`} {
+	for _, q := range []string{`DELETE FROM sessions WHERE principal = ? AND session = ?`, `DELETE FROM taint WHERE principal = ? AND session = ?`,
+		`DELETE FROM placements WHERE principal = ? AND session = ?`} {
 		if _, err := tx.ExecContext(ctx, s.d.sql(q, false), principal, session); err != nil {
 			return s.dbError("deleting a session", err)
 		}

@@ -124,7 +124,7 @@ func TestStoreSessionsTouchListCountAndDelete(t *testing.T) {
 		if se, ok, err := st.ByBackend(ctx, BackendID("ann", "c1")); err != nil || !ok || se.Network != "packages" {
 			t.Errorf("by backend: %+v, %v, %v", se, ok, err)
 		}
-		old, err := st.Unused(ctx, t0.Add(time.Minute))
+		old, err := st.Unused(ctx, t0.Add(time.Minute), "")
 		if err != nil || len(old) != 1 || old[0].Principal != "bob" {
 			t.Errorf("unused = %+v, %v", old, err)
 		}
