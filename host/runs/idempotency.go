@@ -124,6 +124,37 @@ func (d *Dispatcher) hostOf() HostID {
 	return d.acct.host
 }
 
+// recordedKey is what the ledger says of req's key when the host that
+// would run req can't be reached (relay.go): the run's recorded end, or
+// in_progress or interrupted while it did not end. ok is false when the
+// ledger has no fresh entry of the key for this same call: the call's
+// own refusal stands.
+func (d *Dispatcher) recordedKey(req Request) (run *Run, ok bool, err error) {
+	a := &d.acct
+	a.mu.Lock()
+	l, now := a.ledgerOf()
+	keep := a.keep
+	a.mu.Unlock()
+	if keep == 0 {
+		keep = d.keep
+	}
+	hash, herr := callHash(req)
+	if herr != nil {
+		return nil, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	prev, found, lerr := l.Key(ctx, req.Principal, req.IdempotencyKey)
+	if lerr != nil || !found || prev.ArgsHash != hash || prev.Created.Before(now().Add(-keep)) {
+		return nil, false, nil
+	}
+	if !prev.Done {
+		return nil, true, d.unfinishedKey(req, prev)
+	}
+	run, err = d.replay(req, prev)
+	return run, true, err
+}
+
 // unfinishedKey is the refusal of a key whose run did not end and is not
 // this process's: wire.CodeInProgress while the host that claimed it holds
 // its lease (its run may still go on there), or wire.CodeInterrupted when

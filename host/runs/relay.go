@@ -97,6 +97,13 @@ func (d *Dispatcher) route(req Request) (*Run, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	up, err := r.Route(ctx, req)
 	cancel()
+	if err != nil && req.IdempotencyKey != "" {
+		// A retry of a keyed call is told what became of it, though its
+		// conversation's host is gone.
+		if run, ok, kerr := d.recordedKey(req); ok {
+			return run, kerr
+		}
+	}
 	if err != nil || up == nil {
 		return nil, err
 	}
