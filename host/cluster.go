@@ -64,9 +64,9 @@ func (h *Host) startRouting(st *sessions.Store) {
 	}
 	id, _ := cfg.Identity()
 	var client *cluster.Client
+	var signer *cluster.Signer
 	if cfg.Cluster.Forwards() {
 		secret, err := config.ReadSecret(cfg.Cluster.SecretEnv, cfg.Cluster.SecretFile, "[cluster] secret")
-		var signer *cluster.Signer
 		if err == nil {
 			signer, err = cluster.NewSigner(id, []byte(secret))
 		}
@@ -74,11 +74,14 @@ func (h *Host) startRouting(st *sessions.Store) {
 			h.log.Error("this host forwards no conversation to the others, nor takes theirs: its [cluster] secret can't be used", "error", err)
 		} else {
 			client = cluster.NewClient(signer)
-			h.api.SetCluster(signer)
 		}
 	}
+	router := cluster.NewRouter(id, st, client)
 	h.sessions.svc.SetHostID(id)
-	h.runs.SetRouter(cluster.NewRouter(id, st, client))
+	h.runs.SetRouter(router)
+	if client != nil {
+		h.api.SetCluster(signer, router)
+	}
 }
 
 // keepLease renews the lease until ctx ends.

@@ -117,10 +117,26 @@ func pythonIn(ctx context.Context, addr, session, code, key string) sessionAnswe
 	return a
 }
 
+// fileRequest sends a request for a conversation's file as the editor, and
+// returns the answer's status and body.
+func fileRequest(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+editorToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // TestConversationsAcrossHosts runs three hosts with python conversations
 // on one real PostgreSQL, behind a real HAProxy: a conversation lives on
-// the host where it first ran, and its runs sent to the others (directly,
-// or through HAProxy) are forwarded there and see its files; a websocket
+// the host where it first ran, and its runs and file requests sent to the
+// others (directly, or through HAProxy) are forwarded there and see its
+// files; a websocket
 // attach on another host follows a run to its end; a request forged
 // without the hosts' secret is refused. Then the conversation's host is
 // killed mid-run: its caller's connection drops, the conversation answers
@@ -157,6 +173,19 @@ func TestConversationsAcrossHosts(t *testing.T) {
 			if a := pythonIn(ctx, front, "chat", "print(open('notes.txt').read())", ""); a.status != http.StatusOK || strings.TrimSpace(a.Result.Stdout) != "kept on host1" {
 				t.Fatalf("run %d through HAProxy: %d %s; want it to read host1's file", i, a.status, a.raw)
 			}
+		}
+		// Its files, read and written through the other hosts.
+		if code, body := fileRequest(t, "GET", h2.URL("/api/v1/sessions/chat/files/notes.txt"), ""); code != http.StatusOK || body != "kept on host1" {
+			t.Errorf("GET its file on host2: %d %q; want host1's file", code, body)
+		}
+		if code, body := fileRequest(t, "PUT", h3.URL("/api/v1/sessions/chat/files/sent%20in.txt"), "sent to host3"); code != http.StatusOK && code != http.StatusCreated {
+			t.Errorf("PUT a file on host3: %d %s", code, body)
+		}
+		if a := pythonIn(ctx, h1.Addr, "chat", "print(open('sent in.txt').read())", ""); strings.TrimSpace(a.Result.Stdout) != "sent to host3" {
+			t.Errorf("the file PUT on host3, read by a run on host1: %d %s", a.status, a.raw)
+		}
+		if code, body := fileRequest(t, "GET", h3.URL("/api/v1/sessions/nowhere/files/notes.txt"), ""); code != http.StatusNotFound {
+			t.Errorf("GET a file of a conversation no host holds: %d %s; want 404", code, body)
 		}
 		// Another conversation, first used on host3, lives there.
 		if a := pythonIn(ctx, h3.Addr, "other", "open('notes.txt','w').write('kept on host3')", ""); a.status != http.StatusOK {
@@ -244,6 +273,9 @@ func TestConversationsAcrossHosts(t *testing.T) {
 		a := pythonIn(ctx, h2.Addr, "chat", "print(1)", "")
 		if a.status != http.StatusServiceUnavailable || a.code() != "session_unavailable" || !strings.Contains(a.raw, "host1") {
 			t.Errorf("the conversation sent to host2 with host1 killed: %d %s; want 503 session_unavailable naming host1", a.status, a.raw)
+		}
+		if code, body := fileRequest(t, "GET", h3.URL("/api/v1/sessions/chat/files/notes.txt"), ""); code != http.StatusServiceUnavailable || !strings.Contains(body, "session_unavailable") {
+			t.Errorf("GET its file on host3 with host1 killed: %d %s; want 503 session_unavailable", code, body)
 		}
 		if a := pythonIn(ctx, front, "fresh", "print('still here')", ""); a.status != http.StatusOK {
 			t.Errorf("a new conversation through HAProxy with host1 killed: %d %s; want the others to serve it", a.status, a.raw)

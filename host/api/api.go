@@ -115,13 +115,19 @@ type Server struct {
 	draining atomic.Bool
 
 	// cluster checks the requests of the other hosts sharing the store
-	// (internal.go); nil takes none.
+	// (internal.go), and router says which holds a conversation; nil
+	// takes none, and forwards none.
 	cluster atomic.Pointer[cluster.Signer]
+	router  atomic.Pointer[cluster.Router]
 }
 
 // SetCluster makes the server take the requests of the other hosts
-// sharing its store that signer finds signed with their shared secret.
-func (s *Server) SetCluster(signer *cluster.Signer) { s.cluster.Store(signer) }
+// sharing its store that signer finds signed with their shared secret,
+// and forward a conversation's requests to the host router says holds it.
+func (s *Server) SetCluster(signer *cluster.Signer, router *cluster.Router) {
+	s.cluster.Store(signer)
+	s.router.Store(router)
+}
 
 // signedIn is a caller that stays signed in for a while: a websocket, or
 // an HTTP call waiting for its run.

@@ -9,8 +9,10 @@ import (
 	"strconv"
 
 	"github.com/toolhost/toolhost/client/wire"
+	"github.com/toolhost/toolhost/host/auth"
 	"github.com/toolhost/toolhost/host/cluster"
 	"github.com/toolhost/toolhost/host/runs"
+	"github.com/toolhost/toolhost/host/sessions"
 )
 
 // What the other hosts sharing the store ask of this one (package
@@ -22,6 +24,39 @@ func (s *Server) internalRoutes() {
 	s.mux.HandleFunc("POST "+cluster.CallsPath, s.fromHost(s.hostCall))
 	s.mux.HandleFunc("GET "+cluster.RunPrefix+"{id}/events", s.fromHost(s.hostFollow))
 	s.mux.HandleFunc("POST "+cluster.RunPrefix+"{id}/cancel", s.fromHost(s.hostCancel))
+}
+
+// atItsHost serves h on the host that holds the conversation the path
+// names: here, or, when another host sharing the store holds it, there,
+// the request forwarded as it came (the caller's token with it: every
+// host knows the same tokens) and signed, so that host serves it itself.
+func (s *Server) atItsHost(h sessionHandler) sessionHandler {
+	return func(w http.ResponseWriter, r *http.Request, id auth.Identity, svc *sessions.Service) {
+		rt, signer := s.router.Load(), s.cluster.Load()
+		if rt == nil || signer == nil {
+			h(w, r, id, svc)
+			return
+		}
+		if _, err := signer.Verify(r); err == nil {
+			h(w, r, id, svc) // forwarded here by the host that routed it
+			return
+		}
+		session := r.PathValue("id")
+		principal, ok := owner(r, id)
+		if sessions.CheckID(session) != nil || !ok {
+			h(w, r, id, svc) // which answers why not
+			return
+		}
+		peer, err := rt.Where(r.Context(), principal, session)
+		switch {
+		case err != nil:
+			s.writeSessionError(w, err)
+		case peer == nil:
+			h(w, r, id, svc)
+		default:
+			peer.Forward(w, r, s.opts.Logger)
+		}
+	}
 }
 
 // fromHost serves h to requests another host signed, and refuses the rest.

@@ -25,14 +25,14 @@ const MaxFileBytes = 64 << 20
 // (docs/protocol.md, "Sessions").
 func (s *Server) sessionRoutes() {
 	s.mux.HandleFunc("GET /api/v1/sessions", s.authed(s.sessionsFor(s.listSessions)))
-	s.mux.HandleFunc("GET /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.getSession))))
-	s.mux.HandleFunc("PATCH /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.patchSession))))
-	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.ofSession(s.deleteSession))))
-	s.mux.HandleFunc("POST /api/v1/sessions/{id}/stop", s.authed(s.sessionsFor(s.ofSession(s.stopSession))))
-	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files", s.authed(s.sessionsFor(s.ofSession(s.listFiles))))
-	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofTransfer(s.readFile))))
-	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofTransfer(s.writeFile))))
-	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.ofFile(s.removeFile))))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.atItsHost(s.ofSession(s.getSession)))))
+	s.mux.HandleFunc("PATCH /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.atItsHost(s.ofSession(s.patchSession)))))
+	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsFor(s.atItsHost(s.ofSession(s.deleteSession)))))
+	s.mux.HandleFunc("POST /api/v1/sessions/{id}/stop", s.authed(s.sessionsFor(s.atItsHost(s.ofSession(s.stopSession)))))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files", s.authed(s.sessionsFor(s.atItsHost(s.ofSession(s.listFiles)))))
+	s.mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.atItsHost(s.ofTransfer(s.readFile)))))
+	s.mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.atItsHost(s.ofTransfer(s.writeFile)))))
+	s.mux.HandleFunc("DELETE /api/v1/sessions/{id}/files/{path...}", s.authed(s.sessionsFor(s.atItsHost(s.ofFile(s.removeFile)))))
 	// With no path, PUT and DELETE name no file. Without these the router
 	// would redirect them to …/files/ (never: see address.go).
 	noFile := s.authed(s.sessionsFor(s.ofSession(func(w http.ResponseWriter, _ *http.Request, _ *sessions.Service, _, _ string) {
@@ -373,7 +373,7 @@ func sessionStatus(code string) int {
 		return http.StatusInsufficientStorage
 	case wire.CodeUnsupported:
 		return http.StatusNotImplemented
-	case wire.CodePluginUnavailable, wire.CodePluginCrashed, wire.CodeStoreUnavailable:
+	case wire.CodePluginUnavailable, wire.CodePluginCrashed, wire.CodeStoreUnavailable, wire.CodeSessionUnavailable:
 		return http.StatusServiceUnavailable
 	case wire.CodeTimeout:
 		return http.StatusGatewayTimeout

@@ -10,9 +10,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/toolhost/toolhost/client/wire"
 	"github.com/toolhost/toolhost/host/runs"
@@ -196,3 +199,26 @@ func (s *stream) Next() (runs.Event, error) {
 }
 
 func (s *stream) Close() error { return s.body.Close() }
+
+// Forward sends the request r, as it came, to the host, and its answer
+// back to w: a conversation's request served by the host that holds it.
+// It is signed, so the host serves it rather than forwarding it again.
+func (p *Peer) Forward(w http.ResponseWriter, r *http.Request, log hclog.Logger) {
+	target := &url.URL{Scheme: "http", Host: p.address}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			p.c.signer.Sign(pr.Out, "")
+		},
+		Transport:     p.c.http.Transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("a conversation's request could not be forwarded to its host", "host", p.id, "address", p.address, "error", err)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": wire.Error{Code: wire.CodeSessionUnavailable,
+				Message: fmt.Sprintf("the conversation is held by the host %s, which can't be reached now; its files come back with that host: try again once it is back", p.Name())}})
+		},
+	}
+	rp.ServeHTTP(w, r)
+}

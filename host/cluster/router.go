@@ -15,6 +15,7 @@ import (
 // Store is what the router reads of the shared store.
 type Store interface {
 	Place(ctx context.Context, principal, session, hostID string) (string, error)
+	Holder(ctx context.Context, principal, session string) (string, bool, error)
 	Hosts(ctx context.Context) ([]sessions.Host, error)
 }
 
@@ -47,6 +48,14 @@ func NewRouter(self string, store Store, client *Client) *Router {
 // Route places req's conversation on this host unless another host holds
 // it, and returns that host when it does.
 func (r *Router) Route(ctx context.Context, req runs.Request) (runs.Upstream, error) {
+	p, err := r.place(ctx, req)
+	if p == nil || err != nil {
+		return nil, err // no typed nil in the interface
+	}
+	return p, nil
+}
+
+func (r *Router) place(ctx context.Context, req runs.Request) (*Peer, error) {
 	holder, err := r.store.Place(ctx, req.Principal, req.Session, r.self)
 	if err != nil {
 		return nil, err
@@ -54,6 +63,12 @@ func (r *Router) Route(ctx context.Context, req runs.Request) (runs.Upstream, er
 	if holder == r.self {
 		return nil, nil
 	}
+	return r.peer(ctx, req.Session, holder)
+}
+
+// peer is the host holder, which holds the conversation session, or why
+// it can't be reached.
+func (r *Router) peer(ctx context.Context, session, holder string) (*Peer, error) {
 	h, err := r.host(ctx, holder)
 	if err != nil {
 		return nil, err
@@ -62,13 +77,24 @@ func (r *Router) Route(ctx context.Context, req runs.Request) (runs.Upstream, er
 	case h.ID == "" || !h.Live:
 		return nil, &wire.Error{Code: wire.CodeSessionUnavailable, Message: fmt.Sprintf(
 			"the conversation %q is held by the host %q, which is not running now; its files come back with that host: try again once it is back",
-			req.Session, holder)}
+			session, holder)}
 	case r.client == nil:
 		return nil, &wire.Error{Code: wire.CodeSessionUnavailable, Message: fmt.Sprintf(
 			"the conversation %q is held by the host %q (%s), and this host has no [cluster] secret to forward calls to it: "+
-				"set the same secret_file (or secret_env) on every host, or call that host", req.Session, holder, h.Address)}
+				"set the same secret_file (or secret_env) on every host, or call that host", session, holder, h.Address)}
 	}
 	return r.client.To(h.ID, h.Address), nil
+}
+
+// Where returns the host that holds the principal's conversation when
+// another one does, and nil when this host does or none yet (it is
+// placed by its first call, not by a look at it).
+func (r *Router) Where(ctx context.Context, principal, session string) (*Peer, error) {
+	holder, ok, err := r.store.Holder(ctx, principal, session)
+	if err != nil || !ok || holder == r.self {
+		return nil, err
+	}
+	return r.peer(ctx, session, holder)
 }
 
 // Find asks each other live host for the run id, and returns the first

@@ -1,6 +1,10 @@
 package sessions
 
-import "context"
+import (
+	"context"
+	"database/sql"
+	"errors"
+)
 
 // A conversation (a principal's session) is placed on one host of those
 // sharing the store: the host where it was first used holds its sandbox
@@ -19,4 +23,17 @@ func (s *Store) Place(ctx context.Context, principal, session, hostID string) (h
 		return "", s.dbError("placing a conversation on a host", err)
 	}
 	return holder, nil
+}
+
+// Holder returns the id of the host that holds the principal's session;
+// ok is false when none does yet.
+func (s *Store) Holder(ctx context.Context, principal, session string) (holder string, ok bool, err error) {
+	err = s.queryRow(ctx, `SELECT host_id FROM placements WHERE principal = ? AND session = ?`, principal, session).Scan(&holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, s.dbError("finding a conversation's host", err)
+	}
+	return holder, true, nil
 }
