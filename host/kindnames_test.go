@@ -19,9 +19,10 @@ var builtInKinds = map[string]bool{"python": true, "graph": true, "prompt": true
 // kindNameAllowed are the places a built-in kind's name may be written in the host's code, as a
 // word that is not the kind: file (relative to host/) and the string.
 var kindNameAllowed = map[[2]string]string{
-	{"egress/egress.go", "http"}: "the URL scheme the egress proxy forwards",
-	{"egress/keys.go", "http"}:   "the scheme of the proxy's URL",
-	{"mcp/oauth.go", "http"}:     "the scheme of the host's own URL",
+	{"egress/egress.go", "http"}:  "the URL scheme the egress proxy forwards",
+	{"egress/keys.go", "http"}:    "the scheme of the proxy's URL",
+	{"mcp/oauth.go", "http"}:      "the scheme of the host's own URL",
+	{"cluster/client.go", "http"}: "the scheme of the other hosts' URLs",
 }
 
 // kindNames lists each string literal of root's non-test Go files (outside testdata and the
