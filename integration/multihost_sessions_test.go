@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -261,6 +262,21 @@ func TestConversationsAcrossHosts(t *testing.T) {
 		go func() {
 			cut <- pythonIn(ctx, h1.Addr, "chat", "import time\nopen('during.txt','w').write('x')\nprint('going', flush=True)\ntime.sleep(120)", key)
 		}()
+		// And a run of the conversation relayed through host2, over its websocket.
+		ws := h2.Dial(t)
+		ws.Send(map[string]any{"type": "hello", "id": "h", "protocol": 1, "token": editorToken})
+		ws.Read(time.Minute)
+		ws.Send(map[string]any{"type": "call", "id": "c2", "tool": "run_python", "session": "chat",
+			"args": map[string]any{"code": "import time\nprint('relayed', flush=True)\ntime.sleep(120)"}})
+		for {
+			f := ws.Read(time.Minute)
+			if f.Str("type") == "stdout" {
+				break
+			}
+			if f.Str("type") == "result" || f.Str("type") == "error" {
+				t.Fatalf("the relayed run ended before host1 was killed: %v", f)
+			}
+		}
 		if !h1.WaitLog(t, "run_python", slow(time.Minute)) {
 			t.Fatal("the long run never started on host1")
 		}
@@ -269,6 +285,18 @@ func TestConversationsAcrossHosts(t *testing.T) {
 		h1.killHard(t)
 		if a := <-cut; a.status != 0 {
 			t.Errorf("the caller of host1 when it was killed: %d %s; want its connection dropped", a.status, a.raw)
+		}
+		for {
+			f := ws.Read(slow(time.Minute))
+			if f.Str("type") == "result" {
+				t.Fatalf("the run relayed through host2 ended with a result though host1 was killed: %v", f)
+			}
+			if f.Str("type") == "error" {
+				if f.ErrorCode() != "interrupted" || !strings.Contains(f.ErrorMessage(), "host1") {
+					t.Errorf("the run relayed through host2 when host1 was killed ended %v; want interrupted, naming host1", f)
+				}
+				break
+			}
 		}
 		a := pythonIn(ctx, h2.Addr, "chat", "print(1)", "")
 		if a.status != http.StatusServiceUnavailable || a.code() != "session_unavailable" || !strings.Contains(a.raw, "host1") {
@@ -307,6 +335,21 @@ func TestConversationsAcrossHosts(t *testing.T) {
 			time.Since(killed).Round(100*time.Millisecond), time.Since(restarted).Round(100*time.Millisecond))
 		if back.status != http.StatusOK || strings.TrimSpace(back.Result.Stdout) != "kept on host1x" {
 			t.Errorf("the conversation sent to host2 once host1 is back: %d %s; want its files, kept on host1", back.status, back.raw)
+		}
+		// What the store holds came through: the key stays interrupted, and
+		// every conversation is listed, each on its host.
+		if a := pythonIn(ctx, front, "chat", "import time\nopen('during.txt','w').write('x')\nprint('going', flush=True)\ntime.sleep(120)", key); a.code() != "interrupted" {
+			t.Errorf("the keyed call retried once host1 is back: %d %s; want interrupted still", a.status, a.raw)
+		}
+		code, list := request(t, "GET", h3.URL("/api/v1/sessions"), editorToken, "")
+		var names []string
+		items, _ := list["sessions"].([]any)
+		for _, it := range items {
+			names = append(names, fmt.Sprint(it.(map[string]any)["session"]))
+		}
+		slices.Sort(names)
+		if code != http.StatusOK || !slices.Equal(names, []string{"chat", "fresh", "other"}) {
+			t.Errorf("the conversations listed on host3 after the kill: %d %v; want chat, fresh and other", code, list)
 		}
 	})
 }

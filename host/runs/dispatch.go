@@ -511,9 +511,10 @@ func (d *Dispatcher) Close() {
 	}
 }
 
-// CancelAll cancels every run still going, saying why (reason, in the
-// user's words), and refuses new ones with the same words, calls waiting
-// for a place included; used at shutdown.
+// CancelAll cancels every run still going here, saying why (reason, in
+// the user's words), and refuses new ones with the same words, calls
+// waiting for a place included; used at shutdown. Runs relayed from other
+// hosts go on there.
 func (d *Dispatcher) CancelAll(reason string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -523,6 +524,11 @@ func (d *Dispatcher) CancelAll(reason string) {
 		d.placeFreed = make(chan struct{})
 	}
 	for _, r := range d.runs {
+		if r.relayed {
+			// It goes on on its own host, which is not stopping: its
+			// caller reconnects to another host and follows it there.
+			continue
+		}
 		r.CancelBecause(reason)
 	}
 }

@@ -163,7 +163,7 @@ func (d *Dispatcher) relay(streams context.Context, endStreams context.CancelFun
 	ctx, cancel := context.WithCancelCause(context.Background())
 	run := &Run{
 		ID: info.Run, Tool: info.Tool, Principal: info.Principal, Session: info.Session, IdempotencyKey: info.IdempotencyKey,
-		Started: time.Now(), cancel: cancel, spill: d.spill, changed: make(chan struct{}),
+		Started: time.Now(), cancel: cancel, spill: d.spill, changed: make(chan struct{}), relayed: true,
 	}
 	d.mu.Lock()
 	if kept, ok := d.runs[run.ID]; ok {

@@ -60,6 +60,9 @@ type Run struct {
 	// sandboxed is whether the run was charged as sandboxed code, whose
 	// seconds its end records (charge). Set with kind.
 	sandboxed bool
+	// relayed says the run goes on on another host, and its events are
+	// copies of that host's (relay.go). Set before the run is known.
+	relayed bool
 
 	cancel context.CancelCauseFunc
 
