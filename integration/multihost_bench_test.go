@@ -38,26 +38,29 @@ var mhTool = pythonTool("two", "print(1 + 1)\n    return 1 + 1", map[string]any{
 // BenchmarkHostsThroughHAProxy is what HAProxy in front of several hosts on one store costs and
 // gives (issue 23): three hosts on one real PostgreSQL, each with the same small python tool
 // (print(1 + 1), in the real runsc sandbox), its own state and its default pool of ready
-// sandboxes, and real HAProxy (examples/haproxy/haproxy.cfg, balance leastconn) in front of
-// them, and a second HAProxy, the same config, in front of the first host alone. Callers use
-// the editor's token of tokensConfig, over HTTP (POST /api/v1/tools/two/call).
+// sandboxes (size 2), and real HAProxy (examples/haproxy/haproxy.cfg, balance leastconn) in
+// front of them, and a second HAProxy, the same config, in front of the first host alone.
+// Callers use the editor's token of tokensConfig, over HTTP (POST /api/v1/tools/two/call).
 //
-//   - Latency: mhLatencyCalls calls one after another, p50 and p99, straight to the first host
-//     (the baseline) and through HAProxy to the three, and their ratios.
+//   - Latency, p50 and p99 of mhLatencyCalls calls one after another, straight to the first host
+//     (the baseline) and through HAProxy to the three, and their ratios: first back to back, then
+//     each call made once the pools it may go to have a sandbox ready (waited for, untimed).
 //   - Throughput: mhClients clients calling back to back for mhThroughputOf, in calls a second,
-//     through HAProxy to the first host alone and to the three, and their ratio.
+//     through HAProxy to the first host alone and to the three, and their ratio; with the
+//     machine's CPU in use meanwhile, in cores.
 //
 // All the hosts share this machine's 2 cores (and its one PostgreSQL): the 3-to-1 ratio of
 // throughput here is the cost of sharing the store and the balancer, not what three hosts on
-// three machines would give. Calls one after another wait on the refill of the pool when they
-// come faster than a sandbox boots; behind HAProxy they are spread over three pools, which
-// refill while the other hosts serve, so the latency through HAProxy may well be lower than
-// straight to one host. How many calls each server took is logged for each phase.
+// three machines would give. Calls back to back wait on the refill of the pool, as a sandbox
+// boots in longer than a call takes; behind HAProxy they are spread over three pools, which
+// refill while the other hosts serve, so back to back the latency through HAProxy is lower than
+// straight to one host. The calls that find a sandbox ready show what HAProxy itself adds. How
+// many calls each server took is printed for each phase.
 //
-// The work is done once, in the first iteration of b.Loop (ns/op means nothing here).
+// The work is done once, in the first iteration of b.Loop (ns/op means nothing here); the table
+// is printed, not logged, as go test keeps only the first lines of a benchmark's log.
 //
-// Measured on a 2-core machine of this kind (2026-12-05, -benchtime 1x): see the commit's
-// report; the figures are filled in below once measured.
+// Measured on a 2-core machine of this kind (2026-12-05, -benchtime 1x): see below.
 func BenchmarkHostsThroughHAProxy(b *testing.B) {
 	bin := haproxyBinaryTB(b)
 	if _, err := pgtest.Bin(); err != nil {
@@ -65,23 +68,23 @@ func BenchmarkHostsThroughHAProxy(b *testing.B) {
 	}
 	_, runscBin, rootfs := sandboxBuild(b)
 	pg := pgtest.Start(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	url, err := pg.NewDatabase(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	hosts := make([]*Host, 3)
+	hosts := make([]*pythonHost, 3)
 	for i := range hosts {
 		hosts[i] = startMultihostPythonHost(b, url, runscBin, rootfs)
 	}
 	front3, front1 := freePort(b), freePort(b)
-	hp3 := startHAProxyTB(b, bin, front3, hosts)
-	hp1 := startHAProxyTB(b, bin, front1, hosts[:1])
+	hp3 := startHAProxyTB(b, bin, front3, []*Host{hosts[0].Host, hosts[1].Host, hosts[2].Host})
+	hp1 := startHAProxyTB(b, bin, front1, []*Host{hosts[0].Host})
 	for i, h := range hosts {
-		waitHAProxyStatus(b, hp3, fmt.Sprintf("host%d", i+1), "UP", h)
+		waitHAProxyStatus(b, hp3, fmt.Sprintf("host%d", i+1), "UP", h.Host)
 	}
-	waitHAProxyStatus(b, hp1, "host1", "UP", hosts[0])
+	waitHAProxyStatus(b, hp1, "host1", "UP", hosts[0].Host)
 
 	client := &http.Client{Transport: &http.Transport{}}
 	for _, addr := range []string{hosts[0].Addr, hosts[1].Addr, hosts[2].Addr, front3, front1} {
@@ -93,22 +96,29 @@ func BenchmarkHostsThroughHAProxy(b *testing.B) {
 	}
 	idleBeforeMeasuring(b)
 
-	var direct, through []time.Duration
-	var one, three mhThroughput
+	var (
+		direct, through, readyDirect, readyThrough []time.Duration
+		one, three                                 mhThroughput
+		shares                                     [4]string
+	)
 	for b.Loop() {
 		if direct != nil {
 			continue
 		}
-		direct = mhLatencies(b, ctx, client, hosts[0].Addr, "straight to host1")
+		direct = mhLatencies(b, ctx, client, hosts[0].Addr, "straight to host1", nil)
 		served := haproxyServed(b, hp3)
-		through = mhLatencies(b, ctx, client, front3, "through HAProxy to three hosts")
-		b.Logf("the calls one after another through HAProxy went to: %s", servedSince(b, hp3, served))
-		served = haproxyServed(b, hp1)
-		one = mhThroughputAt(ctx, front1)
-		b.Logf("HAProxy to one host, %d clients: %d calls to %s", mhClients, one.ok, servedSince(b, hp1, served))
+		through = mhLatencies(b, ctx, client, front3, "through HAProxy to three hosts", nil)
+		shares[0] = servedSince(b, hp3, served)
+		readyDirect = mhLatencies(b, ctx, client, hosts[0].Addr, "straight to host1, a sandbox ready", hosts[:1])
 		served = haproxyServed(b, hp3)
-		three = mhThroughputAt(ctx, front3)
-		b.Logf("HAProxy to three hosts, %d clients: %d calls to %s", mhClients, three.ok, servedSince(b, hp3, served))
+		readyThrough = mhLatencies(b, ctx, client, front3, "through HAProxy to three hosts, sandboxes ready", hosts)
+		shares[1] = servedSince(b, hp3, served)
+		served = haproxyServed(b, hp1)
+		one = mhThroughputAt(ctx, front1, hosts[0].cmd.Process.Pid)
+		shares[2] = servedSince(b, hp1, served)
+		served = haproxyServed(b, hp3)
+		three = mhThroughputAt(ctx, front3, hosts[0].cmd.Process.Pid)
+		shares[3] = servedSince(b, hp3, served)
 	}
 	for _, tp := range []mhThroughput{one, three} {
 		if len(tp.failed) > 0 {
@@ -117,35 +127,46 @@ func BenchmarkHostsThroughHAProxy(b *testing.B) {
 	}
 	d50, _, d99 := quantiles(direct)
 	t50, _, t99 := quantiles(through)
+	rd50, _, rd99 := quantiles(readyDirect)
+	rt50, _, rt99 := quantiles(readyThrough)
 	o50, _, o99 := quantiles(one.took)
 	h50, _, h99 := quantiles(three.took)
 	b.ReportMetric(d50/1000, "direct-p50-ms")
 	b.ReportMetric(d99/1000, "direct-p99-ms")
 	b.ReportMetric(t50/1000, "haproxy3-p50-ms")
 	b.ReportMetric(t99/1000, "haproxy3-p99-ms")
-	b.ReportMetric(t50/d50, "p50-ratio")
-	b.ReportMetric(t99/d99, "p99-ratio")
+	b.ReportMetric(rt50/rd50, "ready-p50-ratio")
+	b.ReportMetric(rt99/rd99, "ready-p99-ratio")
 	b.ReportMetric(one.perSecond(), "haproxy1-calls/s")
 	b.ReportMetric(three.perSecond(), "haproxy3-calls/s")
 	b.ReportMetric(three.perSecond()/one.perSecond(), "throughput-ratio")
-	b.Logf("\n%-40s %10s %10s %10s\n"+
-		"%-40s %10.0f %10.0f %10s\n%-40s %10.0f %10.0f %10s\n%-40s %10.2f %10.2f\n"+
-		"%-40s %10.0f %10.0f %10.2f\n%-40s %10.0f %10.0f %10.2f\n%-40s %10s %10s %10.2f\n"+
-		"(latency: %d calls one after another; throughput: %d clients for %v each)",
-		"python call over HTTP", "p50 ms", "p99 ms", "calls/s",
-		"one after another, straight to host1", d50/1000, d99/1000, "",
-		"one after another, HAProxy to 3 hosts", t50/1000, t99/1000, "",
-		"ratio (HAProxy to 3 / straight)", t50/d50, t99/d99,
-		fmt.Sprintf("%d clients, HAProxy to 1 host", mhClients), o50/1000, o99/1000, one.perSecond(),
-		fmt.Sprintf("%d clients, HAProxy to 3 hosts", mhClients), h50/1000, h99/1000, three.perSecond(),
-		"ratio (3 hosts / 1 host)", "", "", three.perSecond()/one.perSecond(),
-		mhLatencyCalls, mhClients, mhThroughputOf)
+
+	var table strings.Builder
+	row := func(name string, p50, p99 float64, rest string) {
+		fmt.Fprintf(&table, "%-46s %9.0f %9.0f %s\n", name, p50/1000, p99/1000, rest)
+	}
+	ratio := func(name string, p50, p99 float64) {
+		fmt.Fprintf(&table, "%-46s %8.2f× %8.2f×\n", name, p50, p99)
+	}
+	fmt.Fprintf(&table, "\n%-46s %9s %9s %9s %6s  %s\n", "python call over HTTP", "p50 ms", "p99 ms", "calls/s", "cores", "calls each server took")
+	row("back to back, straight to host1", d50, d99, "")
+	row("back to back, HAProxy to 3 hosts", t50, t99, fmt.Sprintf("%18s%s", "", shares[0]))
+	ratio("  ratio (HAProxy to 3 / straight)", t50/d50, t99/d99)
+	row("sandbox ready, straight to host1", rd50, rd99, "")
+	row("sandbox ready, HAProxy to 3 hosts", rt50, rt99, fmt.Sprintf("%18s%s", "", shares[1]))
+	ratio("  ratio (HAProxy to 3 / straight)", rt50/rd50, rt99/rd99)
+	row(fmt.Sprintf("%d clients, HAProxy to 1 host", mhClients), o50, o99, fmt.Sprintf("%9.2f %6.2f  %s", one.perSecond(), one.cores, shares[2]))
+	row(fmt.Sprintf("%d clients, HAProxy to 3 hosts", mhClients), h50, h99, fmt.Sprintf("%9.2f %6.2f  %s", three.perSecond(), three.cores, shares[3]))
+	fmt.Fprintf(&table, "%-46s %9s %9s %8.2f×\n", "  ratio (3 hosts / 1 host)", "", "", three.perSecond()/one.perSecond())
+	fmt.Fprintf(&table, "(latency: %d calls one after another each; throughput: %d clients for %v each; %d and %d calls)",
+		mhLatencyCalls, mhClients, mhThroughputOf, one.ok, three.ok)
+	fmt.Printf("BenchmarkHostsThroughHAProxy:%s\n", table.String())
 }
 
 // startMultihostPythonHost starts a host with [store] at url, tokensConfig, and mhTool in a
 // python sandbox of its own prefix and state; when it has stopped, none of its sandboxes may be
 // left.
-func startMultihostPythonHost(b *testing.B, url, runscBin, rootfs string) *Host {
+func startMultihostPythonHost(b *testing.B, url, runscBin, rootfs string) *pythonHost {
 	b.Helper()
 	// A short folder of its own: sandbox socket paths must stay short.
 	dir, err := os.MkdirTemp("", "thmh")
@@ -155,7 +176,7 @@ func startMultihostPythonHost(b *testing.B, url, runscBin, rootfs string) *Host 
 	b.Cleanup(func() { os.RemoveAll(dir) })
 	id := make([]byte, 2)
 	_, _ = rand.Read(id)
-	ph := &pythonHost{prefix: "thmh" + hex.EncodeToString(id) + "-", stateDir: filepath.Join(dir, "py"), runscBin: runscBin}
+	ph := &pythonHost{token: editorToken, prefix: "thmh" + hex.EncodeToString(id) + "-", stateDir: filepath.Join(dir, "py"), runscBin: runscBin}
 	// Registered before the host's own Stop, so it runs after it.
 	b.Cleanup(func() { ph.assertNothingLeft(b) })
 	ph.Host = startHost(b, hostSpec{
@@ -172,7 +193,8 @@ work_mb = 64
 `, url, runscBin, rootfs, ph.stateDir, ph.prefix),
 		Tools: map[string]string{"two.toml": mhTool},
 	})
-	return ph.Host
+	ph.url = ph.URL("")
+	return ph
 }
 
 // mhCall calls mhTool at addr as the editor, and says what was wrong unless it answered 200
@@ -200,11 +222,15 @@ func mhCall(ctx context.Context, client *http.Client, addr string) error {
 	return nil
 }
 
-// mhLatencies times mhLatencyCalls calls at addr, one after another; each must succeed.
-func mhLatencies(b *testing.B, ctx context.Context, client *http.Client, addr, where string) []time.Duration {
+// mhLatencies times mhLatencyCalls calls at addr, one after another, each made once every host
+// of ready has a sandbox ready (waited for, untimed); each must succeed.
+func mhLatencies(b *testing.B, ctx context.Context, client *http.Client, addr, where string, ready []*pythonHost) []time.Duration {
 	b.Helper()
 	d := make([]time.Duration, 0, mhLatencyCalls)
 	for i := range mhLatencyCalls {
+		for _, h := range ready {
+			h.awaitReady(b)
+		}
 		t0 := time.Now()
 		err := mhCall(ctx, client, addr)
 		d = append(d, time.Since(t0))
@@ -221,6 +247,7 @@ type mhThroughput struct {
 	ok     int
 	took   []time.Duration
 	span   time.Duration
+	cores  float64 // the machine's CPU in use meanwhile
 	failed []string
 }
 
@@ -228,13 +255,14 @@ func (tp mhThroughput) perSecond() float64 { return float64(tp.ok) / tp.span.Sec
 
 // mhThroughputAt runs mhClients clients calling at addr back to back, each on a kept-alive
 // connection of its own, for mhThroughputOf; a call under way then is let finish and counted.
-func mhThroughputAt(ctx context.Context, addr string) mhThroughput {
+// hostPID is a host's process, which readCPUSplit asks for.
+func mhThroughputAt(ctx context.Context, addr string, hostPID int) mhThroughput {
 	var (
 		tp mhThroughput
 		mu sync.Mutex
 		wg sync.WaitGroup
 	)
-	t0 := time.Now()
+	cpu, t0 := readCPUSplit(hostPID), time.Now()
 	until := t0.Add(mhThroughputOf)
 	for range mhClients {
 		wg.Go(func() {
@@ -257,6 +285,7 @@ func mhThroughputAt(ctx context.Context, addr string) mhThroughput {
 	}
 	wg.Wait()
 	tp.span = time.Since(t0)
+	tp.cores = readCPUSplit(hostPID).since(cpu).total / tp.span.Seconds()
 	return tp
 }
 
