@@ -61,21 +61,25 @@ var mhTool = pythonTool("two", "print(1 + 1)\n    return 1 + 1", map[string]any{
 // is printed, not logged, as go test keeps only the first lines of a benchmark's log.
 //
 // Measured on a 2-core machine of this kind (2026-12-05, -benchtime 1x, niced, with other
-// builds running on it; each figure one run, p50 / p99 in ms):
+// builds running on it, load average 10-30; three runs, p50 / p99 in ms, the first run without
+// the rows of sandboxes ready):
 //
-//	back to back, straight to host1      775 / 1825   (an earlier run: 716 / 2108)
-//	back to back, HAProxy to 3 hosts     250 / 2349   (406 / 1939): ratio 0.32×, 1.29×
-//	sandbox ready, straight to host1      46 / 96
-//	sandbox ready, HAProxy to 3 hosts     55 / 162    ratio 1.19×, 1.69×
-//	8 clients, HAProxy to 1 host         1.48 calls/s (1.75), 2.00 cores busy
-//	8 clients, HAProxy to 3 hosts        1.72 calls/s (1.75), 1.99 cores: ratio 1.16× (1.00×)
+//	back to back, straight to host1      716 / 2108,  775 / 1825,  1492 / 3168
+//	back to back, HAProxy to 3 hosts     406 / 1939,  250 / 2349,   380 / 3643
+//	  ratio                              0.57× 0.92×, 0.32× 1.29×, 0.25× 1.15×
+//	sandbox ready, straight to host1                   46 / 96,      40 / 107
+//	sandbox ready, HAProxy to 3 hosts                  55 / 162,     55 / 286
+//	  ratio                                          1.19× 1.69×,  1.37× 2.66×
+//	8 clients, HAProxy to 1 host, calls/s     1.75,        1.48,         1.33
+//	8 clients, HAProxy to 3 hosts, calls/s    1.75,        1.72,         1.64
+//	  ratio                                   1.00×,       1.16×,        1.23×
 //
-// A call that finds a sandbox ready pays about 9 ms at p50 for HAProxy and the hop (p99, the
-// second slowest of 100, is noise at this count). Back to back, the three pools make calls
-// through HAProxy about 2-3× faster at p50. Under 8 clients both cores are busy booting
-// sandboxes (about 1.2-1.4 CPU-seconds a call, the other builds included), so throughput is
-// the machine's, not the hosts': three hosts on it do no worse than one, and HAProxy spreads
-// the calls evenly (15-17 each).
+// A call that finds a sandbox ready pays 9-15 ms at p50 for HAProxy and the hop (p99, the second
+// slowest of 100, is noise at this count). Back to back, the three pools make calls through
+// HAProxy 2-4× faster at p50. Under 8 clients both cores are busy (1.99-2.00 cores, the other
+// builds included; about 1.2-1.5 CPU-seconds a call, mostly booting sandboxes), so throughput is
+// the machine's, not the hosts': three hosts on it do no worse than one (p50 under load 2.4 s
+// against 4.2-4.8 s, p99 10-12 s against 19-23 s), and HAProxy spreads the calls evenly.
 func BenchmarkHostsThroughHAProxy(b *testing.B) {
 	bin := haproxyBinaryTB(b)
 	if _, err := pgtest.Bin(); err != nil {
