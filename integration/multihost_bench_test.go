@@ -78,8 +78,9 @@ var mhTool = pythonTool("two", "print(1 + 1)\n    return 1 + 1", map[string]any{
 // slowest of 100, is noise at this count). Back to back, the three pools make calls through
 // HAProxy 2-4× faster at p50. Under 8 clients both cores are busy (1.99-2.00 cores, the other
 // builds included; about 1.2-1.5 CPU-seconds a call, mostly booting sandboxes), so throughput is
-// the machine's, not the hosts': three hosts on it do no worse than one (p50 under load 2.4 s
-// against 4.2-4.8 s, p99 10-12 s against 19-23 s), and HAProxy spreads the calls evenly.
+// the machine's, not the hosts': three hosts on it do no worse than one (runs 2 and 3: p50
+// under load 2.4 s against 4.2-4.8 s, p99 10-12 s against 19-23 s), and HAProxy spreads the
+// calls evenly. The whole benchmark takes 10-12 minutes here.
 func BenchmarkHostsThroughHAProxy(b *testing.B) {
 	bin := haproxyBinaryTB(b)
 	if _, err := pgtest.Bin(); err != nil {
