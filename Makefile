@@ -150,7 +150,7 @@ test: build tools sandbox deb systemd-tree vm-images node postgresql haproxy lin
 # The benchmarks, side by side with their baselines; the python table is
 # kept, dated, in bench/.
 bench: build sandbox
-	$(GO) test -run '^$$' -bench . -benchtime 300x ./integration/ ./host/api/
+	$(GO) test -run '^$$' -bench . -benchtime 300x -timeout 90m ./integration/ ./host/api/
 	$(GO) run ./bench -root . | tee bench/results-$$(date -u +%F).txt
 
 # Where `make install` puts toolhost; DESTDIR stages the tree elsewhere, as packagers do.

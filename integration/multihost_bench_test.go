@@ -11,12 +11,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,7 +80,7 @@ var mhTool = pythonTool("two", "print(1 + 1)\n    return 1 + 1", map[string]any{
 // under load 2.4 s against 4.2-4.8 s, p99 10-12 s against 19-23 s), and HAProxy spreads the
 // calls evenly. The whole benchmark takes 10-12 minutes here.
 func BenchmarkHostsThroughHAProxy(b *testing.B) {
-	bin := haproxyBinaryTB(b)
+	bin := haproxyBinary(b)
 	if _, err := pgtest.Bin(); err != nil {
 		b.Skipf("this benchmark runs a real PostgreSQL: %v", err)
 	}
@@ -99,12 +97,12 @@ func BenchmarkHostsThroughHAProxy(b *testing.B) {
 		hosts[i] = startMultihostPythonHost(b, url, runscBin, rootfs)
 	}
 	front3, front1 := freePort(b), freePort(b)
-	hp3 := startHAProxyTB(b, bin, front3, []*Host{hosts[0].Host, hosts[1].Host, hosts[2].Host})
-	hp1 := startHAProxyTB(b, bin, front1, []*Host{hosts[0].Host})
+	hp3 := startHAProxy(b, bin, front3, []*Host{hosts[0].Host, hosts[1].Host, hosts[2].Host})
+	hp1 := startHAProxy(b, bin, front1, []*Host{hosts[0].Host})
 	for i, h := range hosts {
-		waitHAProxyStatus(b, hp3, fmt.Sprintf("host%d", i+1), "UP", h.Host)
+		hp3.waitStatus(b, fmt.Sprintf("host%d", i+1), "UP", h.Host)
 	}
-	waitHAProxyStatus(b, hp1, "host1", "UP", hosts[0].Host)
+	hp1.waitStatus(b, "host1", "UP", hosts[0].Host)
 
 	client := &http.Client{Transport: &http.Transport{}}
 	for _, addr := range []string{hosts[0].Addr, hosts[1].Addr, hosts[2].Addr, front3, front1} {
@@ -307,124 +305,6 @@ func mhThroughputAt(ctx context.Context, addr string, hostPID int) mhThroughput 
 	tp.span = time.Since(t0)
 	tp.cores = readCPUSplit(hostPID).since(cpu).total / tp.span.Seconds()
 	return tp
-}
-
-// haproxyBinaryTB is haproxyBinary (haproxy_test.go) for a benchmark; the benchmark is skipped
-// without HAProxy.
-func haproxyBinaryTB(tb testing.TB) string {
-	tb.Helper()
-	if p, err := exec.LookPath("haproxy"); err == nil {
-		return p
-	}
-	for _, p := range []string{"/usr/sbin/haproxy", "/usr/local/sbin/haproxy"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	tb.Skip("haproxy is not installed: `make haproxy` installs it (apt-get install haproxy); this benchmark runs a real HAProxy")
-	return ""
-}
-
-// startHAProxyTB is startHAProxy (haproxy_test.go) for a benchmark, with as many hosts as the
-// example has servers or fewer: the example's servers beyond the hosts are left out.
-func startHAProxyTB(tb testing.TB, bin, front string, hosts []*Host) *haproxyProc {
-	tb.Helper()
-	dir := tb.TempDir()
-	p := &haproxyProc{sock: filepath.Join(dir, "admin.sock")}
-	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(haproxyConfigTB(tb, front, p.sock, hosts)), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	if out, err := exec.Command(bin, "-c", "-f", cfg).CombinedOutput(); err != nil {
-		tb.Fatalf("haproxy -c refuses the config made from the example: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "-f", cfg, "-db")
-	cmd.Stdout, cmd.Stderr = p, p
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	tb.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	return p
-}
-
-// haproxyConfigTB is haproxyConfig (haproxy_test.go) for a benchmark, leaving out the example's
-// servers beyond the hosts given.
-func haproxyConfigTB(tb testing.TB, front, sock string, hosts []*Host) string {
-	tb.Helper()
-	example, err := os.ReadFile("../examples/haproxy/haproxy.cfg")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var out strings.Builder
-	found := map[string]int{}
-	for _, line := range strings.Split(string(example), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
-			out.WriteString(line + "\n")
-			continue
-		}
-		switch {
-		case f[0] == "log" && len(f) > 1 && f[1] != "global":
-			line = "    log stderr format raw local0 info"
-		case f[0] == "stats" && len(f) > 1 && f[1] == "socket":
-			line = "    stats socket " + sock + " mode 600 level admin"
-		case f[0] == "chroot" || f[0] == "user" || f[0] == "group":
-			line = "    # " + strings.TrimSpace(line) + " (left out by the benchmark)"
-		case f[0] == "bind":
-			line = "    bind " + front
-		case f[0] == "server":
-			n := found["server"]
-			if f[1] != fmt.Sprintf("host%d", n+1) {
-				tb.Fatalf("examples/haproxy/haproxy.cfg's server %d is named %q; the benchmark expects host%d", n+1, f[1], n+1)
-			}
-			if n >= len(hosts) {
-				line = "    # " + strings.TrimSpace(line) + " (no such host in the benchmark)"
-			} else {
-				line = fmt.Sprintf("    server %s %s", f[1], hosts[n].Addr)
-			}
-		default:
-			out.WriteString(line + "\n")
-			continue
-		}
-		found[f[0]]++
-		out.WriteString(line + "\n")
-	}
-	for _, k := range []string{"log", "stats", "bind", "server"} {
-		if found[k] == 0 {
-			tb.Fatalf("examples/haproxy/haproxy.cfg has no %s line for the benchmark to place", k)
-		}
-	}
-	if found["server"] < len(hosts) {
-		tb.Fatalf("examples/haproxy/haproxy.cfg has %d servers, fewer than the benchmark's %d hosts", found["server"], len(hosts))
-	}
-	return out.String()
-}
-
-// waitHAProxyStatus is haproxyProc.waitStatus (haproxy_test.go) for a benchmark.
-func waitHAProxyStatus(tb testing.TB, p *haproxyProc, server, status string, h *Host) {
-	tb.Helper()
-	var last map[string][2]string
-	for deadline := time.Now().Add(slow(60 * time.Second)); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		st, err := p.stat()
-		if err != nil {
-			continue
-		}
-		last = st
-		if st[server][0] == status {
-			return
-		}
-	}
-	tb.Fatalf("HAProxy did not say %s is %s; it says %v\nHAProxy's log:\n%s\nthe host's log:\n%s", server, status, last, p.log(), h.Stderr())
 }
 
 // haproxyServed reads from HAProxy's stats socket how many requests each server of the
