@@ -56,7 +56,12 @@ func (r *Router) Route(ctx context.Context, req runs.Request) (runs.Upstream, er
 }
 
 func (r *Router) place(ctx context.Context, req runs.Request) (*Peer, error) {
-	holder, err := r.store.Place(ctx, req.Principal, req.Session, r.self)
+	// Read first: a conversation is placed once and called often, and a
+	// read writes nothing.
+	holder, ok, err := r.store.Holder(ctx, req.Principal, req.Session)
+	if err == nil && !ok {
+		holder, err = r.store.Place(ctx, req.Principal, req.Session, r.self)
+	}
 	if err != nil {
 		return nil, err
 	}
