@@ -277,10 +277,15 @@ func TestConversationsAcrossHosts(t *testing.T) {
 				t.Fatalf("the relayed run ended before host1 was killed: %v", f)
 			}
 		}
-		if !h1.WaitLog(t, "run_python", slow(time.Minute)) {
-			t.Fatal("the long run never started on host1")
+		// The keyed run is going once its code wrote during.txt.
+		for deadline := time.Now().Add(slow(time.Minute)); ; time.Sleep(100 * time.Millisecond) {
+			if code, _ := fileRequest(t, "GET", h1.URL("/api/v1/sessions/chat/files/during.txt"), ""); code == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the keyed run never started on host1:\n%s", h1.Stderr())
+			}
 		}
-		time.Sleep(2 * time.Second)
 		killed := time.Now()
 		h1.killHard(t)
 		if a := <-cut; a.status != 0 {
