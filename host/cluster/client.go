@@ -75,9 +75,6 @@ func (c *Client) To(id, address string) *Peer {
 	return &Peer{c: c, id: id, address: address}
 }
 
-// CloseIdle closes the connections to other hosts that are idle.
-func (c *Client) CloseIdle() { c.http.CloseIdleConnections() }
-
 // Peer is another host.
 type Peer struct {
 	c           *Client

@@ -51,13 +51,7 @@ func (d *Dispatcher) startKeyed(req Request) (*Run, error) {
 	a := &d.acct
 	a.keyMu.Lock()
 	defer a.keyMu.Unlock()
-	a.mu.Lock()
-	l, now := a.ledgerOf()
-	keep := a.keep
-	a.mu.Unlock()
-	if keep == 0 {
-		keep = d.keep
-	}
+	l, now, keep := d.keyLedger()
 	if len(req.IdempotencyKey) > MaxKeyLength {
 		return nil, &sdk.Error{Code: wire.CodeBadArgs, Message: fmt.Sprintf("the idempotency key is %d bytes long; a key may be at most %d: use a shorter one, e.g. a UUID", len(req.IdempotencyKey), MaxKeyLength)}
 	}
@@ -124,20 +118,27 @@ func (d *Dispatcher) hostOf() HostID {
 	return d.acct.host
 }
 
+// keyLedger is the ledger keys are claimed in, its clock, and how long a
+// key is kept (SetKeyKeep, or the runs' keep time).
+func (d *Dispatcher) keyLedger() (Ledger, func() time.Time, time.Duration) {
+	a := &d.acct
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, now := a.ledgerOf()
+	keep := a.keep
+	if keep == 0 {
+		keep = d.keep
+	}
+	return l, now, keep
+}
+
 // recordedKey is what the ledger says of req's key when the host that
 // would run req can't be reached (relay.go): the run's recorded end, or
 // in_progress or interrupted while it did not end. ok is false when the
 // ledger has no fresh entry of the key for this same call: the call's
 // own refusal stands.
 func (d *Dispatcher) recordedKey(req Request) (run *Run, ok bool, err error) {
-	a := &d.acct
-	a.mu.Lock()
-	l, now := a.ledgerOf()
-	keep := a.keep
-	a.mu.Unlock()
-	if keep == 0 {
-		keep = d.keep
-	}
+	l, now, keep := d.keyLedger()
 	hash, herr := callHash(req)
 	if herr != nil {
 		return nil, false, nil
