@@ -42,9 +42,6 @@ func TestHostsBehindHAProxyDrainWhenStopped(t *testing.T) {
 	hosts := []*Host{startHost(t, spec), startHost(t, spec), startHost(t, spec)}
 	front := freePort(t)
 	hp := startHAProxy(t, bin, front, hosts)
-	hp.waitStatus(t, "host1", "UP", hosts[0])
-	hp.waitStatus(t, "host2", "UP", hosts[1])
-	hp.waitStatus(t, "host3", "UP", hosts[2])
 
 	// Through HAProxy: a plain HTTP call, and one over the websocket.
 	if err := callHTTP(http.DefaultClient, front, "over http"); err != nil {
@@ -197,7 +194,7 @@ func (p *haproxyProc) log() string {
 }
 
 // startHAProxy runs HAProxy in the foreground (-db) with examples/haproxy/haproxy.cfg, its
-// frontend on front and its servers the hosts.
+// frontend on front and its servers the hosts, and returns once it says each host is UP.
 func startHAProxy(t testing.TB, bin, front string, hosts []*Host) *haproxyProc {
 	t.Helper()
 	dir := t.TempDir()
@@ -225,6 +222,9 @@ func startHAProxy(t testing.TB, bin, front string, hosts []*Host) *haproxyProc {
 			<-done
 		}
 	})
+	for i, h := range hosts {
+		p.waitStatus(t, fmt.Sprintf("host%d", i+1), "UP", h)
+	}
 	return p
 }
 
@@ -283,8 +283,9 @@ func haproxyConfig(t testing.TB, front, sock string, hosts []*Host) string {
 	return out.String()
 }
 
-// stat reads each server's status and last check's status from HAProxy's stats socket.
-func (p *haproxyProc) stat() (map[string][2]string, error) {
+// servers reads the toolhost backend's servers from HAProxy's stats socket ("show stat"):
+// each server's columns, by column name, by server name.
+func (p *haproxyProc) servers() (map[string]map[string]string, error) {
 	conn, err := net.DialTimeout("unix", p.sock, 5*time.Second)
 	if err != nil {
 		return nil, err
@@ -304,14 +305,31 @@ func (p *haproxyProc) stat() (map[string][2]string, error) {
 	if err != nil || len(rows) < 2 {
 		return nil, fmt.Errorf("show stat: %v: %q", err, b)
 	}
-	col := map[string]int{}
-	for i, name := range rows[0] {
-		col[name] = i
+	out := map[string]map[string]string{}
+	for _, row := range rows[1:] {
+		cols := map[string]string{}
+		for i, name := range rows[0] {
+			if i < len(row) {
+				cols[name] = row[i]
+			}
+		}
+		if cols["pxname"] == "toolhost" {
+			out[cols["svname"]] = cols
+		}
+	}
+	return out, nil
+}
+
+// stat reads each server's status and last check's status from HAProxy's stats socket.
+func (p *haproxyProc) stat() (map[string][2]string, error) {
+	servers, err := p.servers()
+	if err != nil {
+		return nil, err
 	}
 	out := map[string][2]string{}
-	for _, row := range rows[1:] {
-		if len(row) > col["check_status"] && row[col["pxname"]] == "toolhost" {
-			out[row[col["svname"]]] = [2]string{row[col["status"]], row[col["check_status"]]}
+	for name, cols := range servers {
+		if _, ok := cols["check_status"]; ok {
+			out[name] = [2]string{cols["status"], cols["check_status"]}
 		}
 	}
 	return out, nil

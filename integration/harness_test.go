@@ -263,6 +263,18 @@ func (h *Host) Stop(t testing.TB) {
 }
 
 // URL is a URL on the host.
+// killHard kills the host and its plugins at once, as a crash of the
+// service does (systemd then kills what is left of its control group).
+func (h *Host) killHard(t testing.TB) {
+	t.Helper()
+	_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-h.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the host did not die")
+	}
+}
+
 func (h *Host) URL(path string) string { return "http://" + h.Addr + path }
 
 // postJSON posts a body and decodes the JSON answer.

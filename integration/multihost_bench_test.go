@@ -3,12 +3,10 @@ package integration
 import (
 	"context"
 	"crypto/rand"
-	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -99,10 +97,6 @@ func BenchmarkHostsThroughHAProxy(b *testing.B) {
 	front3, front1 := freePort(b), freePort(b)
 	hp3 := startHAProxy(b, bin, front3, []*Host{hosts[0].Host, hosts[1].Host, hosts[2].Host})
 	hp1 := startHAProxy(b, bin, front1, []*Host{hosts[0].Host})
-	for i, h := range hosts {
-		hp3.waitStatus(b, fmt.Sprintf("host%d", i+1), "UP", h.Host)
-	}
-	hp1.waitStatus(b, "host1", "UP", hosts[0].Host)
 
 	client := &http.Client{Transport: &http.Transport{}}
 	for _, addr := range []string{hosts[0].Addr, hosts[1].Addr, hosts[2].Addr, front3, front1} {
@@ -311,33 +305,14 @@ func mhThroughputAt(ctx context.Context, addr string, hostPID int) mhThroughput 
 // toolhost backend has taken so far (its stot).
 func haproxyServed(tb testing.TB, p *haproxyProc) map[string]int {
 	tb.Helper()
-	conn, err := net.DialTimeout("unix", p.sock, 5*time.Second)
+	servers, err := p.servers()
 	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(conn, "show stat\n"); err != nil {
-		tb.Fatal(err)
-	}
-	raw, err := io.ReadAll(conn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	r := csv.NewReader(strings.NewReader(strings.TrimPrefix(strings.TrimSpace(string(raw)), "# ")))
-	r.FieldsPerRecord = -1
-	rows, err := r.ReadAll()
-	if err != nil || len(rows) < 2 {
-		tb.Fatalf("HAProxy's show stat can't be read: %v: %q", err, raw)
-	}
-	col := map[string]int{}
-	for i, name := range rows[0] {
-		col[name] = i
+		tb.Fatalf("HAProxy's show stat can't be read: %v", err)
 	}
 	out := map[string]int{}
-	for _, row := range rows[1:] {
-		if len(row) > col["stot"] && row[col["pxname"]] == "toolhost" && strings.HasPrefix(row[col["svname"]], "host") {
-			out[row[col["svname"]]], _ = strconv.Atoi(row[col["stot"]])
+	for name, cols := range servers {
+		if stot, ok := cols["stot"]; ok && strings.HasPrefix(name, "host") {
+			out[name], _ = strconv.Atoi(stot)
 		}
 	}
 	return out

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,17 +58,6 @@ secret_file = %q
 		hosts = append(hosts, c)
 	}
 	return hosts
-}
-
-// killHard kills the host and its plugins at once, as a crash does.
-func (c *clusterHost) killHard(t *testing.T) {
-	t.Helper()
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the host did not die")
-	}
 }
 
 // sessionAnswer is the answer of a python call in a conversation.
@@ -156,11 +144,7 @@ func TestConversationsAcrossHosts(t *testing.T) {
 	}
 	hosts := startClusterHosts(t, url, 3)
 	front := freePort(t)
-	plain := []*Host{hosts[0].Host, hosts[1].Host, hosts[2].Host}
-	hp := startHAProxy(t, bin, front, plain)
-	for i, h := range plain {
-		hp.waitStatus(t, fmt.Sprintf("host%d", i+1), "UP", h)
-	}
+	hp := startHAProxy(t, bin, front, []*Host{hosts[0].Host, hosts[1].Host, hosts[2].Host})
 	h1, h2, h3 := hosts[0], hosts[1], hosts[2]
 
 	t.Run("a conversation's runs reach its host from any other", func(t *testing.T) {

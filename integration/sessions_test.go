@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -76,18 +75,6 @@ func startSessionHost(t *testing.T) *sessionHost {
 func (s *sessionHost) restart(t *testing.T) {
 	t.Helper()
 	s.Host = startHostIn(t, s.dir, s.addr, s.spec)
-}
-
-// killHard kills the host and its plugins at once, as a crash of the
-// service does (systemd then kills what is left of its control group).
-func (s *sessionHost) killHard(t *testing.T) {
-	t.Helper()
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the host did not die")
-	}
 }
 
 // leftovers are the sandboxes of the host's prefix runsc still lists and
