@@ -45,10 +45,13 @@ func declaredSessionTools() []sdk.SessionTool {
 	}
 	return []sdk.SessionTool{
 		{Name: "run_python", Effect: "change", Session: "python",
-			Description: "Run Python 3 code in this conversation's sandbox. The working folder is /work; files written there stay " +
-				"for the next runs of the conversation, and files the user uploaded are there too. Print what you want to see. " +
-				"Returns exit_code, stdout (its start) and stderr (its end), and why the run was stopped if it was (timeout, memory, pids, disk).",
-			Params: []sdk.Param{text("code", "The Python code to run, as a whole program.")}},
+			Description: "Run Python 3 code in this conversation's live interpreter, as a notebook cell: names defined in one run " +
+				"(variables, functions, imports) are there in the next. The working folder is /work; files written there stay " +
+				"for the next runs of the conversation, and files the user uploaded are there too. " +
+				"Returns exit_code, stdout (its start), stderr (its end), value (the last expression's value, as a notebook shows it), " +
+				"and why the run was stopped if it was (timeout, memory, pids, disk). Past its time the code is interrupted (KeyboardInterrupt).",
+			Params: []sdk.Param{text("code", "The Python code to run: statements, and a last expression whose value is shown."),
+				{Name: "reset", Type: "bool", Description: "Start the interpreter afresh before this code runs: the names of earlier runs are gone, the files in /work stay."}}},
 		{Name: "run_bash", Effect: "change", Session: "bash",
 			Description: "Run a bash command in this conversation's sandbox, in /work, whose files stay for the next runs of the conversation. " +
 				"Returns exit_code, stdout (its start) and stderr (its end), and why the run was stopped if it was.",
@@ -68,6 +71,9 @@ type sessionResult struct {
 	Stderr   string `json:"stderr"`
 	Stopped  string `json:"stopped"`
 	Message  string `json:"message"`
+	// Value is run_python's: repr() of the last expression's value (absent when the code ends in
+	// a statement, or the value is None).
+	Value string `json:"value,omitempty"`
 }
 
 // invokeSession runs a session tool in the call's session.
@@ -96,12 +102,17 @@ func (k *kind) invokeSession(ctx context.Context, call sdk.Call, table runTable,
 		if err != nil {
 			return nil, sdk.Errorf("not_configured", "%v", err)
 		}
+		var reset bool
+		if raw, ok := args["reset"]; ok && table.Session == "python" && json.Unmarshal(raw, &reset) != nil {
+			return nil, sdk.Errorf(errcode.BadArgs, "%s's \"reset\" must be true or false", call.Tool.Name)
+		}
 		return k.runInSession(ctx, m, call, session.Run{
 			Language: table.Session, Code: text,
 			Timeout:  time.Duration(conf.Seconds) * time.Second,
 			Network:  session.Network(call.SessionNetwork),
 			ProxyURL: call.SessionProxy,
 			Owner:    call.Principal,
+			Reset:    reset,
 		}, c.cfg.MaxOutputBytes, emit)
 	case "files":
 		return listSessionFiles(ctx, m, call.Session)
@@ -141,7 +152,17 @@ func (k *kind) runInSession(ctx context.Context, m *session.Manager, call sdk.Ca
 		Stderr:   out.stderrShown(),
 		Stopped:  res.Stopped,
 		Message:  res.Message,
+		Value:    shownValue(res.Value),
 	})
+}
+
+// shownValue is what the result shows of a cell's value: its first shownChars characters.
+func shownValue(v string) string {
+	if utf8.RuneCountInString(v) <= shownChars {
+		return v
+	}
+	r := []rune(v)
+	return string(r[:shownChars]) + fmt.Sprintf("… (%d characters in all)", len(r))
 }
 
 // sessionOutput streams a run's output as events and keeps what the result shows: the head of

@@ -23,9 +23,21 @@ var agentProgram string
 // sandbox may have taken the agent over, so what it sends is read with care.
 const maxFrame = 1 << 20
 
+// kernelProgram is the live interpreter in which run_python's cells run (see kernel.py); the
+// agent starts it at the first cell, and again after it ended or a reset.
+//
+//go:embed kernel.py
+var kernelProgram string
+
+// kernelArgs start the interpreter. Not isolated (-I): modules in /work, and what pip installs in
+// the user's site there, import, as they did for python3 -.
+var kernelArgs = []string{"/usr/bin/python3", "-u", "-c", kernelProgram}
+
 // frame is one message of the agent.
 type frame struct {
-	kind byte // 'o' stdout, 'e' stderr, 'x' exit status, 'f' could not start
+	// 'o' stdout, 'e' stderr, 'x' exit status, 'f' could not start, 'v' a cell's value, 'r' the
+	// interpreter ended during the cell
+	kind byte
 	data []byte
 }
 
@@ -91,6 +103,8 @@ type request struct {
 	Env   []string `json:"env,omitempty"`
 	Stdin string   `json:"stdin,omitempty"`
 	Mark  string   `json:"mark,omitempty"`
+	Code  string   `json:"code,omitempty"`
+	Reset bool     `json:"reset,omitempty"`
 }
 
 func (a *agent) send(req request) error {
@@ -108,6 +122,19 @@ func (a *agent) send(req request) error {
 
 // start starts a process and returns its id and the channel of its frames; done forgets it.
 func (a *agent) start(args, env []string, stdin string) (uint32, <-chan frame, func(), error) {
+	return a.open(request{Op: "run", Args: args, Env: env, Stdin: stdin})
+}
+
+// startCell runs code as a cell of the sandbox's live interpreter, its processes marked with
+// mark; env is the interpreter's when the cell starts one (none runs, or reset asks for a new
+// one). It returns the cell's id and the channel of its frames; done forgets it.
+func (a *agent) startCell(code, mark string, env []string, reset bool) (uint32, <-chan frame, func(), error) {
+	return a.open(request{Op: "py", Code: code, Mark: mark, Args: kernelArgs, Env: env, Reset: reset})
+}
+
+// open sends req under a new id and returns the id and the channel of its frames; done forgets
+// it.
+func (a *agent) open(req request) (uint32, <-chan frame, func(), error) {
 	a.mu.Lock()
 	a.next++
 	id := a.next
@@ -121,7 +148,8 @@ func (a *agent) start(args, env []string, stdin string) (uint32, <-chan frame, f
 		a.mu.Unlock()
 		close(run.gone)
 	}
-	if err := a.send(request{Op: "run", ID: id, Args: args, Env: env, Stdin: stdin}); err != nil {
+	req.ID = id
+	if err := a.send(req); err != nil {
 		done()
 		return 0, nil, nil, err
 	}
@@ -131,6 +159,11 @@ func (a *agent) start(args, env []string, stdin string) (uint32, <-chan frame, f
 // kill asks the agent to kill process id's group and every process marked with mark.
 func (a *agent) kill(id uint32, mark string) error {
 	return a.send(request{Op: "kill", ID: id, Mark: mark})
+}
+
+// interrupt asks the agent for a KeyboardInterrupt in cell id, the processes it started killed.
+func (a *agent) interrupt(id uint32) error {
+	return a.send(request{Op: "interrupt", ID: id})
 }
 
 // exitStatus reads the payload of an 'x' frame.

@@ -6,9 +6,20 @@
 #     {"op": "run", "id": N, "args": [...], "env": [...], "stdin": "..."}  start a run's process
 #     {"op": "kill", "id": N, "mark": "NAME=VALUE"}  kill every process of run N, and every
 #                                                     process whose environment holds mark
+#     {"op": "py", "id": N, "code": "...", "mark": "NAME=VALUE", "args": [...], "env": [...],
+#      "reset": false}  run code as a cell of the live interpreter (kernel.py), started first
+#                        with args and env when there is none (or reset asks for a new one)
+#     {"op": "interrupt", "id": N}  KeyboardInterrupt in cell N (its processes are killed)
 #   agent -> host: "ready\n" once, then frames: kind (1 byte), id (4 bytes), length (4 bytes,
 #   big-endian), payload. Kinds: "o" stdout, "e" stderr, "x" exit status (ASCII; 128+signal
-#   for a signal), "f" the process could not start (a message).
+#   for a signal), "f" the process could not start (a message), "v" the value of a cell's last
+#   expression (repr, before its "x"), "r" the interpreter ended during the cell (its exit
+#   status, before its "x"): its variables are gone, and the next cell starts a new one.
+#
+# The interpreter is a run of its own, under a shepherd, that lives from cell to cell; one cell
+# runs at a time (the host sends the next once the last ended). When a cell ends, every process
+# it left below the interpreter's shepherd is killed: a cell's processes end with the cell. A
+# kill of a cell kills the interpreter.
 #
 # A run's processes end with the run. Each run has a shepherd: a fork of the agent that is a
 # child subreaper (PR_SET_CHILD_SUBREAPER), so every process the run starts stays below it
@@ -42,6 +53,8 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 SPARE = -1  # the run id of the shepherd made ahead
 DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
+KERNEL = -2  # the "run id" of the live interpreter's shepherd
+GONE = -3  # that of an interpreter stopped for a reset, reaped and forgotten
 
 
 def prctl(option, arg):
@@ -83,6 +96,7 @@ def main():
     notes = {}  # fd -> run id: what a shepherd tells the agent
     feeds = {}  # fd -> what is left to write of a run's stdin
     spare = []  # the shepherd made ahead, waiting for a run: none or one
+    kern = []  # the live interpreter: none or one Kernel
     buf = b""
 
     class Run:
@@ -95,6 +109,8 @@ def main():
             self.failed = b""
 
     def close_fd(fd):
+        for k in kern:
+            k.open.discard(fd)
         streams.pop(fd, None)
         notes.pop(fd, None)
         feeds.pop(fd, None)
@@ -107,6 +123,8 @@ def main():
     def forward(fd, drain):
         rid, kind = streams[fd]
         while True:
+            if rid == KERNEL or rid == 0:
+                rid = kern[0].rid if kern else 0
             try:
                 data = os.read(fd, MAXFRAME)
             except BlockingIOError:
@@ -116,11 +134,27 @@ def main():
                 if rid in runs:
                     runs[rid].fds.discard(fd)
                 return
-            send(kind, rid, data)
+            if rid:
+                send(kind, rid, data)  # the interpreter's output between cells goes nowhere
             if not drain:
                 return
 
     def read_note(fd):
+        if notes[fd] == KERNEL:
+            try:
+                data = os.read(fd, 4096)
+            except BlockingIOError:
+                return
+            if data.startswith(b"p") and kern and kern[0].note == fd:
+                try:
+                    kern[0].main = int(data[1:].split(b"\n")[0])
+                except ValueError:
+                    pass
+            elif data.startswith(b"f") and kern and kern[0].note == fd:
+                kern[0].failed = data[1:]
+            if not data:
+                close_fd(fd)
+            return
         run = runs.get(notes[fd])
         try:
             data = os.read(fd, 4096)
@@ -152,10 +186,11 @@ def main():
         else:
             close_fd(fd)
 
-    def fork_shepherd():
+    def fork_shepherd(kernel=False):
         # A shepherd waiting for its run: it reads the run's args and environment (JSON) from
         # its request pipe until EOF, then starts it. Forking costs tens of milliseconds in
-        # gVisor, so the agent keeps one ready (spare), made while no run goes on.
+        # gVisor, so the agent keeps one ready (spare), made while no run goes on. The
+        # interpreter's shepherd (kernel) has one more pipe: the interpreter's fd 3.
         fds = []
         try:
             in_r, in_w = os.pipe()
@@ -164,6 +199,10 @@ def main():
             note_r, note_w = os.pipe()
             req_r, req_w = os.pipe()
             fds = [in_r, in_w, out_r, out_w, err_r, err_w, note_r, note_w, req_r, req_w]
+            done_r = done_w = None
+            if kernel:
+                done_r, done_w = os.pipe()
+                fds += [done_r, done_w]
             pid = os.fork()
         except Exception:
             for fd in fds:
@@ -173,7 +212,7 @@ def main():
             try:
                 signal.set_wakeup_fd(-1)
                 # The agent's other files (its socket, other runs' pipes) stay out of reach.
-                keep = (in_r, out_w, err_w, note_w, req_r)
+                keep = (in_r, out_w, err_w, note_w, req_r, done_w)
                 for fd in [int(f) for f in os.listdir("/proc/self/fd")]:
                     if fd > 2 and fd not in keep:
                         try:
@@ -191,13 +230,18 @@ def main():
                     os._exit(0)  # the agent is gone
                 req = json.loads(data)
                 env = dict(e.split("=", 1) for e in req["env"] if "=" in e)
-                shepherd(req["args"], env, (in_r, out_w, err_w), note_w)
+                run_fds = (in_r, out_w, err_w) if done_w is None else (in_r, out_w, err_w, done_w)
+                shepherd(req["args"], env, run_fds, note_w)
             finally:
                 os._exit(127)
         for fd in (in_r, out_w, err_w, note_w, req_r):
             os.close(fd)
+        if done_w is not None:
+            os.close(done_w)
         pids[pid] = SPARE
-        return Spare(pid, in_w, out_r, err_r, note_r, req_w)
+        sp = Spare(pid, in_w, out_r, err_r, note_r, req_w)
+        sp.done_r = done_r
+        return sp
 
     def drop_spare():
         sp = spare.pop()
@@ -236,6 +280,144 @@ def main():
         else:
             os.close(sp.in_w)
 
+    def start_kernel(req):
+        sp = fork_shepherd(kernel=True)
+        order = json.dumps({"args": req["args"], "env": req["env"]}).encode()
+        try:
+            view = memoryview(order)
+            while view:
+                view = view[os.write(sp.req_w, view):]
+        except OSError:
+            pass  # the shepherd is gone: its end says so
+        os.close(sp.req_w)
+        k = Kernel(sp)
+        pids[sp.pid] = KERNEL
+        for fd, kind in ((sp.out_r, b"o"), (sp.err_r, b"e")):
+            os.set_blocking(fd, False)
+            streams[fd] = (KERNEL, kind)
+            poll.register(fd, select.POLLIN)
+        os.set_blocking(sp.note_r, False)
+        notes[sp.note_r] = KERNEL
+        poll.register(sp.note_r, select.POLLIN)
+        os.set_blocking(sp.done_r, False)
+        poll.register(sp.done_r, select.POLLIN)
+        os.set_blocking(sp.in_w, False)
+        kern.append(k)
+
+    def kclose(k, fd):
+        if fd in k.open:
+            close_fd(fd)
+
+    def stop_kernel(k):
+        # For a reset: the interpreter and all below its shepherd go; its end is not waited for.
+        end(lambda parents: below([k.pid], parents))
+        for fd in list(k.open):
+            kclose(k, fd)
+        pids[k.pid] = GONE
+        kern.remove(k)
+
+    def py(req):
+        rid = int(req["id"])
+        if req.get("reset") and kern and not kern[0].rid:
+            stop_kernel(kern[0])
+        if not kern:
+            try:
+                start_kernel(req)
+            except Exception as e:
+                send(b"f", rid, ("starting the interpreter: %s" % e).encode())
+                return
+        k = kern[0]
+        if k.rid:
+            send(b"f", rid, b"the interpreter is running another cell")
+            return
+        k.rid = rid
+        k.mark = req.get("mark", "").encode()
+        body = json.dumps({"code": req.get("code", ""), "mark": req.get("mark", "")}).encode()
+        k.feed = memoryview(struct.pack(">I", len(body)) + body)
+        feed_kernel(k)
+        if k.feed and k.cells in k.open:
+            poll.register(k.cells, select.POLLOUT)
+
+    def feed_kernel(k):
+        try:
+            k.feed = k.feed[os.write(k.cells, k.feed[:1 << 16]):]
+        except BlockingIOError:
+            return
+        except OSError:
+            k.feed = memoryview(b"")  # the interpreter is gone: its end says so
+        if not k.feed:
+            try:
+                poll.unregister(k.cells)
+            except KeyError:
+                pass
+
+    def leftovers(k):
+        # What a cell left: every process below the interpreter's shepherd but the interpreter,
+        # and those that came to the agent from a killed shepherd.
+        def targets(parents):
+            return [p for p in below([k.pid], parents) + strays(parents) if p != k.main]
+        return targets
+
+    def kernel_done(k):
+        try:
+            data = os.read(k.done, 1 << 16)
+        except BlockingIOError:
+            return
+        if not data:
+            kclose(k, k.done)  # the interpreter is ending: its reap ends the cell
+            return
+        k.buf += data
+        while b"\n" in k.buf:
+            line, _, k.buf = k.buf.partition(b"\n")
+            rid = k.rid
+            if not rid:
+                continue
+            for fd in (k.out, k.err):
+                if fd in streams:
+                    forward(fd, True)
+            k.rid = 0
+            end(leftovers(k))
+            try:
+                res = json.loads(line)
+                code, value = int(res.get("exit", 1)), res.get("value")
+            except (ValueError, TypeError, AttributeError):
+                code, value = 1, None
+            if isinstance(value, str):
+                send(b"v", rid, value.encode("utf-8", "replace"))
+            send(b"x", rid, str(code).encode())
+
+    def kernel_ended(k, status):
+        # The interpreter's shepherd ended: the interpreter with it. The cell that ran (if one
+        # did) gets what was printed, then "r" and its status.
+        for fd in (k.out, k.err):
+            if fd in streams:
+                forward(fd, True)
+        rid = k.rid
+        k.rid = 0
+        for fd in list(k.open):
+            kclose(k, fd)
+        kern.remove(k)
+        if not rid:
+            return
+        if k.failed:
+            send(b"f", rid, b"starting the interpreter: " + k.failed)
+            return
+        code = os.waitstatus_to_exitcode(status)
+        code = str(128 - code if code < 0 else code).encode()
+        send(b"r", rid, code)
+        send(b"x", rid, code)
+
+    def interrupt(req):
+        k = kern[0] if kern else None
+        if k is None or k.rid != int(req["id"]):
+            return
+        end(leftovers(k))  # so a cell waiting for a process of its own goes on
+        if k.main:
+            try:
+                os.kill(k.main, signal.SIGINT)
+            except OSError:
+                pass
+
     def strays(parents):
         # The processes that came to the agent from a killed shepherd, and theirs.
         me = os.getpid()
@@ -245,6 +427,9 @@ def main():
     def kill(req):
         rid = int(req["id"])
         run = runs.get(rid)
+        if kern and kern[0].rid == rid:
+            k = kern[0]
+            end(lambda parents: below([k.pid], parents) + ([k.main] if k.main else []))
         if run is not None:
             def targets(parents):
                 out = []
@@ -297,8 +482,16 @@ def main():
                                       and runs[pids[e[0]]].shepherd == e[0]))
         for pid, status in ended:
             rid = pids.pop(pid, None)
-            if rid is None:
-                continue  # an orphan, reaped as init must
+            if rid is None or rid == GONE:
+                continue  # an orphan, reaped as init must, or a stopped interpreter
+            if rid == KERNEL:
+                k = next((k for k in kern if k.pid == pid), None)
+                if k is not None:
+                    if k.main and alive(k.main):
+                        # The code killed the interpreter's shepherd: the interpreter goes too.
+                        end(lambda parents: [k.main] + below([k.main], parents))
+                    kernel_ended(k, status)
+                continue
             if rid == SPARE:
                 if spare and spare[0].pid == pid:
                     drop_spare()  # the code killed it: another is made
@@ -317,9 +510,12 @@ def main():
                     continue
             finish(rid, status)
 
+    def busy():
+        return runs or (kern and kern[0].rid)
+
     while True:
-        events = poll.poll(0 if not spare and not runs else None)
-        if not events and not spare and not runs:
+        events = poll.poll(0 if not spare and not busy() else None)
+        if not events and not spare and not busy():
             try:
                 spare.append(fork_shepherd())
             except Exception as e:
@@ -339,6 +535,10 @@ def main():
                             start(req)
                         elif req.get("op") == "kill":
                             kill(req)
+                        elif req.get("op") == "py":
+                            py(req)
+                        elif req.get("op") == "interrupt":
+                            interrupt(req)
                     except Exception as e:
                         print("agent:", repr(e), file=sys.stderr)
             elif fd == wake_r:
@@ -348,6 +548,10 @@ def main():
                 except BlockingIOError:
                     pass
                 reap()
+            elif kern and fd == kern[0].done:
+                kernel_done(kern[0])
+            elif kern and fd == kern[0].cells:
+                feed_kernel(kern[0])
             elif fd in streams:
                 forward(fd, False)
             elif fd in notes:
@@ -357,6 +561,20 @@ def main():
         # A child may have ended between the reap and the poll: the wake-up pipe catches it,
         # and so does this.
         reap()
+
+
+class Kernel:
+    def __init__(self, sp):
+        self.pid = sp.pid  # its shepherd
+        self.main = 0  # the interpreter, once the shepherd said
+        self.failed = b""
+        self.cells, self.out, self.err, self.note, self.done = \
+            sp.in_w, sp.out_r, sp.err_r, sp.note_r, sp.done_r
+        self.open = {sp.in_w, sp.out_r, sp.err_r, sp.note_r, sp.done_r}
+        self.rid = 0  # the cell that runs
+        self.mark = b""
+        self.feed = memoryview(b"")
+        self.buf = b""
 
 
 class Spare:
@@ -380,8 +598,7 @@ def shepherd(args, env, fds, note):
             pass
         actions = []
         if fds is not None:
-            actions = [(os.POSIX_SPAWN_DUP2, fds[0], 0), (os.POSIX_SPAWN_DUP2, fds[1], 1),
-                       (os.POSIX_SPAWN_DUP2, fds[2], 2)]
+            actions = [(os.POSIX_SPAWN_DUP2, fds[i], i) for i in range(len(fds))]
         try:
             main = os.posix_spawn(args[0], args, env, setsid=True, setsigdef=DEFAULT_SIGNALS,
                                   setsigmask=(), file_actions=actions)

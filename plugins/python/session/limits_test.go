@@ -151,10 +151,14 @@ func TestCancelStopsTheRun(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled run: %v; want context.Canceled", err)
 	}
-	// Two python3: the sandbox's first process, and the shepherd of this run.
+	// Four python3: the sandbox's first process, the interpreter and its shepherd (the cancel
+	// interrupted the cell, the interpreter stays), and the shepherd of this run.
 	res, out, _ := runOK(t, m, id, "bash", `cat /proc/[0-9]*/comm | grep -c python3`)
-	if res.Cold || strings.TrimSpace(out) != "2" {
-		t.Errorf("after the cancel: %+v, %s python3 processes; want a warm run and only the first process and the run's shepherd", res, out)
+	if res.Cold || strings.TrimSpace(out) != "4" {
+		t.Errorf("after the cancel: %+v, %s python3 processes; want a warm run, the first process, the interpreter, its shepherd and the run's shepherd", res, out)
+	}
+	if res, _, _ := runOK(t, m, id, "python", "time.time() > 0"); res.Value != "True" {
+		t.Errorf("the interpreter after the cancel: %+v; want the cell's import kept", res)
 	}
 }
 

@@ -26,13 +26,18 @@ const (
 	killWait = 10 * time.Second
 	// runToken names the environment variable that marks a run's processes.
 	runToken = "TOOLHOST_RUN"
+	// interruptWait is how long a cell past its time has, once interrupted (KeyboardInterrupt),
+	// to end before its interpreter is killed.
+	interruptWait = 3 * time.Second
 )
 
 // Run runs code in the session id: in its sandbox, started first if it has none (or if its
-// network mode differs from r.Network), as a new process in /work. What it prints streams to
-// r.Stdout and r.Stderr. A run past its time has its processes killed, the sandbox stays; one
-// that ran out of memory, processes or disk says so in Stopped and Message. Runs of one session
-// may overlap.
+// network mode differs from r.Network), in /work. Python runs in the sandbox's live interpreter,
+// one run at a time, so names defined in one run are there in the next (as cells of a notebook);
+// bash runs as a new process. What it prints streams to r.Stdout and r.Stderr. A run past its
+// time has its processes killed (python: is interrupted, and its interpreter restarted if that
+// doesn't stop it), the sandbox stays; one that ran out of memory, processes or disk says so in
+// Stopped and Message. Bash runs may overlap each other and python's.
 func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
 	if err := checkID(id); err != nil {
 		return Result{}, err
@@ -52,6 +57,20 @@ func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
 	if r.Timeout <= 0 {
 		r.Timeout = DefaultTimeout
 	}
+	if m.inKernel(r) {
+		// One cell at a time: a run waits for the one before it, and its time starts once it runs.
+		s, err := m.session(id)
+		if err != nil {
+			return Result{}, err
+		}
+		slot := s.cellSlot()
+		select {
+		case slot <- struct{}{}:
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("the run was cancelled while it waited for the one before it: %w", ctx.Err())
+		}
+		defer func() { <-slot }()
+	}
 	s, b, cold, err := m.acquire(ctx, id, net, r.Owner)
 	if err != nil {
 		return Result{Cold: cold}, err
@@ -60,6 +79,12 @@ func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
 	res, err := m.runIn(ctx, s, b, r, net, args, stdin)
 	res.Cold = cold
 	return res, err
+}
+
+// inKernel says whether r runs in the sandbox's live interpreter: python, unless the runs are
+// runsc execs (a way kept for tests and measurements).
+func (m *Manager) inKernel(r Run) bool {
+	return r.Language == "python" && !m.viaExec
 }
 
 // command is the process of a run and what it reads on stdin. Python reads its program from
@@ -146,12 +171,16 @@ func (m *Manager) runIn(ctx context.Context, s *session, b *box, r Run, net Netw
 	token := newToken()
 	env := runEnv(r, net, token)
 	var o outcome
-	if b.agent != nil {
+	switch {
+	case b.agent != nil && m.inKernel(r):
+		o = m.runCell(ctx, b, r, runEnv(r, net, newToken()), token)
+	case b.agent != nil:
 		o = m.runAgent(ctx, b, r, args, env, stdin, token)
-	} else {
+	default:
 		o = m.runExec(ctx, b, r, args, env, stdin, token)
 	}
 	res.Took = o.took
+	res.Value, res.Restarted = o.value, o.restarted
 	x, timedOut, cancelled, killed := o.exited, o.timedOut, o.cancelled, o.killed
 	if x.err == nil {
 		res.ExitCode = x.code
@@ -181,12 +210,20 @@ func (m *Manager) runIn(ctx context.Context, s *session, b *box, r Run, net Netw
 	case stopcause.Timeout:
 		res.Stopped = "timeout"
 		res.Message = fmt.Sprintf("the code ran longer than %s and was stopped; the session's files and sandbox are kept", durationText(r.Timeout))
-		if killed {
+		switch {
+		case killed:
 			res.Message = fmt.Sprintf("the code ran longer than %s and was stopped with the session's sandbox; its files are kept and its next run starts a new sandbox", durationText(r.Timeout))
+		case o.restarted:
+			res.Message = fmt.Sprintf("the code ran longer than %s and didn't stop when interrupted, so the interpreter was restarted: its variables are gone; files in /work are kept", durationText(r.Timeout))
+		case m.inKernel(r):
+			res.Message = fmt.Sprintf("the code ran longer than %s and was interrupted (KeyboardInterrupt); the interpreter and its variables are kept, and so are the session's files", durationText(r.Timeout))
 		}
 	case stopcause.Memory:
 		res.Stopped = "memory"
 		res.Message = fmt.Sprintf("the code used more memory than the session's limit (%d MiB) and was stopped; the session's files are kept and its next run starts a new sandbox", lim.MemoryBytes>>20)
+		if !died && o.restarted {
+			res.Message = fmt.Sprintf("the code used more memory than the session's limit (%d MiB) and was stopped with the interpreter: its variables are gone; files in /work are kept", lim.MemoryBytes>>20)
+		}
 	case stopcause.Processes:
 		res.Stopped = "pids"
 		res.Message = fmt.Sprintf("the code started more processes or threads than the session's limit (%d) and was stopped", lim.Pids)
@@ -202,6 +239,9 @@ func (m *Manager) runIn(ctx context.Context, s *session, b *box, r Run, net Netw
 		if x.err != nil {
 			return res, fmt.Errorf("running the code in the session's sandbox: %w", x.err)
 		}
+		if o.restarted {
+			res.Message = fmt.Sprintf("the interpreter ended (exit status %d): its variables are gone; files in /work are kept, and the next run starts a new interpreter", res.ExitCode)
+		}
 	}
 	return res, nil
 }
@@ -210,7 +250,9 @@ func (m *Manager) runIn(ctx context.Context, s *session, b *box, r Run, net Netw
 type outcome struct {
 	exited
 	took                        time.Duration
-	timedOut, cancelled, killed bool // killed: with its sandbox
+	timedOut, cancelled, killed bool   // killed: with its sandbox
+	value                       string // a cell's value
+	restarted                   bool   // the cell's interpreter ended
 }
 
 // runExec runs the process with runsc exec, its output through pipes of its own.
@@ -335,6 +377,83 @@ func (m *Manager) runAgent(ctx context.Context, b *box, r Run, args, env []strin
 		case <-killDeadline:
 			killDeadline = make(chan time.Time) // never again
 			m.log.Warn("a run's processes could not be killed: stopping the session's sandbox", "sandbox", b.sb.ID)
+			o.killed = true
+			_ = b.sb.Destroy(context.Background())
+		case <-b.agent.dead:
+			o.err = errors.New("the session's sandbox ended")
+			return o
+		}
+	}
+}
+
+// runCell runs r.Code as a cell of the sandbox's live interpreter (started with env when none
+// runs). Past its time, or cancelled, the cell is interrupted; if it is still running
+// interruptWait later, its interpreter is killed, and if even that doesn't end it within killWait,
+// the sandbox goes.
+func (m *Manager) runCell(ctx context.Context, b *box, r Run, env []string, token string) (o outcome) {
+	started := time.Now()
+	defer func() { o.took = time.Since(started) }()
+	mark := runToken + "=" + token
+	id, frames, done, err := b.agent.startCell(r.Code, mark, env, r.Reset)
+	if err != nil {
+		o.err = err
+		return o
+	}
+	defer done()
+	timer := time.NewTimer(r.Timeout)
+	defer timer.Stop()
+	ctxDone := ctx.Done()
+	var interrupted, killDeadline <-chan time.Time
+	interrupt := func() {
+		if interrupted != nil || killDeadline != nil {
+			return
+		}
+		interrupted = time.After(interruptWait)
+		if err := b.agent.interrupt(id); err != nil {
+			m.log.Warn("asking the session's agent to interrupt a cell", "sandbox", b.sb.ID, "error", err)
+		}
+	}
+	emit := func(f func([]byte), data []byte) {
+		if f != nil {
+			f(data)
+		}
+	}
+	for {
+		select {
+		case f := <-frames:
+			switch f.kind {
+			case 'o':
+				emit(r.Stdout, f.data)
+			case 'e':
+				emit(r.Stderr, f.data)
+			case 'v':
+				o.value = string(f.data)
+			case 'r':
+				o.restarted = true
+			case 'x':
+				o.code, o.err = exitStatus(f.data)
+				return o
+			case 'f':
+				o.err = fmt.Errorf("the code could not start: %s", f.data)
+				return o
+			}
+		case <-timer.C:
+			o.timedOut = true
+			interrupt()
+		case <-ctxDone:
+			ctxDone = nil
+			o.cancelled = true
+			interrupt()
+		case <-interrupted:
+			interrupted = make(chan time.Time) // never again
+			killDeadline = time.After(killWait)
+			m.log.Info("a cell didn't stop when interrupted: killing its interpreter", "sandbox", b.sb.ID)
+			if err := b.agent.kill(id, mark); err != nil {
+				m.log.Warn("asking the session's agent to kill a cell", "sandbox", b.sb.ID, "error", err)
+			}
+		case <-killDeadline:
+			killDeadline = make(chan time.Time) // never again
+			m.log.Warn("a cell's interpreter could not be killed: stopping the session's sandbox", "sandbox", b.sb.ID)
 			o.killed = true
 			_ = b.sb.Destroy(context.Background())
 		case <-b.agent.dead:

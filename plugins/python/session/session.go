@@ -122,6 +122,9 @@ type Run struct {
 	// Owner names whom the run is for (its principal): a sandbox the run starts takes its place in
 	// Options.Places for that owner (see sandbox.Places).
 	Owner string
+	// Reset (python) starts the session's interpreter afresh before the code runs: the variables
+	// of earlier runs are gone, the files stay.
+	Reset bool
 	// Stdout and Stderr receive what the code prints, as it prints it (nil: discarded). They are
 	// called from other goroutines, one call at a time per stream; the slice is theirs to keep.
 	Stdout, Stderr func([]byte)
@@ -140,6 +143,12 @@ type Result struct {
 	Took time.Duration
 	// Cold says a new sandbox was started for this run.
 	Cold bool
+	// Value (python) is repr() of the value of the code's last statement, when that is an
+	// expression whose value isn't None, as a notebook shows it; "" otherwise.
+	Value string
+	// Restarted (python) says the interpreter ended during the run (it was stopped, or the code
+	// ended it): the variables of earlier runs are gone, and the next run starts a new one.
+	Restarted bool
 }
 
 // File is a file or folder of a workspace.
@@ -188,6 +197,17 @@ type session struct {
 	box      *box
 	active   int // runs and file operations in progress
 	lastUsed time.Time
+	cell     chan struct{} // held by the run_python cell that runs: one at a time (cellSlot)
+}
+
+// cellSlot returns s's slot of the interpreter: a run holds it (a send) while its cell runs.
+func (s *session) cellSlot() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cell == nil {
+		s.cell = make(chan struct{}, 1)
+	}
+	return s.cell
 }
 
 var idRx = regexp.MustCompile(`^s[0-9a-f]{24}$`)

@@ -129,7 +129,11 @@ func testExitCodeAndStreams(t *testing.T, viaExec bool) {
 		t.Errorf("run: %+v, stdout %q, stderr %q", res, out, errOut)
 	}
 	_, _, errOut = runOK(t, m, id, "python", "x = 1\n1/0\n")
-	if !strings.Contains(errOut, `File "<stdin>", line 2`) || !strings.Contains(errOut, "ZeroDivisionError") {
+	where := `File "<cell 2>", line 2` // the interpreter's second cell
+	if viaExec {
+		where = `File "<stdin>", line 2`
+	}
+	if !strings.Contains(errOut, where) || !strings.Contains(errOut, "ZeroDivisionError") {
 		t.Errorf("a traceback: %q", errOut)
 	}
 	res, out, _ = runOK(t, m, id, "bash", "echo $HOME; exit 4")
