@@ -18,8 +18,10 @@
 #
 # The interpreter is a run of its own, under a shepherd, that lives from cell to cell; one cell
 # runs at a time (the host sends the next once the last ended). When a cell ends, every process
-# it left below the interpreter's shepherd is killed: a cell's processes end with the cell. A
-# kill of a cell kills the interpreter.
+# it left below the interpreter's shepherd is killed: a cell's processes end with the cell. The
+# interpreter itself is stopped (SIGSTOP) between cells, so threads the code left in it do no
+# work while no cell runs; it is continued when the next cell comes. A kill of a cell kills the
+# interpreter.
 #
 # A run's processes end with the run. Each run has a shepherd: a fork of the agent that is a
 # child subreaper (PR_SET_CHILD_SUBREAPER), so every process the run starts stays below it
@@ -331,6 +333,11 @@ def main():
             send(b"f", rid, b"the interpreter is running another cell")
             return
         k.rid = rid
+        if k.main:
+            try:
+                os.kill(k.main, signal.SIGCONT)
+            except OSError:
+                pass
         k.mark = req.get("mark", "").encode()
         body = json.dumps({"code": req.get("code", ""), "mark": req.get("mark", "")}).encode()
         k.feed = memoryview(struct.pack(">I", len(body)) + body)
@@ -377,6 +384,11 @@ def main():
                     forward(fd, True)
             k.rid = 0
             end(leftovers(k))
+            if k.main:
+                try:
+                    os.kill(k.main, signal.SIGSTOP)  # no work between cells
+                except OSError:
+                    pass
             try:
                 res = json.loads(line)
                 code, value = int(res.get("exit", 1)), res.get("value")

@@ -173,3 +173,34 @@ func TestCellsOfOneSessionTakeTurns(t *testing.T) {
 		t.Errorf("the values of %d cells sent at once: %q; want 1 to %d, one each", n, values, n)
 	}
 }
+
+// TestTheInterpreterRestsBetweenCells: a thread a cell leaves in the interpreter does no work
+// while no cell runs (the interpreter is stopped between cells), and goes on in the next.
+func TestTheInterpreterRestsBetweenCells(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{})
+	id := testID("rests")
+	res, _, _ := cell(t, m, id, `import threading, time
+count = 0
+def tick():
+    global count
+    while True:
+        count += 1
+        time.sleep(0.01)
+threading.Thread(target=tick, daemon=True).start()
+time.sleep(0.5)
+at_end = count
+at_end > 10`, Run{})
+	if res.Value != "True" {
+		t.Fatalf("a cell that starts a ticking thread: %+v; want it ticking during the cell", res)
+	}
+	time.Sleep(2 * time.Second)
+	res, _, _ = cell(t, m, id, "count - at_end", Run{})
+	if n, err := strconv.Atoi(res.Value); err != nil || n > 30 {
+		t.Errorf("ticks between two cells 2 s apart: %q; want few (the interpreter rests), not about 200", res.Value)
+	}
+	res, _, _ = cell(t, m, id, "before = count\ntime.sleep(0.5)\ncount - before > 10", Run{})
+	if res.Value != "True" {
+		t.Errorf("the thread in the next cell: %+v; want it ticking again", res)
+	}
+}
