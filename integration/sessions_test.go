@@ -147,6 +147,12 @@ func TestSessionFilesLastAcrossRunsIdleStopsAndACrash(t *testing.T) {
 	if res := s.run(t, "conv-1", "run_bash", "command", "cat notes.txt"); res["stdout"] != "kept" {
 		t.Fatalf("the second run read %v", res)
 	}
+	// run_python's cells share one interpreter: a name lasts, and the last expression's value
+	// comes back as value.
+	s.python(t, "conv-1", "answer = 6 * 7")
+	if res := s.python(t, "conv-1", "answer, len(open('notes.txt').read())"); res["value"] != "(42, 4)" || res["exit_code"] != float64(0) {
+		t.Fatalf("a cell using the name of the one before: %v; want value (42, 4)", res)
+	}
 	if code, b := s.get(t, "/api/v1/sessions/conv-1/files/notes.txt"); code != 200 || string(b) != "kept" {
 		t.Fatalf("GET the file: %d %q", code, b)
 	}
@@ -160,8 +166,10 @@ func TestSessionFilesLastAcrossRunsIdleStopsAndACrash(t *testing.T) {
 			}
 			time.Sleep(5 * time.Second)
 		}
-		if res := s.python(t, "conv-1", "print(open('notes.txt').read())"); strings.TrimSpace(fmt.Sprint(res["stdout"])) != "kept" {
-			t.Fatalf("after the idle stop: %v", res)
+		res := s.python(t, "conv-1", "print(open('notes.txt').read())\n'answer' in globals()")
+		if strings.TrimSpace(fmt.Sprint(res["stdout"])) != "kept" || res["value"] != "False" ||
+			!strings.Contains(fmt.Sprint(res["message"]), "names defined in earlier runs are gone") {
+			t.Fatalf("after the idle stop: %v; want the file, and a message saying the interpreter's names are gone", res)
 		}
 	}
 

@@ -91,6 +91,18 @@ func TestTheInterpreterKeepsNamesAcrossRuns(t *testing.T) {
 	if res, _, _ := cell(t, m, id, "'z' in globals()", Run{}); res.Value != "False" || res.Restarted || res.Cold {
 		t.Errorf("the cell after: %+v; want a new interpreter, in the same sandbox", res)
 	}
+	// A stopped sandbox's interpreter is gone, and the next cell is told so.
+	cell(t, m, id, "z = 6", Run{})
+	if err := m.Stop(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	res, _, _ = cell(t, m, id, "'z' in globals()", Run{})
+	if res.Value != "False" || !res.Cold || !strings.Contains(res.Message, "names defined in earlier runs are gone") {
+		t.Errorf("the first cell after a stop: %+v; want a new sandbox and a message saying the names are gone", res)
+	}
+	if res, _, _ := cell(t, m, id, "1", Run{}); res.Message != "" {
+		t.Errorf("the cell after that: %+v; want no message", res)
+	}
 }
 
 // TestACellPastItsTimeIsInterrupted: a cell past its time gets KeyboardInterrupt and keeps the

@@ -78,6 +78,15 @@ func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
 	defer m.release(s)
 	res, err := m.runIn(ctx, s, b, r, net, args, stdin)
 	res.Cold = cold
+	if m.inKernel(r) {
+		s.mu.Lock()
+		lost := cold && s.cells
+		s.cells = true
+		s.mu.Unlock()
+		if lost && err == nil && res.Message == "" {
+			res.Message = "the conversation's sandbox had stopped (it was idle, stopped, or its network changed), so this code ran in a new interpreter: names defined in earlier runs are gone; files in /work are kept"
+		}
+	}
 	return res, err
 }
 

@@ -198,6 +198,9 @@ type session struct {
 	active   int // runs and file operations in progress
 	lastUsed time.Time
 	cell     chan struct{} // held by the run_python cell that runs: one at a time (cellSlot)
+	// cells says a sandbox of the session ran a cell: a new sandbox's interpreter then tells the
+	// code that the names of before are gone.
+	cells bool
 }
 
 // cellSlot returns s's slot of the interpreter: a run holds it (a send) while its cell runs.
