@@ -366,9 +366,18 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	if s := b.text(`document.getElementById("conv-upload-status").textContent`); s != "Uploaded 2 files." {
 		t.Errorf("the upload says %q", s)
 	}
-	out = b.convRun(fmt.Sprintf("import os\nprint('sum', sum(int(x) for x in open('numbers.txt')))\nprint('evil', open(%q).read().strip())", evil), "done")
+	out = b.convRun(fmt.Sprintf("import os\nprint('sum', sum(int(x) for x in open('numbers.txt')))\nprint('evil', open(%q).read().strip())\nnumbers = open('numbers.txt').read().split()", evil), "done")
 	if !strings.Contains(out, "sum 6") || !strings.Contains(out, "evil not markup") {
 		t.Errorf("the next run read the uploads as %q", out)
+	}
+	// The cells share an interpreter: the next reads a name of this one, and its last
+	// expression's value is shown as the notebook's Out, as text.
+	b.convRun("numbers + ['<b>bold</b>']", "done")
+	if v := b.text(`[...document.querySelectorAll("#conv-output .line.value")].map(l => l.textContent).join("")`); v != "['1', '2', '3', '<b>bold</b>']\n" {
+		t.Errorf("the value of a cell ending in an expression reads %q", v)
+	}
+	if b.eval("looking for markup from the value", `document.querySelectorAll("#conv-output b").length`) != float64(0) {
+		t.Error("a cell's value became markup in the page")
 	}
 
 	// A bash run that fails says its exit code, its stderr marked; a run
@@ -410,9 +419,9 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	}
 
 	// The run history, newest first: each run's tool, exit code and end.
-	b.waitJS("four runs in the history", `document.querySelectorAll("#conv-runs tbody tr").length === 4`)
+	b.waitJS("five runs in the history", `document.querySelectorAll("#conv-runs tbody tr").length === 5`)
 	rows := b.eval("reading the history", `[...document.querySelectorAll("#conv-runs tbody tr")].map(r => [...r.children].map(c => c.textContent))`).([]any)
-	want := [][3]string{{"run_python", "—", "cancelled"}, {"run_bash", "3", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}}
+	want := [][3]string{{"run_python", "—", "cancelled"}, {"run_bash", "3", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}}
 	for i, r := range rows {
 		cells := r.([]any)
 		if !strings.HasPrefix(cells[1].(string), want[i][0]) || cells[3] != want[i][1] || cells[4] != want[i][2] || !strings.Contains(cells[5].(string), " / ") {
@@ -446,7 +455,7 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	if meta := b.text(`document.getElementById("conv-meta").textContent`); !strings.HasPrefix(meta, "eddie's") {
 		t.Errorf("the admin's view of eddie's conversation says %q", meta)
 	}
-	b.waitJS("the history for the admin", `document.querySelectorAll("#conv-runs tbody tr").length === 4`)
+	b.waitJS("the history for the admin", `document.querySelectorAll("#conv-runs tbody tr").length === 5`)
 	if b.eval("the run box", `document.getElementById("conv-run").disabled && document.getElementById("conv-code").disabled`) != true {
 		t.Error("an admin may run code in someone else's conversation from the page")
 	}
@@ -471,8 +480,9 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	}
 	b.shot("sessions-approval.png")
 	b.do("approving", chromedp.Click(chromedp.CSS("#conv-approve")))
-	if out := b.convEnd("done"); out != "approved\n" {
-		t.Errorf("the approved run printed %q", out)
+	// It runs in a new sandbox (the network changed): the page says the names of before are gone.
+	if out := b.convEnd("done"); !strings.HasPrefix(out, "approved\n") || !strings.Contains(out, "names defined in earlier runs are gone") {
+		t.Errorf("the approved run printed %q; want its output, and the note of a new interpreter", out)
 	}
 
 	// A run declined never runs.

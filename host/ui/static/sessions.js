@@ -721,6 +721,10 @@
             if (res.stdout) this.print("stdout", res.stdout);
             if (res.stderr) this.print("stderr", res.stderr);
           }
+          // A python cell's value, as a notebook shows it, and what the sandbox says of its
+          // interpreter (restarted, or new after a stop).
+          if (typeof res.value === "string" && res.value !== "") this.print("value", res.value + "\n");
+          if (res.message && !res.stopped) this.print("note", res.message + "\n");
           const code = res.exit_code;
           const secs = ((Date.now() - r.started) / 1000).toFixed(1);
           $id("conv-exit").textContent = typeof code === "number" ? `exit code ${code} · ${secs} s` : `${secs} s`;

@@ -15,10 +15,12 @@
 # is /dev/null. SIGINT while a cell runs raises KeyboardInterrupt in it, and is ignored between
 # cells. A cell's traceback names it "<cell N>" and shows its lines.
 import ast
+import importlib
 import json
 import linecache
 import os
 import signal
+import site
 import struct
 import sys
 import traceback
@@ -61,6 +63,7 @@ def main():
         if cell is None:
             os._exit(0)  # the agent is gone
         n += 1
+        add_user_site()
         mark = cell.get("mark", "")
         if "=" in mark:
             name, _, value = mark.partition("=")
@@ -91,6 +94,18 @@ def main():
                 continue
             except OSError:
                 os._exit(0)
+
+
+def add_user_site():
+    # What pip installs (PIP_USER: in the user's site below /work) imports in the next cell, as
+    # in a new python3, though the folder was made after the interpreter started.
+    try:
+        d = site.getusersitepackages()
+        if site.ENABLE_USER_SITE and d not in sys.path and os.path.isdir(d):
+            site.addsitedir(d)
+            importlib.invalidate_caches()
+    except Exception:
+        pass
 
 
 def read_cell(fd):

@@ -74,6 +74,12 @@ func TestTheInterpreterKeepsNamesAcrossRuns(t *testing.T) {
 	if res, _, _ := cell(t, m, id, "(x, y, double(y))", Run{}); res.Value != "(21, 7, 14)" {
 		t.Errorf("the names after an error, a syntax error, sys.exit and input: %+v", res)
 	}
+	// What pip installs in the user's site (made after the interpreter started) imports in the
+	// next cell.
+	cell(t, m, id, "import os, site\nd = site.getusersitepackages()\nos.makedirs(d)\nopen(os.path.join(d, 'installed_here.py'), 'w').write('ANSWER = 42')", Run{})
+	if res, _, errOut := cell(t, m, id, "import installed_here\ninstalled_here.ANSWER", Run{}); res.Value != "42" {
+		t.Errorf("importing a module put in the user's site by the cell before: %+v, %q", res, errOut)
+	}
 	// bash runs beside it, on the same files, in a process of its own.
 	cell(t, m, id, "open('from-cell.txt', 'w').write(str(x))", Run{})
 	if res, out, _ := runOK(t, m, id, "bash", "cat from-cell.txt"); out != "21" || res.Cold {
