@@ -383,12 +383,6 @@ def main():
                 if fd in streams:
                     forward(fd, True)
             k.rid = 0
-            end(leftovers(k))
-            if k.main:
-                try:
-                    os.kill(k.main, signal.SIGSTOP)  # no work between cells
-                except OSError:
-                    pass
             try:
                 res = json.loads(line)
                 code, value = int(res.get("exit", 1)), res.get("value")
@@ -397,6 +391,14 @@ def main():
             if isinstance(value, str):
                 send(b"v", rid, value.encode("utf-8", "replace"))
             send(b"x", rid, str(code).encode())
+            # After the cell's end is sent, off its path; before the agent reads the next
+            # request, so no later run sees what this cell left.
+            end(leftovers(k))
+            if k.main:
+                try:
+                    os.kill(k.main, signal.SIGSTOP)  # no work between cells
+                except OSError:
+                    pass
 
     def kernel_ended(k, status):
         # The interpreter's shepherd ended: the interpreter with it. The cell that ran (if one
