@@ -188,11 +188,12 @@ def main():
         else:
             close_fd(fd)
 
-    def fork_shepherd(kernel=False):
+    def fork_shepherd():
         # A shepherd waiting for its run: it reads the run's args and environment (JSON) from
         # its request pipe until EOF, then starts it. Forking costs tens of milliseconds in
-        # gVisor, so the agent keeps one ready (spare), made while no run goes on. The
-        # interpreter's shepherd (kernel) has one more pipe: the interpreter's fd 3.
+        # gVisor, so the agent keeps one ready (spare), made while no run goes on. It has one
+        # pipe more, which becomes the run's fd 3 when the run is the interpreter ("kernel" in
+        # its order) and is closed otherwise.
         fds = []
         try:
             in_r, in_w = os.pipe()
@@ -201,10 +202,8 @@ def main():
             note_r, note_w = os.pipe()
             req_r, req_w = os.pipe()
             fds = [in_r, in_w, out_r, out_w, err_r, err_w, note_r, note_w, req_r, req_w]
-            done_r = done_w = None
-            if kernel:
-                done_r, done_w = os.pipe()
-                fds += [done_r, done_w]
+            done_r, done_w = os.pipe()
+            fds += [done_r, done_w]
             pid = os.fork()
         except Exception:
             for fd in fds:
@@ -232,22 +231,22 @@ def main():
                     os._exit(0)  # the agent is gone
                 req = json.loads(data)
                 env = dict(e.split("=", 1) for e in req["env"] if "=" in e)
-                run_fds = (in_r, out_w, err_w) if done_w is None else (in_r, out_w, err_w, done_w)
+                run_fds = (in_r, out_w, err_w)
+                if req.get("kernel"):
+                    run_fds += (done_w,)
+                else:
+                    os.close(done_w)
                 shepherd(req["args"], env, run_fds, note_w)
             finally:
                 os._exit(127)
-        for fd in (in_r, out_w, err_w, note_w, req_r):
+        for fd in (in_r, out_w, err_w, note_w, req_r, done_w):
             os.close(fd)
-        if done_w is not None:
-            os.close(done_w)
         pids[pid] = SPARE
-        sp = Spare(pid, in_w, out_r, err_r, note_r, req_w)
-        sp.done_r = done_r
-        return sp
+        return Spare(pid, in_w, out_r, err_r, note_r, req_w, done_r)
 
     def drop_spare():
         sp = spare.pop()
-        for fd in (sp.in_w, sp.out_r, sp.err_r, sp.note_r, sp.req_w):
+        for fd in (sp.in_w, sp.out_r, sp.err_r, sp.note_r, sp.req_w, sp.done_r):
             os.close(fd)
 
     def start(req):
@@ -265,6 +264,7 @@ def main():
         except OSError:
             pass  # the shepherd is gone: its end says so
         os.close(sp.req_w)
+        os.close(sp.done_r)
         pids[sp.pid] = rid
         runs[rid] = Run(sp.pid, {sp.out_r, sp.err_r}, sp.note_r)
         for fd, kind in ((sp.out_r, b"o"), (sp.err_r, b"e")):
@@ -283,8 +283,8 @@ def main():
             os.close(sp.in_w)
 
     def start_kernel(req):
-        sp = fork_shepherd(kernel=True)
-        order = json.dumps({"args": req["args"], "env": req["env"]}).encode()
+        sp = spare.pop() if spare else fork_shepherd()
+        order = json.dumps({"args": req["args"], "env": req["env"], "kernel": True}).encode()
         try:
             view = memoryview(order)
             while view:
@@ -592,9 +592,9 @@ class Kernel:
 
 
 class Spare:
-    def __init__(self, pid, in_w, out_r, err_r, note_r, req_w):
-        self.pid, self.in_w, self.out_r, self.err_r, self.note_r, self.req_w = \
-            pid, in_w, out_r, err_r, note_r, req_w
+    def __init__(self, pid, in_w, out_r, err_r, note_r, req_w, done_r):
+        self.pid, self.in_w, self.out_r, self.err_r, self.note_r, self.req_w, self.done_r = \
+            pid, in_w, out_r, err_r, note_r, req_w, done_r
 
 
 def shepherd(args, env, fds, note):
