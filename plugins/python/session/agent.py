@@ -51,6 +51,7 @@ import sys
 
 CTL = 3
 MAXFRAME = 64 << 10
+MAXDONE = 1 << 20  # the longest line the interpreter may send: more, and it is not the kernel talking
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 SPARE = -1  # the run id of the shepherd made ahead
@@ -374,6 +375,12 @@ def main():
             kclose(k, k.done)  # the interpreter is ending: its reap ends the cell
             return
         k.buf += data
+        if len(k.buf) > MAXDONE and b"\n" not in k.buf:
+            # The code wrote to the interpreter's own pipe: the interpreter can't be trusted to
+            # say when a cell ends, so it goes (its end ends the cell).
+            k.buf = b""
+            end(lambda parents: below([k.pid], parents))
+            return
         while b"\n" in k.buf:
             line, _, k.buf = k.buf.partition(b"\n")
             rid = k.rid

@@ -155,6 +155,34 @@ func TestACellPastItsTimeIsInterrupted(t *testing.T) {
 	}
 }
 
+// TestACellCantConfuseTheAgent: a cell that writes a long line of junk to the pipe on which
+// its interpreter says a cell ended has its interpreter killed (the cell says so), and the next
+// cell works in a new one; a value of more than 64 KiB comes back whole.
+func TestACellCantConfuseTheAgent(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{})
+	id := testID("confuse")
+	res, _, _ := cell(t, m, id, "'é' * 40000", Run{})
+	if want := "'" + strings.Repeat("é", 40000) + "'"; res.Value != want {
+		t.Errorf("a value of 80 KB: %d bytes back, want %d", len(res.Value), len(want))
+	}
+	res, _, errOut := cell(t, m, id, `import fcntl, os
+for fd in map(int, os.listdir('/proc/self/fd')):
+    try:
+        pipe = os.readlink('/proc/self/fd/%d' % fd).startswith('pipe:')
+        if fd > 2 and pipe and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
+            os.write(fd, b'x' * (2 << 20))
+    except OSError:
+        pass
+`, Run{})
+	if !res.Restarted {
+		t.Errorf("a cell writing junk to the interpreter's pipe: %+v, %q; want its interpreter restarted", res, errOut)
+	}
+	if res, _, _ := cell(t, m, id, "1 + 1", Run{}); res.Value != "2" {
+		t.Errorf("the next cell: %+v", res)
+	}
+}
+
 // TestCellsOfOneSessionTakeTurns: cells sent at once run one after the other in the one
 // interpreter, each with its own output and value, and each sees what the others defined.
 func TestCellsOfOneSessionTakeTurns(t *testing.T) {

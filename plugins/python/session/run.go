@@ -29,6 +29,9 @@ const (
 	// interruptWait is how long a cell past its time has, once interrupted (KeyboardInterrupt),
 	// to end before its interpreter is killed.
 	interruptWait = 3 * time.Second
+	// maxValue bounds a cell's value as read from the agent (kernel.py sends at most 64 Ki
+	// characters).
+	maxValue = 256 << 10
 )
 
 // Run runs code in the session id: in its sandbox, started first if it has none (or if its
@@ -436,7 +439,11 @@ func (m *Manager) runCell(ctx context.Context, b *box, r Run, env []string, toke
 			case 'e':
 				emit(r.Stderr, f.data)
 			case 'v':
-				o.value = string(f.data)
+				// A long value comes in several frames; what the code forged beyond a
+				// notebook's value is cut.
+				if len(o.value) < maxValue {
+					o.value += string(f.data[:min(len(f.data), maxValue-len(o.value))])
+				}
 			case 'r':
 				o.restarted = true
 			case 'x':
