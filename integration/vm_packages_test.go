@@ -36,11 +36,13 @@ var vmPackages = []struct {
 			"TestStartFailureLeavesNothing|TestPoolHandOutSetsTheRunsLimits|TestPoolReplacesADeadSandbox|TestSweepRemovesLeftovers|TestSweepSparesLiveInstances|TestDoctorPassesOnThisMachine)$",
 	},
 	{
-		// Each limit's stop and its cause, a killed host and a restart's reconcile; left out:
+		// Each limit's stop and its cause, a killed host and a restart's reconcile, the live
+		// interpreter (names kept, interrupts and restarts, its rest between cells); left out:
 		// the network modes and measurements.
 		name: "session", pkg: "plugins/python/session", suites: []string{"trixie"},
 		run: "^(TestMemoryKillIsClassified|TestPidsLimitIsClassified|TestDiskCapStopsAWriter|TestTimeoutKillsTheRunNotTheSession|" +
-			"TestKilledHostLeavesNoOrphan|TestRestartFindsFilesAndReconcileRemoves|TestExitCodeAndStreams)$",
+			"TestKilledHostLeavesNoOrphan|TestRestartFindsFilesAndReconcileRemoves|TestExitCodeAndStreams|" +
+			"TestTheInterpreterKeepsNamesAcrossRuns|TestACellPastItsTimeIsInterrupted|TestTheInterpreterRestsBetweenCells)$",
 	},
 	{
 		// The kind's limits and their words, the pool's fresh sandboxes with their limits, a
