@@ -58,6 +58,8 @@ type options struct {
 	idle time.Duration
 	// sessionsOnly measures conversation sandboxes alone.
 	sessionsOnly bool
+	// pacedOnly measures the pool at an agent's pace alone (pacedRows).
+	pacedOnly bool
 }
 
 func main() {
@@ -68,6 +70,7 @@ func main() {
 	flag.IntVar(&o.poolSize, "pool", 4, "ready sandboxes kept when the pool is on")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long each host is up and idle before measuring (the steady state)")
 	flag.BoolVar(&o.sessionsOnly, "sessions-only", false, "measure only the conversation sandboxes' rows")
+	flag.BoolVar(&o.pacedOnly, "paced-only", false, "measure only the pool's rows at an agent's pace (calls 0.1 s apart, bursts of 4 every second)")
 	flag.Parse()
 	root, err := filepath.Abs(o.root)
 	if err != nil {
@@ -119,6 +122,23 @@ func run(o options) error {
 			return err
 		}
 		print(append(rows, srows...), nil, append(notes, snotes...))
+		return nil
+	}
+	if o.pacedOnly {
+		h, err := startHost(o, o.poolSize, "", 1)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < 5; i++ {
+			if _, err := h.callHTTP(); err != nil {
+				h.stop()
+				return fmt.Errorf("warm-up call failed: %w\n%s", err, h.log.String())
+			}
+		}
+		time.Sleep(o.idle)
+		prows, pnotes := h.pacedRows(fmt.Sprintf("pool on (%d ready)", o.poolSize))
+		h.stop()
+		print(append(rows, prows...), nil, append(notes, pnotes...))
 		return nil
 	}
 	if r, note := bubblewrap(o); note != "" {
@@ -187,6 +207,11 @@ func poolRows(o options, pool int) (rows []row, tput []throughput, notes []strin
 		notes = append(notes, fmt.Sprintf("latency rows with the pool on: %.0f of %d calls started a sandbox cold", h.metric("pool_cold_starts_total")-cold0, 2*o.n))
 	}
 	h.pooled = false
+	if pool > 0 {
+		prows, pnotes := h.pacedRows(label)
+		rows = append(rows, prows...)
+		notes = append(notes, pnotes...)
+	}
 	for _, c := range []int{1, 2, 8} {
 		tput = append(tput, h.throughput(label, c, o.duration))
 	}
@@ -454,6 +479,47 @@ func (h *host) stop() {
 	_ = os.RemoveAll(h.dir)
 }
 
+// pacedRows measures HTTP calls at an agent's pace, none waiting for the pool: 100 calls started
+// 0.1 s apart, then 30 bursts of 4 calls at once, 1 s apart (issue 22's goal: p50 at most 0.25×
+// python3 and p90 at most 1× once the pool has learnt the pace). It notes how many started a
+// sandbox cold.
+func (h *host) pacedRows(label string) ([]row, []string) {
+	var rows []row
+	var notes []string
+	paced := func(name string, rounds, each int, every time.Duration) {
+		cold0 := h.metric("pool_cold_starts_total")
+		var mu sync.Mutex
+		var d []time.Duration
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := 0; i < rounds; i++ {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * every)))
+			for j := 0; j < each; j++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					took, err := h.callHTTP()
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "bench: a paced call failed:", err)
+						return
+					}
+					mu.Lock()
+					d = append(d, took)
+					mu.Unlock()
+				}()
+			}
+		}
+		wg.Wait()
+		rows = append(rows, row{name: "toolhost HTTP call, " + label + ", " + name, d: d})
+		notes = append(notes, fmt.Sprintf("%s: %.0f of %d calls started a sandbox cold", name, h.metric("pool_cold_starts_total")-cold0, rounds*each))
+	}
+	paced("calls 0.1 s apart", 100, 1, 100*time.Millisecond)
+	time.Sleep(5 * time.Second) // the pool refills between the two
+	paced("bursts of 4 every 1 s", 30, 4, time.Second)
+	return rows, notes
+}
+
+// callHTTP makes one call of the trivial tool over HTTP and says how long it took.
 func (h *host) callHTTP() (time.Duration, error) {
 	t0 := time.Now()
 	resp, err := h.client.Post("http://"+h.addr+"/api/v1/tools/one/call", "application/json", strings.NewReader("{}"))
