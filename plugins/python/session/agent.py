@@ -254,27 +254,13 @@ def main():
         rid = int(req["id"])
         try:
             sp = spare.pop() if spare else fork_shepherd()
-            order = json.dumps({"args": req["args"], "env": req["env"]}).encode()
+            order = {"args": req["args"], "env": req["env"]}
         except Exception as e:
             send(b"f", rid, str(e).encode())
             return
-        try:
-            view = memoryview(order)
-            while view:
-                view = view[os.write(sp.req_w, view):]
-        except OSError:
-            pass  # the shepherd is gone: its end says so
-        os.close(sp.req_w)
+        hand_over(sp, order, rid)
         os.close(sp.done_r)
-        pids[sp.pid] = rid
         runs[rid] = Run(sp.pid, {sp.out_r, sp.err_r}, sp.note_r)
-        for fd, kind in ((sp.out_r, b"o"), (sp.err_r, b"e")):
-            os.set_blocking(fd, False)
-            streams[fd] = (rid, kind)
-            poll.register(fd, select.POLLIN)
-        os.set_blocking(sp.note_r, False)
-        notes[sp.note_r] = rid
-        poll.register(sp.note_r, select.POLLIN)
         stdin = req.get("stdin", "").encode()
         if stdin:
             os.set_blocking(sp.in_w, False)
@@ -283,25 +269,28 @@ def main():
         else:
             os.close(sp.in_w)
 
-    def start_kernel(req):
-        sp = spare.pop() if spare else fork_shepherd()
-        order = json.dumps({"args": req["args"], "env": req["env"], "kernel": True}).encode()
+    def hand_over(sp, order, rid):
+        # Give the shepherd sp its run's order, and hear its output and notes as run rid's.
         try:
-            view = memoryview(order)
+            view = memoryview(json.dumps(order).encode())
             while view:
                 view = view[os.write(sp.req_w, view):]
         except OSError:
             pass  # the shepherd is gone: its end says so
         os.close(sp.req_w)
-        k = Kernel(sp)
-        pids[sp.pid] = KERNEL
+        pids[sp.pid] = rid
         for fd, kind in ((sp.out_r, b"o"), (sp.err_r, b"e")):
             os.set_blocking(fd, False)
-            streams[fd] = (KERNEL, kind)
+            streams[fd] = (rid, kind)
             poll.register(fd, select.POLLIN)
         os.set_blocking(sp.note_r, False)
-        notes[sp.note_r] = KERNEL
+        notes[sp.note_r] = rid
         poll.register(sp.note_r, select.POLLIN)
+
+    def start_kernel(req):
+        sp = spare.pop() if spare else fork_shepherd()
+        hand_over(sp, {"args": req["args"], "env": req["env"], "kernel": True}, KERNEL)
+        k = Kernel(sp)
         os.set_blocking(sp.done_r, False)
         poll.register(sp.done_r, select.POLLIN)
         os.set_blocking(sp.in_w, False)
@@ -339,7 +328,6 @@ def main():
                 os.kill(k.main, signal.SIGCONT)
             except OSError:
                 pass
-        k.mark = req.get("mark", "").encode()
         body = json.dumps({"code": req.get("code", ""), "mark": req.get("mark", "")}).encode()
         k.feed = memoryview(struct.pack(">I", len(body)) + body)
         feed_kernel(k)
@@ -593,7 +581,6 @@ class Kernel:
             sp.in_w, sp.out_r, sp.err_r, sp.note_r, sp.done_r
         self.open = {sp.in_w, sp.out_r, sp.err_r, sp.note_r, sp.done_r}
         self.rid = 0  # the cell that runs
-        self.mark = b""
         self.feed = memoryview(b"")
         self.buf = b""
 

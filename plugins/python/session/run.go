@@ -346,56 +346,7 @@ func (m *Manager) runAgent(ctx context.Context, b *box, r Run, args, env []strin
 		return o
 	}
 	defer done()
-	timer := time.NewTimer(r.Timeout)
-	defer timer.Stop()
-	ctxDone := ctx.Done()
-	var killDeadline <-chan time.Time
-	stop := func() {
-		if killDeadline != nil {
-			return
-		}
-		killDeadline = time.After(killWait)
-		if err := b.agent.kill(id, runToken+"="+token); err != nil {
-			m.log.Warn("asking the session's agent to kill a run", "sandbox", b.sb.ID, "error", err)
-		}
-	}
-	emit := func(f func([]byte), data []byte) {
-		if f != nil {
-			f(data)
-		}
-	}
-	for {
-		select {
-		case f := <-frames:
-			switch f.kind {
-			case 'o':
-				emit(r.Stdout, f.data)
-			case 'e':
-				emit(r.Stderr, f.data)
-			case 'x':
-				o.code, o.err = exitStatus(f.data)
-				return o
-			case 'f':
-				o.err = fmt.Errorf("the code's process could not start: %s", f.data)
-				return o
-			}
-		case <-timer.C:
-			o.timedOut = true
-			stop()
-		case <-ctxDone:
-			ctxDone = nil
-			o.cancelled = true
-			stop()
-		case <-killDeadline:
-			killDeadline = make(chan time.Time) // never again
-			m.log.Warn("a run's processes could not be killed: stopping the session's sandbox", "sandbox", b.sb.ID)
-			o.killed = true
-			_ = b.sb.Destroy(context.Background())
-		case <-b.agent.dead:
-			o.err = errors.New("the session's sandbox ended")
-			return o
-		}
-	}
+	return m.follow(ctx, b, r, id, frames, runToken+"="+token, false)
 }
 
 // runCell runs r.Code as a cell of the sandbox's live interpreter (started with env when none
@@ -412,17 +363,35 @@ func (m *Manager) runCell(ctx context.Context, b *box, r Run, env []string, toke
 		return o
 	}
 	defer done()
+	return m.follow(ctx, b, r, id, frames, mark, true)
+}
+
+// follow reads the frames of the agent's run id until it ends: what it prints goes to r.Stdout
+// and r.Stderr, a cell's value and the end of its interpreter into the outcome. Past r.Timeout,
+// or once ctx ends, the run is stopped: a cell is interrupted first and killed (with its
+// interpreter) interruptWait later, any other run killed at once (its processes, and those
+// marked with mark); a run the kill doesn't end within killWait goes with its sandbox.
+func (m *Manager) follow(ctx context.Context, b *box, r Run, id uint32, frames <-chan frame, mark string, cell bool) (o outcome) {
 	timer := time.NewTimer(r.Timeout)
 	defer timer.Stop()
 	ctxDone := ctx.Done()
 	var interrupted, killDeadline <-chan time.Time
-	interrupt := func() {
-		if interrupted != nil || killDeadline != nil {
-			return
+	kill := func() {
+		killDeadline = time.After(killWait)
+		if err := b.agent.kill(id, mark); err != nil {
+			m.log.Warn("asking the session's agent to kill a run", "sandbox", b.sb.ID, "error", err)
 		}
-		interrupted = time.After(interruptWait)
-		if err := b.agent.interrupt(id); err != nil {
-			m.log.Warn("asking the session's agent to interrupt a cell", "sandbox", b.sb.ID, "error", err)
+	}
+	stop := func() {
+		switch {
+		case interrupted != nil || killDeadline != nil:
+		case cell:
+			interrupted = time.After(interruptWait)
+			if err := b.agent.interrupt(id); err != nil {
+				m.log.Warn("asking the session's agent to interrupt a cell", "sandbox", b.sb.ID, "error", err)
+			}
+		default:
+			kill()
 		}
 	}
 	emit := func(f func([]byte), data []byte) {
@@ -450,26 +419,27 @@ func (m *Manager) runCell(ctx context.Context, b *box, r Run, env []string, toke
 				o.code, o.err = exitStatus(f.data)
 				return o
 			case 'f':
-				o.err = fmt.Errorf("the code could not start: %s", f.data)
+				what := "the code's process"
+				if cell {
+					what = "the code"
+				}
+				o.err = fmt.Errorf("%s could not start: %s", what, f.data)
 				return o
 			}
 		case <-timer.C:
 			o.timedOut = true
-			interrupt()
+			stop()
 		case <-ctxDone:
 			ctxDone = nil
 			o.cancelled = true
-			interrupt()
+			stop()
 		case <-interrupted:
 			interrupted = make(chan time.Time) // never again
-			killDeadline = time.After(killWait)
 			m.log.Info("a cell didn't stop when interrupted: killing its interpreter", "sandbox", b.sb.ID)
-			if err := b.agent.kill(id, mark); err != nil {
-				m.log.Warn("asking the session's agent to kill a cell", "sandbox", b.sb.ID, "error", err)
-			}
+			kill()
 		case <-killDeadline:
 			killDeadline = make(chan time.Time) // never again
-			m.log.Warn("a cell's interpreter could not be killed: stopping the session's sandbox", "sandbox", b.sb.ID)
+			m.log.Warn("a run's processes could not be killed: stopping the session's sandbox", "sandbox", b.sb.ID)
 			o.killed = true
 			_ = b.sb.Destroy(context.Background())
 		case <-b.agent.dead:
