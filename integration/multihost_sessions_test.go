@@ -250,8 +250,11 @@ func TestConversationsAcrossHosts(t *testing.T) {
 		ws := h2.Dial(t)
 		ws.Send(map[string]any{"type": "hello", "id": "h", "protocol": 1, "token": editorToken})
 		ws.Read(time.Minute)
-		ws.Send(map[string]any{"type": "call", "id": "c2", "tool": "run_python", "session": "chat",
-			"args": map[string]any{"code": "import time\nprint('relayed', flush=True)\ntime.sleep(120)"}})
+		// run_bash, a process of its own: the conversation's python cells
+		// take turns in its one interpreter, so a second python run would
+		// wait for the keyed one.
+		ws.Send(map[string]any{"type": "call", "id": "c2", "tool": "run_bash", "session": "chat",
+			"args": map[string]any{"command": "echo relayed; sleep 120"}})
 		for {
 			f := ws.Read(time.Minute)
 			if f.Str("type") == "stdout" {
