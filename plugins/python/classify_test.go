@@ -98,7 +98,7 @@ func TestParseConfig(t *testing.T) {
 		`{"pool": {"max": 0}}`:                    "python.pool.max: must be from 1 to 1024, not 0",
 		`{"pool": {"max_idle_minutes": 0}}`:       "python.pool.max_idle_minutes: must be from 1 to 1440, not 0",
 		`{"pool": {"preload": ["os; import x"]}}`: `python.pool.preload[0]: "os; import x" is not a Python module name like "numpy" or "xml.etree"`,
-		`{"pool": {"size": 1, "warm": true}}`:     `python.pool.warm: is not a setting of [python.pool]: the settings are max, max_idle_minutes, preload, size`,
+		`{"pool": {"size": 1, "warm": true}}`:     `python.pool.warm: is not a setting of [python.pool]: the settings are max, max_idle_minutes, preload, ready_sessions, size`,
 	} {
 		if _, err := parseConfig(json.RawMessage(raw)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v; want %q", raw, err, want)

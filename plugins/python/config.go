@@ -63,6 +63,10 @@ type poolConfig struct {
 	MaxIdleMinutes int `json:"max_idle_minutes"`
 	// Preload are Python modules every ready sandbox imports before its run (e.g. "numpy").
 	Preload []string `json:"preload"`
+	// ReadySessions is how many sandboxes are kept started ahead for new conversations, each on
+	// a blank disk of its own with its interpreter started (session.Options.Ready); 0 turns
+	// them off.
+	ReadySessions int `json:"ready_sessions"`
 }
 
 // defaultPoolMax is [python.pool] max when left out.
@@ -146,7 +150,7 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 		}
 		cfg.extraCIDRs = append(cfg.extraCIDRs, p)
 	}
-	cfg.pool = poolConfig{Size: 2, Max: defaultPoolMax, MaxIdleMinutes: 10}
+	cfg.pool = poolConfig{Size: 2, Max: defaultPoolMax, MaxIdleMinutes: 10, ReadySessions: 1}
 	if len(cfg.Pool) > 0 && string(cfg.Pool) != "null" {
 		dec := json.NewDecoder(strings.NewReader(string(cfg.Pool)))
 		dec.DisallowUnknownFields()
@@ -161,6 +165,8 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 		bad("pool.size", "must be from 0 to python.pool.max (%d), not %d", p.Max, p.Size)
 	case p.MaxIdleMinutes < 1 || p.MaxIdleMinutes > 1440:
 		bad("pool.max_idle_minutes", "must be from 1 to 1440, not %d", p.MaxIdleMinutes)
+	case p.ReadySessions < 0 || p.ReadySessions > p.Max:
+		bad("pool.ready_sessions", "must be from 0 to python.pool.max (%d), not %d", p.Max, p.ReadySessions)
 	}
 	for i, m := range cfg.pool.Preload {
 		if !moduleRx.MatchString(m) {

@@ -179,6 +179,10 @@ func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) err
 			k.log.Warn("closing the previous session manager", "error", err)
 		}
 	}
+	ready := c.cfg.pool.ReadySessions
+	if k.opts.CheckOnly {
+		ready = 0 // a check keeps nothing ready
+	}
 	m, err := session.New(session.Options{
 		Sandboxes: c.mgr,
 		Dir:       dir,
@@ -194,6 +198,7 @@ func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) err
 		Counters:   k.counters,
 		PlaceWait:  k.opts.placeWait,
 		KeepFreeMB: keepFreeMB(c.cfg.SessionsKeepFreeMB),
+		Ready:      ready,
 		Log:        k.log.Named("sessions"),
 	})
 	if err != nil {

@@ -39,9 +39,19 @@ type box struct {
 
 	mu  sync.Mutex
 	why string // why the manager stopped it, for the runs it killed
-
-	// free gives back the box's place in Options.Places, once (when it ends or is stopped).
+	// free gives back the box's place in Options.Places, once (when it ends or is stopped); nil
+	// while it holds none (a ready sandbox, see hold).
 	free func()
+}
+
+// giveBack gives back the box's place, if it holds one.
+func (b *box) giveBack() {
+	b.mu.Lock()
+	free := b.free
+	b.mu.Unlock()
+	if free != nil {
+		free()
+	}
 }
 
 // stopped says why the manager stopped the box, "" if it didn't.
@@ -87,6 +97,22 @@ var errNoWorkspace = errcode.New(errcode.NotFound, "the session has no files yet
 
 // startBox starts a sandbox on s's mounted workspace, its place held for owner. s.mu is held.
 func (m *Manager) startBox(ctx context.Context, s *session, net Network, owner string) (*box, error) {
+	free, err := m.takePlace(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	b, err := m.launch(ctx, s.id, net)
+	if err != nil {
+		free()
+		return nil, err
+	}
+	m.hold(b, owner, free)
+	return b, nil
+}
+
+// launch starts a sandbox of network net on the workspace mounted for name (a session's id, or
+// a ready sandbox's name), holding no place in Options.Places (see hold).
+func (m *Manager) launch(ctx context.Context, name string, net Network) (*box, error) {
 	program := agentProgram
 	if m.viaExec {
 		program = initProgram
@@ -95,7 +121,7 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network, owner s
 		Args:      []string{"/usr/bin/python3", "-I", "-S", "-c", program},
 		Lifetime:  sandbox.LongLived,
 		Limits:    m.opts.Limits,
-		Workspace: m.mountPath(s.id),
+		Workspace: m.mountPath(name),
 		Network:   net == NetworkWeb,
 		Ready:     "ready",
 		GuardInit: true,
@@ -107,21 +133,11 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network, owner s
 		}
 		sandboxes, opts.Network = m.packages, true
 	}
-	free, err := m.takePlace(ctx, owner)
-	if err != nil {
-		return nil, err
-	}
 	sb, err := sandboxes.Start(ctx, opts)
 	if err != nil {
-		free()
 		return nil, err
 	}
-	if places := m.opts.Places; places != nil {
-		// Its weight is its owner's, divided among the owner's sandboxes.
-		unweigh, giveBack := places.Weigh(owner, sb), free
-		free = sync.OnceFunc(func() { unweigh(); giveBack() })
-	}
-	b := &box{sb: sb, net: net, ended: make(chan struct{}), free: free}
+	b := &box{sb: sb, net: net, ended: make(chan struct{})}
 	if !m.viaExec {
 		b.agent = newAgent(sb.Control)
 	}
@@ -130,7 +146,7 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network, owner s
 		_, _ = io.Copy(io.Discard, sb.Stdout)
 		b.final, _ = sb.Stats()
 		close(b.ended)
-		b.free()
+		b.giveBack()
 	}()
 	go func() {
 		// The agent's own complaints (the code's output never comes this way): a few reach the
@@ -138,12 +154,29 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network, owner s
 		sc := bufio.NewScanner(sb.Stderr)
 		for n := 0; sc.Scan(); n++ {
 			if n < 20 {
-				m.log.Warn("the agent of a session's sandbox", "session", s.id, "sandbox", sb.ID, "said", sc.Text())
+				m.log.Warn("the agent of a session's sandbox", "session", name, "sandbox", sb.ID, "said", sc.Text())
 			}
 		}
 		_, _ = io.Copy(io.Discard, sb.Stderr)
 	}()
 	return b, nil
+}
+
+// hold makes b the holder of the place free gives back (taken for owner in Options.Places), its
+// CPU weighed among owner's sandboxes: both are given back when b ends or is stopped, at once if
+// it already ended.
+func (m *Manager) hold(b *box, owner string, free func()) {
+	if places := m.opts.Places; places != nil {
+		// The place given back may be the one a ready sandbox waits for.
+		unweigh, giveBack := places.Weigh(owner, b.sb), free
+		free = sync.OnceFunc(func() { unweigh(); giveBack(); m.kickSpares() })
+	}
+	b.mu.Lock()
+	b.free = free
+	b.mu.Unlock()
+	if b.isEnded() {
+		free()
+	}
 }
 
 // stopBox destroys the box's sandbox, telling the runs in it why.
@@ -157,7 +190,7 @@ func (m *Manager) stopBox(ctx context.Context, b *box, why string) error {
 	if err != nil {
 		m.log.Warn("removing a session's sandbox", "sandbox", b.sb.ID, "error", err)
 	}
-	b.free()
+	b.giveBack()
 	return err
 }
 

@@ -62,7 +62,8 @@ def main():
         cell = read_cell(cells)
         if cell is None:
             os._exit(0)  # the agent is gone
-        n += 1
+        if cell.get("code"):
+            n += 1  # an empty cell (a ready sandbox's start) isn't one of the code's
         add_user_site()
         mark = cell.get("mark", "")
         if "=" in mark:

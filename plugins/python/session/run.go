@@ -123,6 +123,16 @@ func (m *Manager) acquire(ctx context.Context, id string, net Network, owner str
 	}
 	defer s.mu.Unlock()
 	t0 := time.Now()
+	if net == NetworkOff && !s.mounted && s.box == nil && m.opts.Ready > 0 && !m.imageExists(s.id) {
+		// A new session: a ready sandbox, if one is, becomes its own.
+		adopted, err := m.adopt(ctx, s, owner)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if adopted {
+			m.log.Debug("a new session took a ready sandbox", "session", id, "sandbox", s.box.sb.ID, "took", time.Since(t0))
+		}
+	}
 	if err := m.ready(ctx, s, true); err != nil {
 		return nil, nil, false, err
 	}

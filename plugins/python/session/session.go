@@ -91,6 +91,11 @@ type Options struct {
 	// or grown, only when the filesystem keeps this much free after it (DefaultKeepFreeMB when
 	// 0, none when negative).
 	KeepFreeMB int
+	// Ready is how many sandboxes are kept started ahead for new sessions (see spare.go): a new
+	// session's first run of network off takes one, its interpreter already started, instead of
+	// making a disk and starting a sandbox. Each holds a blank disk of DiskMB and a sandbox's
+	// memory. 0: none.
+	Ready int
 	// Log hears what the Manager does on its own (idle stops, failures to clean up).
 	Log hclog.Logger
 }
@@ -184,6 +189,8 @@ type Manager struct {
 	unreclaim func()
 	// diskMu makes one image (or its growth) at a time, so each sees the room the last one left.
 	diskMu sync.Mutex
+	// spare holds the ready sandboxes for new sessions (Options.Ready).
+	spare spares
 }
 
 // session is what the Manager holds of one session. mu is held across its transitions (mount,
@@ -255,6 +262,7 @@ func New(opts Options) (*Manager, error) {
 		m.unreclaim = opts.Places.OnFull(m.reclaim)
 	}
 	go m.idleLoop()
+	m.startSpares()
 	return m, nil
 }
 
@@ -495,6 +503,9 @@ func (m *Manager) Reconcile(ctx context.Context, keep map[string]bool) (removed 
 	if err := m.opts.Sandboxes.SweepGone(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("removing the sandboxes of processes that are gone: %w", err))
 	}
+	if err := m.sweepSpares(); err != nil {
+		errs = append(errs, fmt.Errorf("removing the ready sandboxes of processes that are gone: %w", err))
+	}
 	ids := map[string]bool{}
 	entries, err := os.ReadDir(m.opts.Dir)
 	if err != nil {
@@ -590,6 +601,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Unlock()
 	close(m.stopIdle)
 	<-m.idleDone
+	m.closeSpares(ctx)
 	var (
 		wg   sync.WaitGroup
 		emu  sync.Mutex

@@ -1,0 +1,182 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolhost/toolhost/runsc/sandbox"
+)
+
+// readySpares waits until m has n ready sandboxes and returns their names.
+func readySpares(t *testing.T, m *Manager, n int) []string {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		m.spare.mu.Lock()
+		var names []string
+		for _, sp := range m.spare.ready {
+			names = append(names, sp.name)
+		}
+		m.spare.mu.Unlock()
+		if len(names) == n {
+			return names
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ready sandboxes after 2 minutes; want %d", len(names), n)
+		}
+	}
+}
+
+// spareFiles lists the ready sandboxes' disks and mount points in m's folder.
+func spareFiles(t *testing.T, m *Manager) []string {
+	t.Helper()
+	var out []string
+	for _, dir := range []string{m.opts.Dir, filepath.Join(m.opts.Dir, "mnt")} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), sparePrefix) {
+				out = append(out, filepath.Join(filepath.Base(dir), e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// TestANewSessionTakesAReadySandbox: with Options.Ready, a sandbox waits started on a blank disk
+// with its interpreter; a new session's first run takes it (no cold start), and its files,
+// names and cell numbers are the session's own from there: the disk is the session's after an
+// idle stop and a delete, another is made ready for the next session, and two sessions never
+// share one. A session of another network starts its own. Ready sandboxes take a place only once
+// handed out, and none is started while no place is free.
+func TestANewSessionTakesAReadySandbox(t *testing.T) {
+	ts := newSetup(t)
+	places := sandbox.NewPlaces(3)
+	m := ts.manager(t, Options{Ready: 1, Places: places})
+	first := readySpares(t, m, 1)
+	if places.InUse() != 0 {
+		t.Errorf("a ready sandbox holds %d places; want none until it is handed out", places.InUse())
+	}
+
+	a := testID("ready-a")
+	started := time.Now()
+	res, out, errOut := cell(t, m, a, "import os\nprint(os.getcwd(), os.listdir('.'))\nopen('mine.txt', 'w').write('a')\nx = 41\n1/0", Run{Owner: "alice"})
+	t.Logf("the first run of a new session with a ready sandbox took %s (the code %s)", time.Since(started).Round(time.Millisecond), res.Took.Round(time.Millisecond))
+	if res.Cold || out != "/work []\n" || !strings.Contains(errOut, `"<cell 1>"`) {
+		t.Errorf("the first run of a new session: %+v, %q, %q; want a ready sandbox (not cold) on an empty /work, its cell the first", res, out, errOut)
+	}
+	if places.Held("alice") != 1 {
+		t.Errorf("the session's owner holds %d places; want the ready sandbox's one", places.Held("alice"))
+	}
+	if b, err := os.ReadFile(filepath.Join(m.mountPath(a), "mine.txt")); err != nil || string(b) != "a" {
+		t.Errorf("the session's file on its own mount: %q %v", b, err)
+	}
+	if _, err := os.Stat(m.imagePath(a)); err != nil {
+		t.Errorf("the session's disk: %v", err)
+	}
+	if res, _, _ := cell(t, m, a, "x + 1", Run{Owner: "alice"}); res.Value != "42" {
+		t.Errorf("a name of the session's first cell: %+v; want 42", res)
+	}
+
+	// Another is made ready for the next session: a sandbox and a disk of their own.
+	second := readySpares(t, m, 1)
+	if second[0] == first[0] {
+		t.Fatalf("the ready sandbox after one was taken is still %s", first[0])
+	}
+	if got := spareFiles(t, m); len(got) != 2 {
+		t.Errorf("ready sandboxes' disks and mounts: %v; want the one ready sandbox's", got)
+	}
+	b := testID("ready-b")
+	res, out, _ = cell(t, m, b, "import os\nprint(os.listdir('.'))\n'x' in globals()", Run{Owner: "bob"})
+	if res.Cold || out != "[]\n" || res.Value != "False" {
+		t.Errorf("the second new session: %+v, %q; want the next ready sandbox, with none of the first's files or names", res, out)
+	}
+
+	// A session whose first run has the network on starts its own; the ready one stays.
+	third := readySpares(t, m, 1)
+	w := testID("ready-web")
+	if res, _, _ := cell(t, m, w, "print(1)", Run{Owner: "carol", Network: NetworkWeb}); !res.Cold {
+		t.Errorf("a new session with the network on: %+v; want a sandbox of its own", res)
+	}
+	if got := readySpares(t, m, 1); got[0] != third[0] {
+		t.Errorf("the ready sandbox after a new web session: %v; want %s still", got, third[0])
+	}
+
+	// The disk is the session's: after a stop, its files are there and its names are gone.
+	ctx := context.Background()
+	if err := m.Stop(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	res, out, _ = cell(t, m, a, "print(open('mine.txt').read())\n'x' in globals()", Run{Owner: "alice"})
+	if !res.Cold || out != "a\n" || res.Value != "False" || !strings.Contains(res.Message, "names defined in earlier runs are gone") {
+		t.Errorf("the session's run after a stop: %+v, %q; want a new sandbox on its files", res, out)
+	}
+	if err := m.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(m.imagePath(a)); !os.IsNotExist(err) {
+		t.Errorf("the deleted session's disk: %v; want it gone", err)
+	}
+
+	// No place free: no ready sandbox is started, and one is once a place is given back.
+	if err := m.Stop(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	places.SetMax(2) // web and the ready one's next owner
+	c := testID("ready-c")
+	cell(t, m, c, "print(1)", Run{Owner: "dave"})
+	if places.Free() != 0 || m.needSpare() {
+		t.Errorf("%d places free, a ready sandbox wanted: %v; want none free, none wanted", places.Free(), m.needSpare())
+	}
+	time.Sleep(time.Second)
+	if got := spareFiles(t, m); len(got) != 0 {
+		t.Errorf("ready sandboxes with every place taken: %v; want none", got)
+	}
+	if err := m.Stop(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	readySpares(t, m, 1)
+}
+
+// TestReadySandboxesLeaveNothing: closing the manager removes its ready sandboxes (disks, mounts,
+// sandboxes), and Reconcile removes those of a process that is gone, not the live ones.
+func TestReadySandboxesLeaveNothing(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{Ready: 2})
+	live := readySpares(t, m, 2)
+	// What a killed process left: a ready sandbox's disk, mounted.
+	ctx := context.Background()
+	dead := sparePrefix + "0123456789abcdef"
+	if err := m.createImage(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.mount(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Reconcile(ctx, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	got := spareFiles(t, m)
+	for _, f := range got {
+		if strings.Contains(f, dead) {
+			t.Errorf("a dead process's ready sandbox after Reconcile: %s is still there", f)
+		}
+	}
+	if len(got) != 4 || !strings.Contains(strings.Join(got, " "), live[0]) || !strings.Contains(strings.Join(got, " "), live[1]) {
+		t.Errorf("the live ready sandboxes after Reconcile: %v; want %v's disks and mounts", got, live)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := spareFiles(t, m); len(got) != 0 {
+		t.Errorf("after Close: %v; want no ready sandbox's disk or mount", got)
+	}
+	if left := hostLeftovers(m.opts.Dir); len(left) != 0 {
+		t.Errorf("after Close: %v", left)
+	}
+}
