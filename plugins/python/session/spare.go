@@ -32,6 +32,9 @@ const sparePrefix = "ready-"
 // spareRetry is how long the filler waits after a ready sandbox failed to start.
 const spareRetry = 10 * time.Second
 
+// spareLook is how often the filler looks at the ready sandboxes and the places.
+const spareLook = time.Second
+
 // spareWarm bounds the start of a ready sandbox's interpreter.
 const spareWarm = 30 * time.Second
 
@@ -76,12 +79,14 @@ func (m *Manager) kickSpares() {
 	}
 }
 
-// fillSpares keeps Options.Ready sandboxes ready until ctx ends, one started at a time. One that
-// fails to start is tried again spareRetry later.
+// fillSpares keeps Options.Ready sandboxes ready until ctx ends, one started at a time, looking
+// every spareLook and when kicked. One that fails to start is tried again spareRetry later. While
+// no place is free, the ready ones go: they wait only in places nobody uses, as the pool's do.
 func (m *Manager) fillSpares(ctx context.Context) {
 	defer close(m.spare.done)
-	tick := time.NewTicker(spareRetry)
+	tick := time.NewTicker(spareLook)
 	defer tick.Stop()
+	var failed time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -89,9 +94,23 @@ func (m *Manager) fillSpares(ctx context.Context) {
 		case <-m.spare.kick:
 		case <-tick.C:
 		}
+		if places := m.opts.Places; places != nil && places.Free() == 0 {
+			m.spare.mu.Lock()
+			retire := m.spare.ready
+			m.spare.ready = nil
+			m.spare.mu.Unlock()
+			for _, sp := range retire {
+				m.dropSpare(ctx, sp.name, sp.b)
+			}
+			continue
+		}
+		if time.Since(failed) < spareRetry {
+			continue
+		}
 		for ctx.Err() == nil && m.needSpare() {
 			if err := m.makeSpare(ctx); err != nil {
 				if ctx.Err() == nil {
+					failed = time.Now()
 					m.log.Warn("starting a ready sandbox for new sessions", "error", err)
 				}
 				break

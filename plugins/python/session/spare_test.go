@@ -56,7 +56,7 @@ func spareFiles(t *testing.T, m *Manager) []string {
 // handed out, and none is started while no place is free.
 func TestANewSessionTakesAReadySandbox(t *testing.T) {
 	ts := newSetup(t)
-	places := sandbox.NewPlaces(3)
+	places := sandbox.NewPlaces(4)
 	m := ts.manager(t, Options{Ready: 1, Places: places})
 	first := readySpares(t, m, 1)
 	if places.InUse() != 0 {
@@ -133,7 +133,7 @@ func TestANewSessionTakesAReadySandbox(t *testing.T) {
 	if places.Free() != 0 || m.needSpare() {
 		t.Errorf("%d places free, a ready sandbox wanted: %v; want none free, none wanted", places.Free(), m.needSpare())
 	}
-	time.Sleep(time.Second)
+	time.Sleep(2 * spareLook)
 	if got := spareFiles(t, m); len(got) != 0 {
 		t.Errorf("ready sandboxes with every place taken: %v; want none", got)
 	}
@@ -141,6 +141,13 @@ func TestANewSessionTakesAReadySandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	readySpares(t, m, 1)
+	// A ready sandbox goes once the places fill up.
+	places.SetMax(1)
+	for deadline := time.Now().Add(time.Minute); len(spareFiles(t, m)) != 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a ready sandbox with no place free, a minute on: %v; want it gone", spareFiles(t, m))
+		}
+	}
 }
 
 // TestReadySandboxesLeaveNothing: closing the manager removes its ready sandboxes (disks, mounts,
