@@ -340,6 +340,7 @@ func (k *kind) Metrics(context.Context) []sdk.Metric {
 		g("pool_ready", "Sandboxes started and waiting for a run.", s.Ready)
 		g("pool_starting", "Sandboxes being started for the pool.", s.Starting)
 		g("pool_in_use", "Sandboxes handed to a run (ready or cold) and not yet released.", s.InUse)
+		g("pool_target", "Sandboxes the pool keeps ready now: size, or more while calls come close together or at once.", s.Target)
 		c("pool_handed_out_total", "Runs given a ready sandbox.", s.HandedOut)
 		c("pool_cold_starts_total", "Runs that started a sandbox themselves because none was ready (every run when the pool is off).", s.Cold)
 		c("pool_died_total", "Ready sandboxes found dead, removed and replaced.", s.Died)

@@ -63,7 +63,9 @@ type PoolOptions struct {
 // shape serves every memory limit up to MemoryBytes.
 //
 // How many are kept: Size of each shape in use, more while demand is higher — the most sandboxes
-// of the shape in use at once during the last MaxIdle — up to Max. Ready sandboxes that die are
+// of the shape in use at once, or the most Gets that come while one sandbox starts (the rate of
+// Gets times how long a start takes: calls back to back need several starting at once even when
+// only one runs at a time), during the last MaxIdle — up to Max. Ready sandboxes that die are
 // noticed (every CheckEvery, and before a hand-out), removed and replaced, never handed out.
 type Pool struct {
 	opts   PoolOptions
@@ -96,9 +98,14 @@ type poolShape struct {
 	waiting  int
 	readied  chan struct{}
 	inUse    int
-	peak     int
+	peak     int // the most wanted lately: in use at once, or the rate's want (wantLocked)
 	peakAt   time.Time
 	lastGet  time.Time
+	// rate is the Gets per second as of lastGet, a moving average over rateWindow; refill is
+	// how long a start for the pool takes (not its wait for the Starts bound: a queue that grows
+	// must not grow the target that feeds it), a moving average of the last few.
+	rate   float64
+	refill time.Duration
 	failures int
 	retryAt  time.Time
 
@@ -110,8 +117,11 @@ type PoolStats struct {
 	// Shape names the shape: "no_network" or "network" (with a number after it when several
 	// shapes share that).
 	Shape string
-	// Ready, Starting and InUse count sandboxes now.
-	Ready, Starting, InUse int
+	// Ready, Starting and InUse count sandboxes now; Target is how many the pool keeps ready now
+	// (before the bound of the places free).
+	Ready, Starting, InUse, Target int
+	// Refill is how long a start for the pool takes lately (its wait for the Starts bound left out).
+	Refill time.Duration
 	// HandedOut counts runs given a ready sandbox, Cold runs that started one because none was
 	// ready, Died ready sandboxes found dead, Retired ready sandboxes removed as not needed,
 	// StartFailures sandboxes that failed to start for the pool.
@@ -219,12 +229,21 @@ func (p *Pool) Get(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 func (p *Pool) countGetLocked(opts Options) (*poolShape, time.Time) {
 	sh := p.shapeLocked(opts)
 	now := time.Now()
-	sh.inUse++
-	sh.lastGet = now
-	if sh.inUse >= sh.peak {
-		sh.peak, sh.peakAt = sh.inUse, now
-	}
+	sh.noteGet(now)
 	return sh, now
+}
+
+// noteGet counts a Get at now among sh's sandboxes in use, in its rate, and in its peak.
+func (sh *poolShape) noteGet(now time.Time) {
+	sh.inUse++
+	if !sh.lastGet.IsZero() {
+		sh.rate *= math.Exp(-now.Sub(sh.lastGet).Seconds() / rateWindow.Seconds())
+	}
+	sh.rate += 1 / rateWindow.Seconds()
+	sh.lastGet = now
+	if want := max(sh.inUse, sh.rateWant()); want >= sh.peak {
+		sh.peak, sh.peakAt = want, now
+	}
 }
 
 // takeOrAwaitReadyLocked takes a ready sandbox of sh, starting its replacement; when none is
@@ -341,6 +360,7 @@ func (p *Pool) Stats() []PoolStats {
 	out := make([]PoolStats, 0, len(p.order))
 	for _, sh := range p.order {
 		out = append(out, PoolStats{Shape: sh.label, Ready: len(sh.ready), Starting: sh.starting, InUse: sh.inUse,
+			Target: p.targetLocked(sh, time.Now()), Refill: sh.refill,
 			HandedOut: sh.handedOut, Cold: sh.cold, Died: sh.died, Retired: sh.retired, StartFailures: sh.startFailures})
 	}
 	return out
@@ -507,8 +527,18 @@ func (p *Pool) fillLocked(sh *poolShape, now time.Time, free int) int {
 	return target
 }
 
-// targetLocked is how many sandboxes of sh should be ready: Size, or the most in use at once
-// lately when that is more, up to the places' Max; none for a shape not asked for in MaxIdle.
+// rateWindow is the span the rate of Gets is averaged over: long enough to learn a pace of
+// calls within seconds, short enough to follow a change of it.
+const rateWindow = 5 * time.Second
+
+// rateWant is how many sandboxes of sh the rate of Gets wants ready: the Gets expected while one
+// sandbox starts (its refill time), rounded up.
+func (sh *poolShape) rateWant() int {
+	return int(math.Ceil(sh.rate * sh.refill.Seconds()))
+}
+
+// targetLocked is how many sandboxes of sh should be ready: Size, or the most wanted lately
+// (in use at once, or by the rate of Gets) when that is more, up to the places' Max; none for a shape not asked for in MaxIdle.
 func (p *Pool) targetLocked(sh *poolShape, now time.Time) int {
 	if p.opts.Size == 0 {
 		return 0
@@ -536,6 +566,7 @@ func (p *Pool) start(sh *poolShape) {
 	p.mu.Lock()
 	sh.running++
 	p.mu.Unlock()
+	began := time.Now()
 	sb, err := p.opts.Manager.Start(p.ctx, sh.opts)
 	<-p.starts
 	p.mu.Lock()
@@ -557,6 +588,11 @@ func (p *Pool) start(sh *poolShape) {
 		return
 	}
 	sh.failures = 0
+	if took := time.Since(began); sh.refill == 0 {
+		sh.refill = took
+	} else {
+		sh.refill += (took - sh.refill) / 4
+	}
 	if p.closed {
 		p.mu.Unlock()
 		_ = sb.Destroy(context.Background())

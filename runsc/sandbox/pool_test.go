@@ -504,3 +504,40 @@ func TestAGetWaitingWhenThePoolClosesStartsCold(t *testing.T) {
 		t.Errorf("stats %+v; want both runs cold, nothing in use or ready", st)
 	}
 }
+
+// TestPoolLearnsThePaceOfCalls: calls one at a time but close together want more ready than
+// run at once — as many as come while one sandbox starts — and the want is forgotten once
+// MaxIdle passes without it; calls far apart want no more than Size. (The pool's arithmetic, on
+// a clock of the test's.)
+func TestPoolLearnsThePaceOfCalls(t *testing.T) {
+	p := &Pool{opts: PoolOptions{Size: 1, MaxIdle: time.Minute}, places: NewPlaces(8)}
+	paced := func(every time.Duration, n int) (*poolShape, time.Time) {
+		sh := &poolShape{refill: 300 * time.Millisecond, warm: true}
+		now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+		for range n {
+			now = now.Add(every)
+			sh.noteGet(now)
+			sh.inUse-- // each run ends before the next call
+		}
+		return sh, now
+	}
+	sh, now := paced(100*time.Millisecond, 100)
+	// 10 calls a second for 10 s, a start taking 0.3 s: about 3 come while one starts.
+	if got := p.targetLocked(sh, now); got != 3 {
+		t.Errorf("calls 0.1 s apart for 10 s, starts of 0.3 s: a target of %d (rate %.1f/s); want 3", got, sh.rate)
+	}
+	if got := p.targetLocked(sh, now.Add(30*time.Second)); got != 3 {
+		t.Errorf("30 s after the last such call: a target of %d; want 3 still (MaxIdle is a minute)", got)
+	}
+	if got := p.targetLocked(sh, now.Add(61*time.Second)); got != 1 {
+		t.Errorf("past MaxIdle after the last call: a target of %d; want Size (1)", got)
+	}
+	sh, now = paced(500*time.Millisecond, 40)
+	if got := p.targetLocked(sh, now); got != 1 {
+		t.Errorf("calls 0.5 s apart: a target of %d (rate %.1f/s); want Size (1)", got, sh.rate)
+	}
+	sh, now = paced(10*time.Millisecond, 1000)
+	if got := p.targetLocked(sh, now); got != 8 {
+		t.Errorf("calls 10 ms apart: a target of %d (rate %.1f/s); want the places' max (8)", got, sh.rate)
+	}
+}

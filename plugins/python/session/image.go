@@ -302,7 +302,7 @@ func (m *Manager) unmount(id string) error {
 func (m *Manager) removeImage(id string) error {
 	img := m.imagePath(id)
 	err := m.detachLoops(func(file string) bool { return file == img })
-	for _, p := range []string{img, img + ".new"} {
+	for _, p := range []string{img, img + ".new", m.cellsMarker(id)} {
 		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("removing the session's disk: %w", rerr))
 		}

@@ -109,6 +109,23 @@ func TestTheInterpreterKeepsNamesAcrossRuns(t *testing.T) {
 	if res, _, _ := cell(t, m, id, "1", Run{}); res.Message != "" {
 		t.Errorf("the cell after that: %+v; want no message", res)
 	}
+	// So is the first cell after a restart (a new manager on the folder), but not a session's
+	// first cell ever, nor one after only bash ran.
+	bashOnly := testID("kernel-bash")
+	runOK(t, m, bashOnly, "bash", "true")
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m = ts.manager(t, Options{})
+	if res, _, _ := cell(t, m, id, "'z' in globals()", Run{}); res.Value != "False" || !strings.Contains(res.Message, "names defined in earlier runs are gone") {
+		t.Errorf("the first cell after a restart: %+v; want a message saying the names are gone", res)
+	}
+	if res, _, _ := cell(t, m, bashOnly, "1", Run{}); res.Message != "" {
+		t.Errorf("the first cell of a session that ran only bash, after a restart: %+v; want no message", res)
+	}
+	if res, _, _ := cell(t, m, testID("kernel-new"), "1", Run{}); res.Message != "" {
+		t.Errorf("the first cell of a new session: %+v; want no message", res)
+	}
 }
 
 // TestACellPastItsTimeIsInterrupted: a cell past its time gets KeyboardInterrupt and keeps the

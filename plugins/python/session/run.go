@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -83,6 +84,14 @@ func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
 	res.Cold = cold
 	if m.inKernel(r) {
 		s.mu.Lock()
+		if !s.cells {
+			// The session's first cell here: one may have run before this manager (a host or
+			// plugin restart), which the marker beside its disk says.
+			s.cells = m.cellsMarked(id)
+			if !s.cells {
+				m.markCells(id)
+			}
+		}
 		lost := cold && s.cells
 		s.cells = true
 		s.mu.Unlock()
@@ -91,6 +100,25 @@ func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
 		}
 	}
 	return res, err
+}
+
+// cellsMarker is the file beside a session's disk that says a cell ran in one of its sandboxes,
+// however long ago: after a restart, the first cell in a new sandbox then says the names of
+// before are gone.
+func (m *Manager) cellsMarker(id string) string { return filepath.Join(m.opts.Dir, id+".cells") }
+
+// cellsMarked says whether the session's marker is there.
+func (m *Manager) cellsMarked(id string) bool {
+	_, err := os.Lstat(m.cellsMarker(id))
+	return err == nil
+}
+
+// markCells leaves the session's marker (an empty file; a failure only loses the message).
+func (m *Manager) markCells(id string) {
+	fd, err := unix.Open(m.cellsMarker(id), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		unix.Close(fd)
+	}
 }
 
 // inKernel says whether r runs in the sandbox's live interpreter: python, unless the runs are
