@@ -94,18 +94,18 @@ type poolShape struct {
 	// running counts the starts under way (past the Starts bound; the others queue for it);
 	// waiting counts the Gets waiting for one of those rather than starting one cold;
 	// readied is closed (and replaced) whenever a start ends, well or not.
-	running  int
-	waiting  int
-	readied  chan struct{}
-	inUse    int
-	peak     int // the most wanted lately: in use at once, or the rate's want (wantLocked)
-	peakAt   time.Time
-	lastGet  time.Time
+	running int
+	waiting int
+	readied chan struct{}
+	inUse   int
+	peak    int // the most wanted lately: in use at once, or the rate's want (wantLocked)
+	peakAt  time.Time
+	lastGet time.Time
 	// rate is the Gets per second as of lastGet, a moving average over rateWindow; refill is
 	// how long a start for the pool takes (not its wait for the Starts bound: a queue that grows
 	// must not grow the target that feeds it), a moving average of the last few.
-	rate   float64
-	refill time.Duration
+	rate     float64
+	refill   time.Duration
 	failures int
 	retryAt  time.Time
 
