@@ -98,7 +98,7 @@ type poolShape struct {
 	waiting int
 	readied chan struct{}
 	inUse   int
-	peak    int // the most wanted lately: in use at once, or the rate's want (wantLocked)
+	peak    int // the most wanted lately: in use at once, or the rate's want (rateWant)
 	peakAt  time.Time
 	lastGet time.Time
 	// rate is the Gets per second as of lastGet, a moving average over rateWindow; refill is
