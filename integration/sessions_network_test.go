@@ -53,7 +53,7 @@ func (s *sessionHost) runningSandboxes(t *testing.T) []string {
 	}
 	var out []string
 	for _, st := range states {
-		if strings.HasPrefix(st.ID, s.prefix) && st.Status == "running" {
+		if strings.HasPrefix(st.ID, s.prefix) && st.Status == "running" && !readySandbox(st) {
 			out = append(out, st.ID)
 		}
 	}
