@@ -49,6 +49,11 @@ type spares struct {
 	mu    sync.Mutex
 	ready []*spare
 	names map[string]bool // ready or being made: Reconcile leaves their disks and mounts alone
+	// making counts the ready sandboxes being made; waiting counts the new sessions waiting for
+	// one of those rather than starting their own; readied is closed (and replaced) whenever one
+	// is made, or fails.
+	making, waiting int
+	readied         chan struct{}
 
 	kick   chan struct{}
 	cancel context.CancelFunc
@@ -58,6 +63,7 @@ type spares struct {
 // startSpares starts the filler of Options.Ready sandboxes, if any are asked for.
 func (m *Manager) startSpares() {
 	m.spare.names = map[string]bool{}
+	m.spare.readied = make(chan struct{})
 	m.spare.kick = make(chan struct{}, 1)
 	m.spare.done = make(chan struct{})
 	if m.opts.Ready <= 0 {
@@ -146,12 +152,18 @@ func (m *Manager) makeSpare(ctx context.Context) (err error) {
 	name := sparePrefix + hex.EncodeToString(nonce[:])
 	m.spare.mu.Lock()
 	m.spare.names[name] = true
+	m.spare.making++
 	m.spare.mu.Unlock()
 	var b *box
 	defer func() {
 		if err != nil {
 			m.dropSpare(context.WithoutCancel(ctx), name, b)
 		}
+		m.spare.mu.Lock()
+		m.spare.making--
+		close(m.spare.readied)
+		m.spare.readied = make(chan struct{})
+		m.spare.mu.Unlock()
 	}()
 	if err := m.createImage(ctx, name); err != nil {
 		return err
@@ -208,26 +220,45 @@ func (m *Manager) warm(ctx context.Context, b *box) error {
 	}
 }
 
-// takeSpare takes a live ready sandbox, or returns nil when none is ready.
-func (m *Manager) takeSpare() *spare {
+// takeSpare takes a live ready sandbox. When none is ready but one is being made that no other
+// session waits for, it waits for that one (begun earlier, it is ready sooner than a sandbox
+// started now, and two starts at once slow each other); it returns nil when there is none to
+// take, or ctx ends first.
+func (m *Manager) takeSpare(ctx context.Context) *spare {
 	m.spare.mu.Lock()
 	defer m.spare.mu.Unlock()
-	for len(m.spare.ready) > 0 {
-		sp := m.spare.ready[0]
-		m.spare.ready = m.spare.ready[1:]
-		if !sp.b.isEnded() {
-			return sp
+	for {
+		for len(m.spare.ready) > 0 {
+			sp := m.spare.ready[0]
+			m.spare.ready = m.spare.ready[1:]
+			if !sp.b.isEnded() {
+				return sp
+			}
+			go m.dropSpare(context.Background(), sp.name, sp.b)
 		}
-		go m.dropSpare(context.Background(), sp.name, sp.b)
+		if m.spare.making <= m.spare.waiting {
+			return nil
+		}
+		m.spare.waiting++
+		readied := m.spare.readied
+		m.spare.mu.Unlock()
+		select {
+		case <-readied:
+		case <-ctx.Done():
+		}
+		m.spare.mu.Lock()
+		m.spare.waiting--
+		if ctx.Err() != nil {
+			return nil
+		}
 	}
-	return nil
 }
 
 // adopt gives the new session s (no disk, nothing mounted, no sandbox) a ready sandbox, its place
 // taken for owner, and reports whether it did: false, with no error, when none is ready or the
 // handing over failed (the run then starts its own). s.mu is held.
 func (m *Manager) adopt(ctx context.Context, s *session, owner string) (bool, error) {
-	sp := m.takeSpare()
+	sp := m.takeSpare(ctx)
 	if sp == nil {
 		return false, nil
 	}

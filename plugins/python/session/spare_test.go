@@ -187,3 +187,29 @@ func TestReadySandboxesLeaveNothing(t *testing.T) {
 		t.Errorf("after Close: %v", left)
 	}
 }
+
+// TestANewSessionWaitsForTheReadySandboxUnderWay: a new session that finds none ready while one
+// is being made takes that one rather than starting a sandbox of its own beside it.
+func TestANewSessionWaitsForTheReadySandboxUnderWay(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{Ready: 1})
+	readySpares(t, m, 1)
+	if res, _, _ := cell(t, m, testID("under-way-1"), "1", Run{}); res.Cold {
+		t.Fatalf("the first new session: %+v; want the ready sandbox", res)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		m.spare.mu.Lock()
+		making := m.spare.making
+		m.spare.mu.Unlock()
+		if making > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no ready sandbox was being made after one was taken")
+		}
+	}
+	res, out, _ := cell(t, m, testID("under-way-2"), "print(1)", Run{})
+	if res.Cold || out != "1\n" {
+		t.Errorf("a new session while the next ready sandbox was being made: %+v, %q; want that one, not a cold start", res, out)
+	}
+}
