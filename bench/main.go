@@ -503,6 +503,7 @@ func (h *host) pacedRows(label string) ([]row, []string) {
 		cold0 := h.metric("pool_cold_starts_total")
 		var mu sync.Mutex
 		var d []time.Duration
+		var failed int
 		var wg sync.WaitGroup
 		start := time.Now()
 		for i := 0; i < rounds; i++ {
@@ -514,6 +515,9 @@ func (h *host) pacedRows(label string) ([]row, []string) {
 					took, err := h.callHTTP()
 					if err != nil {
 						fmt.Fprintln(os.Stderr, "bench: a paced call failed:", err)
+						mu.Lock()
+						failed++
+						mu.Unlock()
 						return
 					}
 					mu.Lock()
@@ -524,7 +528,7 @@ func (h *host) pacedRows(label string) ([]row, []string) {
 		}
 		wg.Wait()
 		rows = append(rows, row{name: "toolhost HTTP call, " + label + ", " + name, d: d})
-		notes = append(notes, fmt.Sprintf("%s: %.0f of %d calls started a sandbox cold", name, h.metric("pool_cold_starts_total")-cold0, rounds*each))
+		notes = append(notes, fmt.Sprintf("%s: %.0f of %d calls started a sandbox cold, %d failed (said on stderr); the pool's target after them: %.0f", name, h.metric("pool_cold_starts_total")-cold0, rounds*each, failed, h.metric("pool_target")))
 	}
 	paced("calls 0.1 s apart", 100, 1, 100*time.Millisecond)
 	time.Sleep(5 * time.Second) // the pool refills between the two
