@@ -506,17 +506,17 @@ func TestAGetWaitingWhenThePoolClosesStartsCold(t *testing.T) {
 }
 
 // TestPoolLearnsThePaceOfCalls: calls one at a time but close together want more ready than
-// run at once — as many as come while one sandbox starts — and the want is forgotten once
-// MaxIdle passes without it; calls far apart want no more than Size. (The pool's arithmetic, on
-// a clock of the test's.)
+// run at once — as many as come while one sandbox starts, up to the starts the pool makes at
+// once — and the want is forgotten once MaxIdle passes without it; calls far apart want no more
+// than Size. (The pool's arithmetic, on a clock of the test's.)
 func TestPoolLearnsThePaceOfCalls(t *testing.T) {
-	p := &Pool{opts: PoolOptions{Size: 1, MaxIdle: time.Minute}, places: NewPlaces(8)}
+	p := &Pool{opts: PoolOptions{Size: 1, MaxIdle: time.Minute, Starts: 4}, places: NewPlaces(8)}
 	paced := func(every time.Duration, n int) (*poolShape, time.Time) {
 		sh := &poolShape{refill: 300 * time.Millisecond, warm: true}
 		now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 		for range n {
 			now = now.Add(every)
-			sh.noteGet(now)
+			sh.noteGet(now, p.opts.Starts)
 			sh.inUse-- // each run ends before the next call
 		}
 		return sh, now
@@ -537,7 +537,7 @@ func TestPoolLearnsThePaceOfCalls(t *testing.T) {
 		t.Errorf("calls 0.5 s apart: a target of %d (rate %.1f/s); want Size (1)", got, sh.rate)
 	}
 	sh, now = paced(10*time.Millisecond, 1000)
-	if got := p.targetLocked(sh, now); got != 8 {
-		t.Errorf("calls 10 ms apart: a target of %d (rate %.1f/s); want the places' max (8)", got, sh.rate)
+	if got := p.targetLocked(sh, now); got != 4 {
+		t.Errorf("calls 10 ms apart: a target of %d (rate %.1f/s); want the starts the pool makes at once (4): more can't keep up either", got, sh.rate)
 	}
 }
