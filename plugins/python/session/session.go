@@ -516,8 +516,9 @@ func (m *Manager) Reconcile(ctx context.Context, keep map[string]bool) (removed 
 		switch {
 		case strings.HasSuffix(name, ".img") && idRx.MatchString(strings.TrimSuffix(name, ".img")):
 			ids[strings.TrimSuffix(name, ".img")] = true
-		case strings.HasSuffix(name, ".img.new"):
-			// An image whose making was cut short.
+		case strings.HasSuffix(name, ".img.new") && !strings.HasPrefix(name, sparePrefix):
+			// An image whose making was cut short (a ready sandbox's is sweepSpares' to
+			// judge: it may be one being made now).
 			if err := os.Remove(filepath.Join(m.opts.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
