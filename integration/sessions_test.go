@@ -212,10 +212,27 @@ func TestSessionFilesLastAcrossRunsIdleStopsAndACrash(t *testing.T) {
 			t.Fatalf("the long run ended early: %v", f)
 		}
 	}
+	// The sandbox kept ready for a new session ([python.pool] ready_sessions) dies with the
+	// host; the restart's reconcile removes its disk and mount.
+	readyBefore, _ := filepath.Glob(filepath.Join(s.dir, "sessions", "ready-*.img"))
+	if len(readyBefore) != 1 {
+		t.Errorf("the ready sandboxes' disks before the crash: %v; want one", readyBefore)
+	}
 	s.killHard(t)
 	s.restart(t)
 	if left := s.leftovers(t); len(left) > 0 {
 		t.Errorf("after the crash and a restart, left behind: %v", left)
+	}
+	for _, img := range readyBefore {
+		name := strings.TrimSuffix(filepath.Base(img), ".img")
+		for _, p := range []string{img, filepath.Join(s.dir, "sessions", "mnt", name)} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("after the crash and a restart, the killed host's ready sandbox left %s", p)
+			}
+		}
+		if mounts, _ := os.ReadFile("/proc/mounts"); strings.Contains(string(mounts), name) {
+			t.Errorf("after the crash and a restart, the killed host's ready sandbox's disk is still mounted")
+		}
 	}
 	if res := s.run(t, "conv-1", "run_bash", "command", "cat notes.txt during.txt"); res["stdout"] != "keptx" {
 		t.Fatalf("the files after the crash: %v", res)
