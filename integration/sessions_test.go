@@ -110,7 +110,8 @@ func (s *sessionHost) leftovers(t *testing.T) []string {
 
 // readySandbox says whether st is a sandbox the python kind keeps ready for a new session
 // ([python.pool] ready_sessions): its /work is a ready sandbox's mount point, which is still
-// there (handed to a session, its mount moved to the session's and the mount point removed).
+// there (handed to a session, its disk is mounted at the session's mount point instead, and the
+// ready one removed).
 // Such a sandbox belongs to no session, and a session's leftovers leave it out.
 func readySandbox(st runsc.State) bool {
 	b, err := os.ReadFile(filepath.Join(st.Bundle, "config.json"))

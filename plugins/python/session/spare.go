@@ -20,8 +20,8 @@ import (
 // on a blank workspace of its own (a disk made and mounted as a session's is, under a name of
 // its own), its interpreter started by an empty cell and resting. A new session's first run
 // (network off) takes one instead of making a disk and starting a sandbox: the disk is renamed to
-// the session's, its mount moved to the session's mount point (the sandbox holds the mounted
-// filesystem, not the path, so it sees no change), and the sandbox becomes the session's, its
+// the session's, its filesystem mounted at the session's mount point instead (the sandbox holds
+// the mounted filesystem, not the path, so it sees no change), and the sandbox becomes the session's, its
 // place in Options.Places taken for the run's owner then. A ready sandbox holds no place, as the
 // pool's ready sandboxes hold none: one is started only while a place is free.
 
@@ -285,7 +285,10 @@ func (m *Manager) adopt(ctx context.Context, s *session, owner string) (bool, er
 }
 
 // handOver makes the ready sandbox name's disk and mount the session id's: the disk renamed
-// (never over one there), the mount moved. Undone if the move fails.
+// (never over one there), its filesystem bound at the session's mount point and unmounted from
+// the ready one's. (Not a move: mount(MS_MOVE) refuses a mount whose parent is shared, as
+// systemd makes every mount.) The sandbox holds the filesystem, not the path, and sees no
+// change. Undone if the bind fails.
 func (m *Manager) handOver(name, id string) error {
 	from, to := m.imagePath(name), m.imagePath(id)
 	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE); err != nil {
@@ -300,13 +303,15 @@ func (m *Manager) handOver(name, id string) error {
 		}
 	}
 	if err == nil {
-		err = unix.Mount(m.mountPath(name), mnt, "", unix.MS_MOVE, "")
+		err = unix.Mount(m.mountPath(name), mnt, "", unix.MS_BIND, "")
 	}
 	if err != nil {
 		_ = unix.Renameat2(unix.AT_FDCWD, to, unix.AT_FDCWD, from, unix.RENAME_NOREPLACE)
-		return fmt.Errorf("moving the mount: %w", err)
+		return fmt.Errorf("mounting the disk at the session's mount point: %w", err)
 	}
-	_ = os.Remove(m.mountPath(name))
+	if err := m.unmount(name); err != nil {
+		m.log.Warn("unmounting a ready sandbox's disk from its own mount point", "sandbox", name, "error", err)
+	}
 	syncDir(m.opts.Dir)
 	return nil
 }

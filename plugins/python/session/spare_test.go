@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
@@ -211,5 +213,45 @@ func TestANewSessionWaitsForTheReadySandboxUnderWay(t *testing.T) {
 	res, out, _ := cell(t, m, testID("under-way-2"), "print(1)", Run{})
 	if res.Cold || out != "1\n" {
 		t.Errorf("a new session while the next ready sandbox was being made: %+v, %q; want that one, not a cold start", res, out)
+	}
+}
+
+// TestAReadySandboxUnderASharedMount: on a machine whose mounts are shared (systemd makes every
+// mount shared), a ready sandbox is still handed over: its disk is bound at the session's mount
+// point, not moved (a move is refused under a shared parent).
+func TestAReadySandboxUnderASharedMount(t *testing.T) {
+	ts := newSetup(t)
+	if err := os.MkdirAll(ts.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(ts.dir, ts.dir, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(ts.dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the test's shared mount: %v", err)
+		}
+	})
+	if err := unix.Mount("", ts.dir, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatal(err)
+	}
+	m := ts.manager(t, Options{Ready: 1})
+	readySpares(t, m, 1)
+	id := testID("shared")
+	res, out, _ := cell(t, m, id, "open('f', 'w').write('x')\nimport os\nprint(os.listdir('.'))", Run{})
+	if res.Cold || out != "['f']\n" {
+		t.Errorf("a new session under a shared mount: %+v, %q; want the ready sandbox", res, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.mountPath(id), "f")); err != nil || string(b) != "x" {
+		t.Errorf("the file on the session's mount point: %q %v", b, err)
+	}
+	if got := spareFiles(t, m); len(got) > 2 {
+		t.Errorf("ready sandboxes' disks and mount points: %v; want the next one's alone", got)
+	}
+	if err := m.Stop(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if res, out, _ := cell(t, m, id, "print(open('f').read())", Run{}); !res.Cold || out != "x\n" {
+		t.Errorf("after a stop: %+v, %q; want a new sandbox on the session's disk", res, out)
 	}
 }
