@@ -214,6 +214,17 @@ func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) err
 	return nil
 }
 
+// readyCount is how many sandboxes the session manager keeps ready now (0 with none made).
+func (s *sessions) readyCount() int {
+	s.mu.Lock()
+	m := s.m
+	s.mu.Unlock()
+	if m == nil {
+		return 0
+	}
+	return m.ReadyCount()
+}
+
 // keepFreeMB is [python] sessions_keep_free_mb as session.Options takes it (0 there is the
 // default, negative none).
 func keepFreeMB(mb int) int {

@@ -108,6 +108,8 @@ type Counters struct {
 	NoPlace atomic.Uint64
 	// NoRoom counts disks refused (made or grown) for lack of room in Dir: errcode.DiskFull.
 	NoRoom atomic.Uint64
+	// ReadyTaken counts new sessions whose first run took a ready sandbox (Options.Ready).
+	ReadyTaken atomic.Uint64
 }
 
 // Run is one run of code in a session.

@@ -77,6 +77,13 @@ func (m *Manager) startSpares() {
 	go m.fillSpares(ctx)
 }
 
+// ReadyCount is how many sandboxes wait ready for new sessions now.
+func (m *Manager) ReadyCount() int {
+	m.spare.mu.Lock()
+	defer m.spare.mu.Unlock()
+	return len(m.spare.ready)
+}
+
 // kickSpares asks the filler to look at the ready sandboxes now.
 func (m *Manager) kickSpares() {
 	select {
@@ -281,6 +288,7 @@ func (m *Manager) adopt(ctx context.Context, s *session, owner string) (bool, er
 	m.spare.mu.Unlock()
 	m.hold(sp.b, owner, free)
 	s.mounted, s.box = true, sp.b
+	m.opts.Counters.ReadyTaken.Add(1)
 	return true, nil
 }
 

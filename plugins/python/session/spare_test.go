@@ -98,9 +98,15 @@ func TestANewSessionTakesAReadySandbox(t *testing.T) {
 	if res.Cold || out != "[]\n" || res.Value != "False" {
 		t.Errorf("the second new session: %+v, %q; want the next ready sandbox, with none of the first's files or names", res, out)
 	}
+	if n := m.opts.Counters.ReadyTaken.Load(); n != 2 {
+		t.Errorf("ready sandboxes taken, counted: %d; want 2", n)
+	}
 
 	// A session whose first run has the network on starts its own; the ready one stays.
 	third := readySpares(t, m, 1)
+	if n := m.ReadyCount(); n != 1 {
+		t.Errorf("ReadyCount: %d; want 1", n)
+	}
 	w := testID("ready-web")
 	if res, _, _ := cell(t, m, w, "print(1)", Run{Owner: "carol", Network: NetworkWeb}); !res.Cold {
 		t.Errorf("a new session with the network on: %+v; want a sandbox of its own", res)
