@@ -29,8 +29,12 @@ import (
 // (Dir/mnt/ready-*); session ids never do.
 const sparePrefix = "ready-"
 
-// spareRetry is how long the filler waits after a ready sandbox failed to start.
-const spareRetry = 10 * time.Second
+// spareRetry is how long the filler waits after a ready sandbox failed to start, doubled after
+// each failure in a row up to spareRetryMax (a host whose disk is full isn't told every 10 s).
+const (
+	spareRetry    = 10 * time.Second
+	spareRetryMax = 5 * time.Minute
+)
 
 // spareLook is how often the filler looks at the ready sandboxes and the places.
 const spareLook = time.Second
@@ -93,13 +97,17 @@ func (m *Manager) kickSpares() {
 }
 
 // fillSpares keeps Options.Ready sandboxes ready until ctx ends, one started at a time, looking
-// every spareLook and when kicked. One that fails to start is tried again spareRetry later. While
+// every spareLook and when kicked. One that fails to start is tried again spareRetry later (more
+// after failures in a row). While
 // no place is free, the ready ones go: they wait only in places nobody uses, as the pool's do.
 func (m *Manager) fillSpares(ctx context.Context) {
 	defer close(m.spare.done)
 	tick := time.NewTicker(spareLook)
 	defer tick.Stop()
-	var failed time.Time
+	var (
+		failed time.Time
+		wait   time.Duration // after failed
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -117,17 +125,18 @@ func (m *Manager) fillSpares(ctx context.Context) {
 			}
 			continue
 		}
-		if time.Since(failed) < spareRetry {
+		if time.Since(failed) < wait {
 			continue
 		}
 		for ctx.Err() == nil && m.needSpare() {
 			if err := m.makeSpare(ctx); err != nil {
 				if ctx.Err() == nil {
-					failed = time.Now()
-					m.log.Warn("starting a ready sandbox for new sessions", "error", err)
+					failed, wait = time.Now(), min(max(2*wait, spareRetry), spareRetryMax)
+					m.log.Warn("starting a ready sandbox for new sessions", "error", err, "next try in", wait)
 				}
 				break
 			}
+			wait = 0
 		}
 	}
 }
