@@ -543,7 +543,8 @@ func (sh *poolShape) rateWant(starts int) int {
 }
 
 // targetLocked is how many sandboxes of sh should be ready: Size, or the most wanted lately
-// (in use at once, or by the rate of Gets) when that is more, up to the places' Max; none for a shape not asked for in MaxIdle.
+// (in use at once, or by the rate of Gets) when that is more, up to the places' Max; none for a
+// shape not asked for in MaxIdle.
 func (p *Pool) targetLocked(sh *poolShape, now time.Time) int {
 	if p.opts.Size == 0 {
 		return 0

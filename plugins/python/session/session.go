@@ -505,10 +505,7 @@ func (m *Manager) Reconcile(ctx context.Context, keep map[string]bool) (removed 
 	if err := m.opts.Sandboxes.SweepGone(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("removing the sandboxes of processes that are gone: %w", err))
 	}
-	if err := m.sweepSpares(); err != nil {
-		errs = append(errs, fmt.Errorf("removing the ready sandboxes of processes that are gone: %w", err))
-	}
-	ids := map[string]bool{}
+	ids, spares := map[string]bool{}, map[string]bool{}
 	entries, err := os.ReadDir(m.opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the session folder: %w", err)
@@ -516,11 +513,14 @@ func (m *Manager) Reconcile(ctx context.Context, keep map[string]bool) (removed 
 	for _, e := range entries {
 		name := e.Name()
 		switch {
+		case strings.HasPrefix(name, sparePrefix):
+			// A ready sandbox's disk (or one being made): sweepSpares judges it.
+			spare, _, _ := strings.Cut(name, ".")
+			spares[spare] = true
 		case strings.HasSuffix(name, ".img") && idRx.MatchString(strings.TrimSuffix(name, ".img")):
 			ids[strings.TrimSuffix(name, ".img")] = true
-		case strings.HasSuffix(name, ".img.new") && !strings.HasPrefix(name, sparePrefix):
-			// An image whose making was cut short (a ready sandbox's is sweepSpares' to
-			// judge: it may be one being made now).
+		case strings.HasSuffix(name, ".img.new"):
+			// An image whose making was cut short.
 			if err := os.Remove(filepath.Join(m.opts.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
@@ -533,7 +533,12 @@ func (m *Manager) Reconcile(ctx context.Context, keep map[string]bool) (removed 
 	for _, e := range mounts {
 		if idRx.MatchString(e.Name()) {
 			ids[e.Name()] = true
+		} else if strings.HasPrefix(e.Name(), sparePrefix) {
+			spares[e.Name()] = true
 		}
+	}
+	if err := m.sweepSpares(spares); err != nil {
+		errs = append(errs, fmt.Errorf("removing the ready sandboxes of processes that are gone: %w", err))
 	}
 	m.mu.Lock()
 	for id := range m.sessions {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +147,13 @@ func (m *Manager) needSpare() bool {
 	}
 	m.spare.mu.Lock()
 	defer m.spare.mu.Unlock()
+	m.dropEndedLocked()
+	return len(m.spare.ready) < m.opts.Ready
+}
+
+// dropEndedLocked takes the ready sandboxes that ended out of the list and removes them in the
+// background. m.spare.mu is held.
+func (m *Manager) dropEndedLocked() {
 	live := m.spare.ready[:0]
 	for _, sp := range m.spare.ready {
 		if sp.b.isEnded() {
@@ -157,8 +162,8 @@ func (m *Manager) needSpare() bool {
 		}
 		live = append(live, sp)
 	}
+	clear(m.spare.ready[len(live):])
 	m.spare.ready = live
-	return len(live) < m.opts.Ready
 }
 
 // makeSpare makes one ready sandbox: its disk, its mount, its sandbox and its interpreter.
@@ -244,13 +249,11 @@ func (m *Manager) takeSpare(ctx context.Context) *spare {
 	m.spare.mu.Lock()
 	defer m.spare.mu.Unlock()
 	for {
-		for len(m.spare.ready) > 0 {
+		m.dropEndedLocked()
+		if len(m.spare.ready) > 0 {
 			sp := m.spare.ready[0]
 			m.spare.ready = m.spare.ready[1:]
-			if !sp.b.isEnded() {
-				return sp
-			}
-			go m.dropSpare(context.Background(), sp.name, sp.b)
+			return sp
 		}
 		if m.spare.making <= m.spare.waiting {
 			return nil
@@ -367,27 +370,16 @@ func (m *Manager) closeSpares(ctx context.Context) {
 	wg.Wait()
 }
 
-// sweepSpares removes the disks and mounts of ready sandboxes that this manager doesn't have (an
-// earlier process's): their sandboxes went with that process.
-func (m *Manager) sweepSpares() error {
-	live := func(name string) bool {
-		m.spare.mu.Lock()
-		defer m.spare.mu.Unlock()
-		return m.spare.names[name]
-	}
+// sweepSpares removes the disks and mounts of the ready sandboxes named (found in the session
+// folder by Reconcile) that this manager doesn't have: an earlier process's, whose sandboxes went
+// with it.
+func (m *Manager) sweepSpares(names map[string]bool) error {
 	var errs []error
-	seen := map[string]bool{}
-	for _, dir := range []string{filepath.Join(m.opts.Dir, "mnt"), m.opts.Dir} {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return fmt.Errorf("reading the session folder: %w", err)
-		}
-		for _, e := range entries {
-			name, _, _ := strings.Cut(e.Name(), ".")
-			if !strings.HasPrefix(name, sparePrefix) || seen[name] || live(name) {
-				continue
-			}
-			seen[name] = true
+	for name := range names {
+		m.spare.mu.Lock()
+		live := m.spare.names[name]
+		m.spare.mu.Unlock()
+		if !live {
 			errs = append(errs, m.unmount(name), m.removeImage(name))
 		}
 	}
