@@ -94,11 +94,13 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("pool table = %+v, %v", cfg.pool, err)
 	}
 	for raw, want := range map[string]string{
-		`{"pool": {"size": 5, "max": 4}}`:         "python.pool.size: must be from 0 to python.pool.max (4), not 5",
-		`{"pool": {"max": 0}}`:                    "python.pool.max: must be from 1 to 1024, not 0",
-		`{"pool": {"max_idle_minutes": 0}}`:       "python.pool.max_idle_minutes: must be from 1 to 1440, not 0",
-		`{"pool": {"preload": ["os; import x"]}}`: `python.pool.preload[0]: "os; import x" is not a Python module name like "numpy" or "xml.etree"`,
-		`{"pool": {"size": 1, "warm": true}}`:     `python.pool.warm: is not a setting of [python.pool]: the settings are max, max_idle_minutes, preload, ready_sessions, size`,
+		`{"pool": {"size": 5, "max": 4}}`:           "python.pool.size: must be from 0 to python.pool.max (4), not 5",
+		`{"pool": {"max": 0}}`:                      "python.pool.max: must be from 1 to 1024, not 0",
+		`{"pool": {"max_idle_minutes": 0}}`:         "python.pool.max_idle_minutes: must be from 1 to 1440, not 0",
+		`{"pool": {"max": 4, "ready_sessions": 5}}`: "python.pool.ready_sessions: must be from 0 to python.pool.max (4), not 5",
+		`{"pool": {"ready_sessions": -1}}`:          "python.pool.ready_sessions: must be from 0 to python.pool.max (16), not -1",
+		`{"pool": {"preload": ["os; import x"]}}`:   `python.pool.preload[0]: "os; import x" is not a Python module name like "numpy" or "xml.etree"`,
+		`{"pool": {"size": 1, "warm": true}}`:       `python.pool.warm: is not a setting of [python.pool]: the settings are max, max_idle_minutes, preload, ready_sessions, size`,
 	} {
 		if _, err := parseConfig(json.RawMessage(raw)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v; want %q", raw, err, want)
