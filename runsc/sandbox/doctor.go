@@ -29,13 +29,16 @@ type Check struct {
 type DoctorOptions struct {
 	// Runsc, Rootfs, StateDir, Platform and Prefix are the python kind's settings.
 	Runsc, Rootfs, StateDir, Platform, Prefix string
+	// SessionRootfs, when set, is [python] session_rootfs, the conversation sandboxes' root
+	// filesystem: a line of its own ("session rootfs"). The platform is tried on Rootfs.
+	SessionRootfs string
 	// SkipPlatform leaves out starting a real sandbox (the slowest check).
 	SkipPlatform bool
 }
 
 // Doctor checks, line by line, that this machine can run sandboxes: root, runsc and its version,
-// the rootfs, the cgroup controllers, network namespaces and iptables, and a platform that
-// starts. Every failing line says how to fix it.
+// the rootfs (and the session rootfs when given), the cgroup controllers, network namespaces and
+// iptables, and a platform that starts. Every failing line says how to fix it.
 func Doctor(ctx context.Context, o DoctorOptions) []Check {
 	if o.Platform == "" {
 		o.Platform = runsc.PlatformSystrap
@@ -71,6 +74,14 @@ func Doctor(ctx context.Context, o DoctorOptions) []Check {
 	} else {
 		rootfsOK = true
 		out = append(out, Check{Name: "rootfs", OK: true, Detail: o.Rootfs})
+	}
+	if o.SessionRootfs != "" {
+		if checkRootfs(o.SessionRootfs) != nil {
+			out = append(out, Check{Name: "session rootfs", Detail: fmt.Sprintf("no rootfs with /usr/bin/python3 at %s (the conversation sandboxes' root filesystem)", o.SessionRootfs),
+				Fix: "run toolhost rootfs (make rootfs in the source tree), which builds it beside the rootfs, or set [python] session_rootfs to a built root filesystem"})
+		} else {
+			out = append(out, Check{Name: "session rootfs", OK: true, Detail: o.SessionRootfs})
+		}
 	}
 
 	cg := cgroupCheck()

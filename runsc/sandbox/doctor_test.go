@@ -18,7 +18,8 @@ func TestDoctorPassesOnThisMachine(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	checks := Doctor(ctx, DoctorOptions{Runsc: testEnv.Runsc, Rootfs: testEnv.Rootfs, StateDir: testEnv.Dir, Prefix: testEnv.Prefix})
+	// The lean rootfs stands in for the session rootfs: the line checks the folder, not its packages.
+	checks := Doctor(ctx, DoctorOptions{Runsc: testEnv.Runsc, Rootfs: testEnv.Rootfs, SessionRootfs: testEnv.Rootfs, StateDir: testEnv.Dir, Prefix: testEnv.Prefix})
 	names := map[string]bool{}
 	for _, c := range checks {
 		names[c.Name] = true
@@ -27,7 +28,7 @@ func TestDoctorPassesOnThisMachine(t *testing.T) {
 			t.Errorf("%s failed: %s (%s)", c.Name, c.Detail, c.Fix)
 		}
 	}
-	for _, n := range []string{"root", "runsc", "rootfs", "cgroups", "network namespaces", "iptables", "platform"} {
+	for _, n := range []string{"root", "runsc", "rootfs", "session rootfs", "cgroups", "network namespaces", "iptables", "platform"} {
 		if !names[n] {
 			t.Errorf("no %q line", n)
 		}
@@ -43,14 +44,16 @@ func TestDoctorSaysHowToFix(t *testing.T) {
 		t.Skip(testEnv.Skip)
 	}
 	dir := t.TempDir()
-	checks := Doctor(context.Background(), DoctorOptions{Runsc: filepath.Join(dir, "runsc"), Rootfs: dir, StateDir: dir, Prefix: testEnv.Prefix})
+	checks := Doctor(context.Background(), DoctorOptions{Runsc: filepath.Join(dir, "runsc"), Rootfs: dir,
+		SessionRootfs: filepath.Join(dir, "rootfs-sessions"), StateDir: dir, Prefix: testEnv.Prefix})
 	fails := map[string]Check{}
 	for _, c := range checks {
 		if !c.OK {
 			fails[c.Name] = c
 		}
 	}
-	if !strings.Contains(fails["runsc"].Fix, "make runsc") || !strings.Contains(fails["rootfs"].Fix, "make rootfs") || !strings.Contains(fails["rootfs"].Fix, "toolhost rootfs") {
+	if !strings.Contains(fails["runsc"].Fix, "make runsc") || !strings.Contains(fails["rootfs"].Fix, "make rootfs") || !strings.Contains(fails["rootfs"].Fix, "toolhost rootfs") ||
+		!strings.Contains(fails["session rootfs"].Detail, filepath.Join(dir, "rootfs-sessions")) || !strings.Contains(fails["session rootfs"].Fix, "toolhost rootfs") {
 		t.Errorf("failing lines don't say how to fix them: %+v", fails)
 	}
 	if _, ok := fails["platform"]; !ok {

@@ -62,8 +62,8 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if err := CheckPrefix(opts.Prefix); err != nil {
 		return nil, err
 	}
-	if fi, err := os.Stat(filepath.Join(opts.Rootfs, "usr/bin/python3")); err != nil || fi.IsDir() {
-		return nil, fmt.Errorf("the rootfs %s has no /usr/bin/python3: build it with toolhost rootfs (make rootfs in the source tree)", opts.Rootfs)
+	if err := checkRootfs(opts.Rootfs); err != nil {
+		return nil, err
 	}
 	if opts.StateDir == "" {
 		return nil, errors.New("the sandbox manager needs a state folder")

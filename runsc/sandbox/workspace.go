@@ -1,6 +1,11 @@
 package sandbox
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+)
 
 // SweepGone removes what instances of the manager's prefix that are no longer open left behind
 // (their runsc containers and processes, cgroups, network namespaces, firewall rules, folders),
@@ -28,6 +33,33 @@ func (m *Manager) WithNetwork(net NetworkOptions) *Manager {
 	opts.Network = net
 	opts.Instance = m.inst
 	return &Manager{opts: opts, inst: m.inst, cg: m.cg, live: map[string]*Sandbox{}}
+}
+
+// WithRootfs returns a manager like m — the same runtime, state folder, prefix, network and
+// instance — whose sandboxes mount rootfs instead: the conversation sandboxes' own root
+// filesystem beside the tool runs' ([python] session_rootfs). Its sandboxes are the instance's
+// like m's, so a sweep, Leftovers and the places see them as they see m's; its Close destroys
+// its own sandboxes and leaves the instance, m's, open. A rootfs without /usr/bin/python3 is an
+// error that names it.
+func (m *Manager) WithRootfs(rootfs string) (*Manager, error) {
+	if err := checkRootfs(rootfs); err != nil {
+		return nil, err
+	}
+	opts := m.opts
+	opts.Rootfs = rootfs
+	opts.Instance = m.inst
+	return &Manager{opts: opts, inst: m.inst, cg: m.cg, live: map[string]*Sandbox{}}, nil
+}
+
+// Rootfs returns the root filesystem the manager's sandboxes mount.
+func (m *Manager) Rootfs() string { return m.opts.Rootfs }
+
+// checkRootfs says whether rootfs is a built root filesystem (it has /usr/bin/python3).
+func checkRootfs(rootfs string) error {
+	if fi, err := os.Stat(filepath.Join(rootfs, "usr/bin/python3")); err != nil || fi.IsDir() {
+		return fmt.Errorf("the rootfs %s has no /usr/bin/python3: build it with toolhost rootfs (make rootfs in the source tree)", rootfs)
+	}
+	return nil
 }
 
 // NetworkOptions returns the network the manager's network sandboxes get.

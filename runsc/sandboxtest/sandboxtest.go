@@ -21,17 +21,22 @@ import (
 // Env is where the tests' runsc and rootfs are, and why the tests skip.
 type Env struct {
 	Runsc, Rootfs string
+	// SessionRootfs is the conversation sandboxes' rootfs ([python] session_rootfs, with the
+	// scientific stack): build/rootfs-sessions, or TOOLHOST_SESSION_ROOTFS. Only tests that
+	// need it (MainOptions.Sessions, or their own check) skip without it.
+	SessionRootfs string
 	// Skip says why the tests cannot run here; "" when they can.
 	Skip string
 }
 
-// Find finds runsc and the rootfs below the repository at repo (build/bin/runsc, build/rootfs),
-// or where TOOLHOST_RUNSC and TOOLHOST_ROOTFS say. Skip names who ("the sandbox tests") when
+// Find finds runsc and the rootfs below the repository at repo (build/bin/runsc, build/rootfs,
+// build/rootfs-sessions), or where TOOLHOST_RUNSC, TOOLHOST_ROOTFS and TOOLHOST_SESSION_ROOTFS say. Skip names who ("the sandbox tests") when
 // this is not root or one of them is missing, with the make target that builds it.
 func Find(repo, who string) Env {
 	e := Env{
-		Runsc:  EnvOr("TOOLHOST_RUNSC", filepath.Join(repo, "build/bin/runsc")),
-		Rootfs: EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+		Runsc:         EnvOr("TOOLHOST_RUNSC", filepath.Join(repo, "build/bin/runsc")),
+		Rootfs:        EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+		SessionRootfs: EnvOr("TOOLHOST_SESSION_ROOTFS", filepath.Join(repo, "build/rootfs-sessions")),
 	}
 	switch {
 	case os.Geteuid() != 0:
@@ -40,6 +45,14 @@ func Find(repo, who string) Env {
 		e.Skip = "no runsc at " + e.Runsc + ": make runsc"
 	case !Exists(filepath.Join(e.Rootfs, "usr/bin/python3")):
 		e.Skip = "no rootfs at " + e.Rootfs + ": make rootfs"
+	}
+	return e
+}
+
+// NeedSessions is e with Skip set when the session rootfs is missing too (and nothing else is).
+func (e Env) NeedSessions() Env {
+	if e.Skip == "" && !Exists(filepath.Join(e.SessionRootfs, "usr/bin/python3")) {
+		e.Skip = "no session rootfs at " + e.SessionRootfs + ": make rootfs"
 	}
 	return e
 }
@@ -128,6 +141,9 @@ type MainOptions struct {
 	What string
 	// Leftovers lists (and sweeps) what the tests left under the setup; nil checks nothing.
 	Leftovers func(Setup) Leftovers
+	// Sessions says the tests run conversation sandboxes, on the session rootfs: they skip
+	// without it too.
+	Sessions bool
 }
 
 // Main runs one package's sandbox tests (its TestMain calls it) and returns the exit code. It
@@ -141,6 +157,9 @@ func Main(m *testing.M, s *Setup, opts MainOptions) int {
 		return 1
 	}
 	s.Env = Find(repo, opts.Who)
+	if opts.Sessions {
+		s.Env = s.NeedSessions()
+	}
 	if s.Skip != "" {
 		return m.Run()
 	}
@@ -167,8 +186,8 @@ func Main(m *testing.M, s *Setup, opts MainOptions) int {
 
 // repoRoot is the folder of go.mod at or above the working folder (a package's tests run in
 // the package's folder), or the working folder itself when there is none: a test binary run
-// outside the repository (in the VMs) is given runsc and the rootfs by TOOLHOST_RUNSC and
-// TOOLHOST_ROOTFS.
+// outside the repository (in the VMs) is given runsc and the rootfs by TOOLHOST_RUNSC,
+// TOOLHOST_ROOTFS and TOOLHOST_SESSION_ROOTFS.
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
