@@ -185,7 +185,8 @@ install-files: build runsc
 	@rm -f build/toolhost.service.tmp build/toolhost.toml.tmp
 
 # `make install`: the files above, the config in $(SYSCONFDIR) (never over one that is there),
-# and the rootfs in $(STATEDIR)/rootfs. Nothing is enabled or started.
+# and the rootfs in $(STATEDIR)/rootfs (the session rootfs in $(STATEDIR)/rootfs-sessions). Nothing is
+# enabled or started.
 install: install-files rootfs
 	install -d -m 0755 $(OWNER) $(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(SYSCONFDIR)/tools $(DESTDIR)$(STATEDIR)
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/toolhost.toml ]; then \
@@ -194,9 +195,11 @@ install: install-files rootfs
 		install -m 0640 $(OWNER) $(DESTDIR)$(SHAREDIR)/toolhost.toml $(DESTDIR)$(SYSCONFDIR)/toolhost.toml && \
 		echo "wrote $(DESTDIR)$(SYSCONFDIR)/toolhost.toml"; \
 	fi
-	rm -rf $(DESTDIR)$(STATEDIR)/rootfs.new
+	rm -rf $(DESTDIR)$(STATEDIR)/rootfs.new $(DESTDIR)$(STATEDIR)/rootfs-sessions.new
 	cp -a $(ROOTFS_DIR) $(DESTDIR)$(STATEDIR)/rootfs.new
 	rm -rf $(DESTDIR)$(STATEDIR)/rootfs && mv $(DESTDIR)$(STATEDIR)/rootfs.new $(DESTDIR)$(STATEDIR)/rootfs
+	cp -a $(SESSION_ROOTFS_DIR) $(DESTDIR)$(STATEDIR)/rootfs-sessions.new
+	rm -rf $(DESTDIR)$(STATEDIR)/rootfs-sessions && mv $(DESTDIR)$(STATEDIR)/rootfs-sessions.new $(DESTDIR)$(STATEDIR)/rootfs-sessions
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "installed; nothing is enabled or started: systemctl enable --now toolhost"
 
@@ -205,7 +208,7 @@ install: install-files rootfs
 uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now toolhost.service 2>/dev/null || true; fi
 	rm -f $(DESTDIR)$(BINDIR)/toolhost $(DESTDIR)$(UNITDIR)/toolhost.service
-	rm -rf $(DESTDIR)$(LIBDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(STATEDIR)/rootfs
+	rm -rf $(DESTDIR)$(LIBDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(STATEDIR)/rootfs $(DESTDIR)$(STATEDIR)/rootfs-sessions
 	@if [ "$(PURGE)" = 1 ]; then \
 		rm -rf $(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(STATEDIR); echo "removed $(DESTDIR)$(SYSCONFDIR) and $(DESTDIR)$(STATEDIR)"; \
 	else \
@@ -239,10 +242,10 @@ SYSTEMD_TREE := $(CURDIR)/build/systemd-tree
 systemd-tree: bin/toolhost-rootfs
 	@command -v systemd-nspawn >/dev/null 2>&1 || { echo "installing systemd-container (systemd-nspawn)"; \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q systemd-container; }
-	@bin/toolhost-rootfs --config /dev/null --out $(SYSTEMD_TREE) systemd systemd-sysv dbus iptables iproute2 debootstrap
+	@bin/toolhost-rootfs --config /dev/null --sessions=false --out $(SYSTEMD_TREE) systemd systemd-sysv dbus iptables iproute2 debootstrap
 
 clean:
-	rm -rf bin build/rootfs build/systemd-tree
+	rm -rf bin build/rootfs build/rootfs-sessions build/systemd-tree
 	rm -rf build/vm build/node
 
 FORCE:

@@ -1,8 +1,10 @@
 # runsc/runsc.mk — included by the top-level Makefile. Builds what the python kind's sandboxes need:
 #   make runsc    gVisor's runsc at the pinned version (runsc/VERSION) in build/bin
-#   make rootfs   the sandboxes' root filesystem in build/rootfs (Debian bookworm, python3, pip and the
-#                 Debian packages of [python] packages in $(ROOTFS_CONFIG)), rebuilt when its inputs change,
-#                 by bin/toolhost-rootfs: the builder an installed toolhost runs as `toolhost rootfs`
+#   make rootfs   the sandboxes' root filesystems, each rebuilt when its inputs change, by bin/toolhost-rootfs
+#                 (the builder an installed toolhost runs as `toolhost rootfs`): build/rootfs for tool runs
+#                 (Debian bookworm, python3, pip and the Debian packages of [python] packages in
+#                 $(ROOTFS_CONFIG)) and build/rootfs-sessions for conversation sandboxes (the same and
+#                 [python] session_packages: numpy, pandas, matplotlib)
 #   make netdeps  iptables and iproute2, for network namespaces and the firewall of network = true
 #   make sandbox  all three
 # The runsc version is written in one place only: runsc/VERSION.
@@ -11,6 +13,7 @@ RUNSC_VERSION := $(shell cat $(CURDIR)/runsc/VERSION)
 RUNSC_BIN := $(CURDIR)/build/bin/runsc
 RUNSC_STAMP := $(CURDIR)/build/bin/.runsc-version
 ROOTFS_DIR := $(CURDIR)/build/rootfs
+SESSION_ROOTFS_DIR := $(CURDIR)/build/rootfs-sessions
 ROOTFS_CONFIG ?= $(CURDIR)/examples/toolhost.toml
 # Debian packages built in besides those of the config:
 #   make rootfs ROOTFS_PACKAGES="python3-numpy python3-requests"
@@ -31,7 +34,7 @@ runsc:
 	fi
 
 rootfs: bin/toolhost-rootfs
-	@bin/toolhost-rootfs --config "$(ROOTFS_CONFIG)" --out "$(ROOTFS_DIR)" $(ROOTFS_PACKAGES)
+	@bin/toolhost-rootfs --config "$(ROOTFS_CONFIG)" --out "$(ROOTFS_DIR)" --session-out "$(SESSION_ROOTFS_DIR)" $(ROOTFS_PACKAGES)
 
 netdeps:
 	@if ! command -v iptables >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then \

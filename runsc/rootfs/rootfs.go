@@ -1,6 +1,8 @@
-// Package rootfs builds the root filesystem the python kind's sandboxes run on: a minimal Debian
-// with python3, pip and the Debian packages a toolhost config's [python] packages names. The build
-// itself is build.sh (debootstrap from this machine's Debian mirror, trimmed of what a sandbox never
+// Package rootfs builds the root filesystems the python kind's sandboxes run on: a minimal Debian
+// with python3, pip and the Debian packages a toolhost config's [python] packages names (the
+// rootfs of one-shot tool runs), and the same with [python] session_packages besides (the
+// conversation sandboxes' session rootfs: the scientific stack by default). The build itself is
+// build.sh (debootstrap from this machine's Debian mirror, trimmed of what a sandbox never
 // reads), embedded here so that an installed toolhost carries it; `make rootfs` and `toolhost rootfs`
 // both run it through this package.
 package rootfs
@@ -26,6 +28,20 @@ var buildScript []byte
 // DefaultDir is where the rootfs is when [python] rootfs does not say.
 const DefaultDir = "/var/lib/toolhost/rootfs"
 
+// DefaultSessionDir is where the session rootfs is when [python] rootfs and session_rootfs do
+// not say: SessionDirFor(DefaultDir).
+const DefaultSessionDir = "/var/lib/toolhost/rootfs-sessions"
+
+// SessionDirFor is the session rootfs's folder when [python] session_rootfs does not say: the
+// rootfs's with "-sessions" added (build/rootfs, build/rootfs-sessions).
+func SessionDirFor(rootfs string) string {
+	return filepath.Clean(rootfs) + "-sessions"
+}
+
+// DefaultSessionPackages are [python] session_packages when the config does not say: what a
+// conversation's first import of them would otherwise cost it from the package hosts.
+var DefaultSessionPackages = []string{"python3-numpy", "python3-pandas", "python3-matplotlib"}
+
 // basePackages are in every rootfs, whatever the config says: pip, so that a conversation's
 // sandbox can pip install from the package hosts its egress proxy allows. python3 itself and a
 // shell (bash, coreutils) come with the minimal Debian the build starts from.
@@ -37,39 +53,74 @@ type Plan struct {
 	Packages []string
 }
 
-// PlanFor reads [python] rootfs and packages of a toolhost config (relative paths are relative to
-// the config's folder, as toolhost reads them). A missing config means the defaults; other tables
-// and keys are not this package's business and are ignored.
-func PlanFor(configPath string) (Plan, error) {
-	plan := Plan{Dir: DefaultDir, Packages: slices.Clone(basePackages)}
-	data, err := os.ReadFile(configPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return plan, nil
-	}
-	if err != nil {
-		return Plan{}, fmt.Errorf("reading the config for the rootfs: %w", err)
-	}
+// Plans are the two builds of a config: the rootfs of one-shot tool runs and the session rootfs
+// of conversation sandboxes, which has the rootfs's packages and the session packages.
+type Plans struct {
+	Rootfs, Sessions Plan
+}
+
+// PlanFor reads [python] rootfs, packages, session_rootfs and session_packages of a toolhost
+// config (relative paths are relative to the config's folder, as toolhost reads them). A missing
+// config, or a key left out, means the defaults; other tables and keys are not this package's
+// business and are ignored.
+func PlanFor(configPath string) (Plans, error) {
+	plans := Plans{Rootfs: Plan{Dir: DefaultDir, Packages: slices.Clone(basePackages)},
+		Sessions: Plan{Dir: DefaultSessionDir}}
 	var cfg struct {
 		Python struct {
-			Rootfs   string   `toml:"rootfs"`
-			Packages []string `toml:"packages"`
+			Rootfs          string    `toml:"rootfs"`
+			Packages        []string  `toml:"packages"`
+			SessionRootfs   string    `toml:"session_rootfs"`
+			SessionPackages *[]string `toml:"session_packages"`
 		} `toml:"python"`
 	}
-	if err := toml.Unmarshal(data, &cfg); err != nil {
-		return Plan{}, fmt.Errorf("reading [python] rootfs and packages from %s: %w", configPath, err)
+	data, err := os.ReadFile(configPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return Plans{}, fmt.Errorf("reading the config for the rootfs: %w", err)
+	default:
+		if err := toml.Unmarshal(data, &cfg); err != nil {
+			return Plans{}, fmt.Errorf("reading [python] rootfs and packages from %s: %w", configPath, err)
+		}
 	}
-	if d := cfg.Python.Rootfs; d != "" {
+	dir := func(d, def string) string {
+		if d == "" {
+			return def
+		}
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(filepath.Dir(configPath), d)
 		}
-		plan.Dir = filepath.Clean(d)
+		return filepath.Clean(d)
 	}
-	for _, p := range cfg.Python.Packages {
-		if !slices.Contains(plan.Packages, p) {
-			plan.Packages = append(plan.Packages, p)
+	plans.Rootfs.Dir = dir(cfg.Python.Rootfs, DefaultDir)
+	plans.Sessions.Dir = dir(cfg.Python.SessionRootfs, SessionDirFor(plans.Rootfs.Dir))
+	plans.Rootfs.Packages = addPackages(plans.Rootfs.Packages, cfg.Python.Packages)
+	session := DefaultSessionPackages
+	if cfg.Python.SessionPackages != nil {
+		session = *cfg.Python.SessionPackages
+	}
+	plans.Sessions.Packages = addPackages(slices.Clone(plans.Rootfs.Packages), session)
+	if plans.Sessions.Dir == plans.Rootfs.Dir {
+		return Plans{}, fmt.Errorf("[python] session_rootfs in %s is the rootfs's folder %s: give the conversation sandboxes' rootfs a folder of its own", configPath, plans.Rootfs.Dir)
+	}
+	return plans, nil
+}
+
+// AddPackages adds packages to both plans (those given on the command line), each once.
+func (p *Plans) AddPackages(packages []string) {
+	p.Rootfs.Packages = addPackages(p.Rootfs.Packages, packages)
+	p.Sessions.Packages = addPackages(p.Sessions.Packages, packages)
+}
+
+// addPackages appends to list the packages it does not have yet.
+func addPackages(list, packages []string) []string {
+	for _, p := range packages {
+		if !slices.Contains(list, p) {
+			list = append(list, p)
 		}
 	}
-	return plan, nil
+	return list
 }
 
 // Build runs the build of plan, writing what it does to out. It rebuilds only when the script or
