@@ -49,6 +49,7 @@ const (
 	TypeStderr           = wire.TypeStderr
 	TypeProgress         = wire.TypeProgress
 	TypeLog              = wire.TypeLog
+	TypeDisplay          = wire.TypeDisplay
 	TypeResult           = wire.TypeResult
 	TypeError            = wire.TypeError
 	TypeApprovalRequired = wire.TypeApprovalRequired

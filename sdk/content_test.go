@@ -157,3 +157,49 @@ func TestNestedCallCarriesContent(t *testing.T) {
 		t.Fatalf("result %s, content %+v", run.Result, run.Content())
 	}
 }
+
+// displayKind prints, shows an image, prints again, and shows a part the
+// SDK can't send when its tool is named "bad".
+type displayKind struct{ *echoKind }
+
+func (displayKind) Invoke(_ context.Context, call sdk.Call, emit sdk.Emit) (json.RawMessage, error) {
+	emit.Stdout([]byte("before\n"))
+	emit.Content(everyPart[0])
+	emit.Display(everyPart[1])
+	emit.Stdout([]byte("after\n"))
+	if call.Tool.Name == "bad" {
+		emit.Display(sdk.Content{Type: sdk.ContentImage, MIMEType: "image/png"})
+	}
+	return json.RawMessage(`{"n":2}`), nil
+}
+
+// TestDisplayStreamsInOrderAndComesWithTheResult: a part shown with
+// Emit.Display reaches the host as an event between the output printed
+// before and after it, and is in the result's content too, after the
+// parts added before it; a part that can't be sent isn't streamed and
+// fails the run, named.
+func TestDisplayStreamsInOrderAndComesWithTheResult(t *testing.T) {
+	c := sdktest.Start(t, displayKind{&echoKind{}}, nil)
+	run := c.Invoke(context.Background(), sdktest.Tool(t, "d", nil), map[string]string{})
+	if run.Err != nil {
+		t.Fatal(run.Err)
+	}
+	ev := run.Events
+	if len(ev) != 4 || string(ev[0].Stdout) != "before\n" || ev[1].Display == nil || !reflect.DeepEqual(*ev[1].Display, everyPart[1]) ||
+		string(ev[2].Stdout) != "after\n" || ev[3].Content == nil {
+		t.Fatalf("events = %+v; want stdout, the image shown, stdout, the content", ev)
+	}
+	if got := run.Content(); !reflect.DeepEqual(got, everyPart[:2]) {
+		t.Fatalf("content %+v; want the text added, then the image shown", got)
+	}
+
+	run = c.Invoke(context.Background(), sdktest.Tool(t, "bad", nil), map[string]string{})
+	if run.ErrorCode() != errcode.Failed || !strings.Contains(run.Err.Error(), "part 3 of the result's content is wrong: an image part needs its data") {
+		t.Fatalf("a bad part shown: %v", run.Err)
+	}
+	for _, e := range run.Events {
+		if e.Display != nil && len(e.Display.Data) == 0 {
+			t.Fatalf("the bad part was streamed: %+v", run.Events)
+		}
+	}
+}

@@ -146,6 +146,17 @@ func (e Emit) Content(parts ...Content) {
 	}
 }
 
+// Display shows a part as the run goes (a figure, an image), in order
+// with its stdout and stderr, as a notebook shows one: the host streams it
+// to the run's watchers as a display event. The part goes in the result's
+// content too, after the parts added before it, so a caller that reads
+// only the result (or a host too old to know the event) has it; like any
+// content, it is dropped from the result if the run fails. A part that
+// sdk.CheckContent refuses isn't streamed, and fails the run.
+func (e Emit) Display(part Content) {
+	e(Event{Display: &part})
+}
+
 // StdoutWriter is an io.Writer whose writes are emitted as stdout.
 func (e Emit) StdoutWriter() *EmitWriter { return &EmitWriter{emit: e} }
 

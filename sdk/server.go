@@ -121,6 +121,17 @@ func (s *kindServer) Invoke(req *pluginv1.InvokeRequest, stream pluginv1.Kind_In
 			mu.Unlock()
 			return
 		}
+		if e.Display != nil {
+			part := *e.Display
+			mu.Lock()
+			if !done {
+				content = append(content, part)
+			}
+			mu.Unlock()
+			if CheckContent([]Content{part}) != nil {
+				return // the result's check fails the run, naming the part
+			}
+		}
 		if pe := convert.ToProtoEvent(e); pe != nil {
 			_ = send(pe)
 		}

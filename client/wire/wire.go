@@ -91,15 +91,19 @@ const (
 	TypeStderr   = "stderr"
 	TypeProgress = "progress"
 	TypeLog      = "log"
-	TypeResult   = "result"
-	TypeError    = "error"
+	// TypeDisplay: a part the run shows as it runs (a figure, an image), in
+	// order with its stdout and stderr; see Event.Content. The same part is
+	// in the result's content too.
+	TypeDisplay = "display"
+	TypeResult  = "result"
+	TypeError   = "error"
 	// TypeApprovalRequired: the run (or a call nested in it) waits for a
 	// person to approve a change; see Event.Approval.
 	TypeApprovalRequired = "approval_required"
 )
 
-// Event is one event of a run: started, stdout, stderr, progress, log,
-// then one terminal result or error. Every event carries its run and seq
+// Event is one event of a run: started, stdout, stderr, display, progress,
+// log, then one terminal result or error. Every event carries its run and seq
 // (0 for started, then 1, 2, … with no gaps); on the websocket it also
 // carries the id of the call or attach it answers.
 type Event struct {
@@ -125,7 +129,8 @@ type Event struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Content, on result, is what the run returned beyond its JSON value:
 	// text, images, audio and resources, in order (MCP's content). Unset
-	// when the run returned a value only.
+	// when the run returned a value only. On display it is the one part
+	// shown (an image, most often), which the result's Content has too.
 	Content []Content `json:"content,omitempty"`
 	// Error is set on error.
 	Error *Error `json:"error,omitempty"`

@@ -379,6 +379,12 @@ func (h *Handler) relay(wait context.Context, in *request, run *runs.Run, out *n
 				out.progress(e.Data)
 			case wire.TypeProgress:
 				out.progress(progressText(e))
+			case wire.TypeDisplay:
+				// The part itself comes with the result, as MCP content: the
+				// notification says where it came in the output.
+				for _, c := range e.Content {
+					out.progress(fmt.Sprintf("[shown: %s (%s, %d bytes); it comes with the result]\n", c.Type, c.MIMEType, len(c.Data)))
+				}
 			case wire.TypeLog:
 				out.log(e)
 			case wire.TypeApprovalRequired:
@@ -454,3 +460,4 @@ func metaOr(meta sdkmcp.Meta, key string, header http.Header, name string) strin
 	}
 	return header.Get(name)
 }
+

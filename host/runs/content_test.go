@@ -91,3 +91,45 @@ func TestContentAndLogReachTheRun(t *testing.T) {
 		t.Fatalf("nested call = %+v, %v", res, err)
 	}
 }
+
+// displayKind prints, shows an image, shows a part no one could draw
+// (an image without bytes, from a plugin not built with the SDK), and
+// prints again.
+type displayKind struct{}
+
+func (displayKind) Invoke(_ context.Context, _ hostside.Invocation, emit func(sdk.Event)) (json.RawMessage, error) {
+	emit(sdk.Event{Stdout: []byte("before\n")})
+	emit(sdk.Event{Display: &contentParts[0]})
+	emit(sdk.Event{Display: &sdk.Content{Type: sdk.ContentImage, MIMEType: "image/png"}})
+	emit(sdk.Event{Stdout: []byte("after\n")})
+	return json.RawMessage(`null`), nil
+}
+
+// TestAShownImageIsAnEventInOrder: a part a run shows is a display event
+// between the output printed before and after it; one that isn't a
+// valid part is not sent.
+func TestAShownImageIsAnEventInOrder(t *testing.T) {
+	reg := tools.NewRegistry()
+	reg.Replace([]*tools.Tool{{Tool: config.Tool{Name: "show", Description: "A test tool.", Effect: "read"}, Kind: "show", Run: json.RawMessage(`{"type":"show"}`)}})
+	d := NewDispatcher(reg, func(string) (Invoker, bool) { return displayKind{}, true }, nil, time.Hour)
+	t.Cleanup(func() { d.CancelAll("the test is over"); d.Close() })
+	run, err := d.Start(Request{Tool: "show", Principal: "ed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range readAll(t, run, 0) {
+		switch e.Type {
+		case wire.TypeStdout:
+			got = append(got, e.Data)
+		case wire.TypeDisplay:
+			if len(e.Content) != 1 || !reflect.DeepEqual(e.Content[0], contentToClient(contentParts[:1])[0]) {
+				t.Fatalf("display event %+v; want the image", e)
+			}
+			got = append(got, "[image]")
+		}
+	}
+	if strings.Join(got, "") != "before\n[image]after\n" {
+		t.Fatalf("events: %q; want the output before, the image, the output after", got)
+	}
+}

@@ -425,6 +425,10 @@ func (d *Dispatcher) execute(ctx context.Context, run *Run, tool *tools.Tool, in
 			d.log.Named(tool.Kind).Info(e.Log.Message, "run", run.ID, "level", e.Log.Level)
 		case e.Content != nil:
 			content = append(content, contentToClient(e.Content)...)
+		case e.Display != nil && sdk.CheckContent([]sdk.Content{*e.Display}) == nil:
+			// Shown now; the result's content, which the plugin sends at the
+			// end, has it too (a wrong part fails the run there, named).
+			run.append(Event{Type: wire.TypeDisplay, Content: contentToClient([]sdk.Content{*e.Display})})
 		}
 	})
 	mu.Lock()

@@ -49,6 +49,7 @@ func declaredSessionTools() []sdk.SessionTool {
 				"(variables, functions, imports) are there in the next. The working folder is /work; files written there stay " +
 				"for the next runs of the conversation, and files the user uploaded are there too. " +
 				"Returns exit_code, stdout (its start), stderr (its end), value (the last expression's value, as a notebook shows it), " +
+				"images (how many figures or images it showed: matplotlib's plt.show(), display(img), or a figure left open; each comes as an image), " +
 				"and why the run was stopped if it was (timeout, memory, pids, disk). Past its time the code is interrupted (KeyboardInterrupt).",
 			Params: []sdk.Param{text("code", "The Python code to run: statements, and a last expression whose value is shown."),
 				{Name: "reset", Type: "bool", Description: "Start the interpreter afresh before this code runs: the names of earlier runs are gone, the files in /work stay."}}},
@@ -74,6 +75,9 @@ type sessionResult struct {
 	// Value is run_python's: repr() of the last expression's value (absent when the code ends in
 	// a statement, or the value is None).
 	Value string `json:"value,omitempty"`
+	// Images is how many images run_python's code showed (figures, display()): each is an
+	// image in the result's content, in the order shown.
+	Images int `json:"images,omitempty"`
 }
 
 // invokeSession runs a session tool in the call's session.
@@ -130,6 +134,7 @@ func (k *kind) runInSession(ctx context.Context, m *session.Manager, call sdk.Ca
 	out := &sessionOutput{limit: maxOutput, emit: emit, cut: cancel}
 	r.Stdout = func(b []byte) { out.write(b, false) }
 	r.Stderr = func(b []byte) { out.write(b, true) }
+	r.Display = out.display
 	res, err := m.Run(runCtx, call.Session, r)
 	overflow := out.overflowed()
 	switch {
@@ -153,6 +158,7 @@ func (k *kind) runInSession(ctx context.Context, m *session.Manager, call sdk.Ca
 		Stopped:  res.Stopped,
 		Message:  res.Message,
 		Value:    shownValue(res.Value),
+		Images:   out.imageCount(),
 	})
 }
 
@@ -177,6 +183,7 @@ type sessionOutput struct {
 	over               bool
 	head, tail         []byte // stdout's first keptBytes, stderr's last
 	outChars, errChars int    // characters of each, counted as runes start
+	images             int    // the images shown
 }
 
 func (o *sessionOutput) write(b []byte, stderr bool) {
@@ -215,10 +222,34 @@ func (o *sessionOutput) write(b []byte, stderr bool) {
 	}
 }
 
+// display shows an image the code showed, in order with its output, and counts its bytes as
+// output: an image past the limit stops the run as printing does.
+func (o *sessionOutput) display(mimeType string, data []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.over {
+		return
+	}
+	if int64(len(data)) > o.limit-o.streamed {
+		o.over = true
+		o.cut()
+		return
+	}
+	o.streamed += int64(len(data))
+	o.images++
+	o.emit.Display(sdk.Content{Type: sdk.ContentImage, Data: data, MIMEType: mimeType})
+}
+
 func (o *sessionOutput) overflowed() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.over
+}
+
+func (o *sessionOutput) imageCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.images
 }
 
 // stdoutShown is stdout's first shownChars characters, with a note when there were more.

@@ -231,6 +231,10 @@ func streamCall(ctx context.Context, cf clientFlags, name string, args json.RawM
 			fmt.Fprint(stderr, e.Data)
 		case e.Type == client.TypeLog:
 			fmt.Fprintf(stderr, "[%s] %s\n", e.Level, e.Message)
+		case e.Type == client.TypeDisplay:
+			for _, c := range e.Content {
+				fmt.Fprintf(stderr, "toolhost: the run shows %s (it comes with the result; --json shows it whole)\n", contentSummary(c))
+			}
 		case e.Type == client.TypeResult:
 			for i, c := range e.Content {
 				fmt.Fprintf(stderr, "toolhost: content %d of the result: %s (--json shows it whole)\n", i+1, contentSummary(c))

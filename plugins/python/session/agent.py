@@ -14,7 +14,9 @@
 #   big-endian), payload. Kinds: "o" stdout, "e" stderr, "x" exit status (ASCII; 128+signal
 #   for a signal), "f" the process could not start (a message), "v" the value of a cell's last
 #   expression (repr, before its "x"), "r" the interpreter ended during the cell (its exit
-#   status, before its "x"): its variables are gone, and the next cell starts a new one.
+#   status, before its "x"): its variables are gone, and the next cell starts a new one, "d" a
+#   piece of an image the cell shows (its bytes, in one or more frames) and "i" its end (its
+#   MIME type), in order with the cell's "o" and "e".
 #
 # The interpreter is a run of its own, under a shepherd, that lives from cell to cell; one cell
 # runs at a time (the host sends the next once the last ended). When a cell ends, every process
@@ -40,6 +42,8 @@
 # run's shepherd on its own stdin, stdout and stderr; as "python3 -c AGENT kill NAME=VALUE", it
 # kills the runs marked so: every process below their shepherds, and every process whose
 # environment holds the mark but the shepherds, which then end as above.
+import base64
+import binascii
 import ctypes
 import json
 import os
@@ -51,7 +55,7 @@ import sys
 
 CTL = 3
 MAXFRAME = 64 << 10
-MAXDONE = 1 << 20  # the longest line the interpreter may send: more, and it is not the kernel talking
+MAXDONE = 8 << 20  # the longest line the interpreter may send (an image's): more, and it is not the kernel talking
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 SPARE = -1  # the run id of the shepherd made ahead
@@ -374,14 +378,31 @@ def main():
             rid = k.rid
             if not rid:
                 continue
+            try:
+                res = json.loads(line)
+            except ValueError:
+                res = None
+            shown = res.get("display") if isinstance(res, dict) else None
+            if isinstance(shown, dict):
+                # An image the cell shows: it goes on. The interpreter wrote it once what it
+                # printed before was read (and so sent), and prints on once it is read: what
+                # comes now on stdout and stderr is later, and waits.
+
+                try:
+                    data = base64.b64decode(shown.get("data", ""), validate=True)
+                    mime = str(shown.get("mime_type", ""))
+                except (binascii.Error, TypeError, ValueError):
+                    continue
+                send(b"d", rid, data)
+                send(b"i", rid, mime.encode("utf-8", "replace"))
+                continue
             for fd in (k.out, k.err):
                 if fd in streams:
                     forward(fd, True)
             k.rid = 0
             try:
-                res = json.loads(line)
                 code, value = int(res.get("exit", 1)), res.get("value")
-            except (ValueError, TypeError, AttributeError):
+            except (TypeError, AttributeError, ValueError):
                 code, value = 1, None
             if isinstance(value, str):
                 send(b"v", rid, value.encode("utf-8", "replace"))

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -33,6 +34,9 @@ const (
 	// maxValue bounds a cell's value as read from the agent (kernel.py sends at most 64 Ki
 	// characters).
 	maxValue = 256 << 10
+	// maxImage bounds an image a cell shows, as read from the agent (kernel.py sends at most
+	// 4 MiB).
+	maxImage = 4 << 20
 )
 
 // Run runs code in the session id: in its sandbox, started first if it has none (or if its
@@ -204,7 +208,10 @@ func runEnv(r Run, net Network, token string) []string {
 	env := append(sandbox.DefaultEnv(), runToken+"="+token,
 		// Debian's python refuses pip installs outside a virtual environment (PEP 668): in a
 		// session, installs go to the user's site in /work (HOME).
-		"PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_USER=1")
+		"PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_USER=1",
+		// matplotlib draws with Agg in every process (none has a screen); the live interpreter
+		// shows its figures itself (kernel.py).
+		"MPLBACKEND=Agg")
 	if net == NetworkPackages && r.ProxyURL != "" {
 		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
 			env = append(env, k+"="+r.ProxyURL)
@@ -303,6 +310,8 @@ type outcome struct {
 	timedOut, cancelled, killed bool   // killed: with its sandbox
 	value                       string // a cell's value
 	restarted                   bool   // the cell's interpreter ended
+	image                       []byte // the image a cell is showing, as far as it came
+	imageTooLarge               bool   // it came to more than maxImage
 }
 
 // runExec runs the process with runsc exec, its output through pipes of its own.
@@ -451,6 +460,15 @@ func (m *Manager) follow(ctx context.Context, b *box, r Run, id uint32, frames <
 				if len(o.value) < maxValue {
 					o.value += string(f.data[:min(len(f.data), maxValue-len(o.value))])
 				}
+			case 'd':
+				if len(o.image)+len(f.data) > maxImage {
+					o.image, o.imageTooLarge = nil, true
+				} else if !o.imageTooLarge {
+					o.image = append(o.image, f.data...)
+				}
+			case 'i':
+				m.showImage(r, string(f.data), o.image, o.imageTooLarge)
+				o.image, o.imageTooLarge = nil, false
 			case 'r':
 				o.restarted = true
 			case 'x':
@@ -485,6 +503,40 @@ func (m *Manager) follow(ctx context.Context, b *box, r Run, id uint32, frames <
 			return o
 		}
 	}
+}
+
+// showImage hands an image the cell showed to r.Display, once its type and bytes agree: what runs
+// in the sandbox may have taken the agent over. One it can't take is said on r.Stderr instead.
+func (m *Manager) showImage(r Run, mimeType string, data []byte, tooLarge bool) {
+	if r.Display == nil {
+		return
+	}
+	why := ""
+	switch {
+	case tooLarge:
+		why = fmt.Sprintf("it is larger than %d MiB", maxImage>>20)
+	case !imageMatches(mimeType, data):
+		why = fmt.Sprintf("its bytes are not the %q it says", mimeType)
+	}
+	if why != "" {
+		if r.Stderr != nil {
+			r.Stderr([]byte("[an image was not shown: " + why + "]\n"))
+		}
+		return
+	}
+	r.Display(mimeType, data)
+}
+
+// imageTypes are the MIME types of the images a cell may show, with how their bytes begin.
+var imageTypes = map[string][]byte{
+	"image/png":  []byte("\x89PNG\r\n\x1a\n"),
+	"image/jpeg": {0xFF, 0xD8, 0xFF},
+}
+
+// imageMatches says whether data begins as an image of mimeType does.
+func imageMatches(mimeType string, data []byte) bool {
+	magic, ok := imageTypes[mimeType]
+	return ok && bytes.HasPrefix(data, magic)
 }
 
 // kill kills every process of the run marked with token, and waits (bounded) for the run's

@@ -135,6 +135,10 @@ type Run struct {
 	// Stdout and Stderr receive what the code prints, as it prints it (nil: discarded). They are
 	// called from other goroutines, one call at a time per stream; the slice is theirs to keep.
 	Stdout, Stderr func([]byte)
+	// Display (python) receives each image the code shows (a matplotlib figure, display(img)),
+	// in order with what it prints: its MIME type ("image/png" or "image/jpeg") and bytes, at
+	// most 4 MiB. Called like Stdout; nil: discarded.
+	Display func(mimeType string, data []byte)
 }
 
 // Result is how a run ended.

@@ -251,6 +251,8 @@ func ToProtoEvent(e types.Event) *pluginv1.Event {
 		return &pluginv1.Event{Kind: &pluginv1.Event_Progress{Progress: &pluginv1.Progress{Fraction: e.Progress.Fraction, Message: e.Progress.Message, Node: e.Progress.Node}}}
 	case e.Log != nil:
 		return &pluginv1.Event{Kind: &pluginv1.Event_Log{Log: &pluginv1.Log{Level: e.Log.Level, Message: e.Log.Message, ToCaller: e.Log.ToCaller}}}
+	case e.Display != nil:
+		return &pluginv1.Event{Kind: &pluginv1.Event_Display{Display: ToProtoContent(*e.Display)}}
 	}
 	return nil
 }
@@ -268,6 +270,9 @@ func EventFromProto(pe *pluginv1.Event) (types.Event, bool) {
 		return types.Event{Progress: &types.Progress{Fraction: k.Progress.GetFraction(), Message: k.Progress.GetMessage(), Node: k.Progress.GetNode()}}, true
 	case *pluginv1.Event_Log:
 		return types.Event{Log: &types.Log{Level: k.Log.GetLevel(), Message: k.Log.GetMessage(), ToCaller: k.Log.GetToCaller()}}, true
+	case *pluginv1.Event_Display:
+		part := ContentFromProto(k.Display)
+		return types.Event{Display: &part}, true
 	}
 	return types.Event{}, false
 }

@@ -1329,6 +1329,7 @@ type Event struct {
 	//	*Event_Log
 	//	*Event_Result
 	//	*Event_Error
+	//	*Event_Display
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1432,6 +1433,15 @@ func (x *Event) GetError() *Error {
 	return nil
 }
 
+func (x *Event) GetDisplay() *Content {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Display); ok {
+			return x.Display
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -1460,6 +1470,16 @@ type Event_Error struct {
 	Error *Error `protobuf:"bytes,7,opt,name=error,proto3,oneof"`
 }
 
+type Event_Display struct {
+	// A part the run shows as it runs (a figure, an image), in order with
+	// its stdout and stderr, as a notebook shows one. The SDK puts the
+	// same part in the result's content too, so a host that doesn't know
+	// this event (one older than it: it skips it) or a caller that reads
+	// only the result loses nothing. Added with no new protocol version,
+	// for that reason.
+	Display *Content `protobuf:"bytes,8,opt,name=display,proto3,oneof"`
+}
+
 func (*Event_Stdout) isEvent_Kind() {}
 
 func (*Event_Stderr) isEvent_Kind() {}
@@ -1471,6 +1491,8 @@ func (*Event_Log) isEvent_Kind() {}
 func (*Event_Result) isEvent_Kind() {}
 
 func (*Event_Error) isEvent_Kind() {}
+
+func (*Event_Display) isEvent_Kind() {}
 
 type Output struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3003,7 +3025,7 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\rInvokeRequest\x12,\n" +
 	"\x04tool\x18\x01 \x01(\v2\x18.toolhost.plugin.v1.ToolR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x02 \x01(\tR\bargsJson\x12,\n" +
-	"\x04call\x18\x03 \x01(\v2\x18.toolhost.plugin.v1.CallR\x04call\"\xdf\x02\n" +
+	"\x04call\x18\x03 \x01(\v2\x18.toolhost.plugin.v1.CallR\x04call\"\x98\x03\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x124\n" +
 	"\x06stdout\x18\x02 \x01(\v2\x1a.toolhost.plugin.v1.OutputH\x00R\x06stdout\x124\n" +
@@ -3011,7 +3033,8 @@ const file_v1_plugin_proto_rawDesc = "" +
 	"\bprogress\x18\x04 \x01(\v2\x1c.toolhost.plugin.v1.ProgressH\x00R\bprogress\x12+\n" +
 	"\x03log\x18\x05 \x01(\v2\x17.toolhost.plugin.v1.LogH\x00R\x03log\x124\n" +
 	"\x06result\x18\x06 \x01(\v2\x1a.toolhost.plugin.v1.ResultH\x00R\x06result\x121\n" +
-	"\x05error\x18\a \x01(\v2\x19.toolhost.plugin.v1.ErrorH\x00R\x05errorB\x06\n" +
+	"\x05error\x18\a \x01(\v2\x19.toolhost.plugin.v1.ErrorH\x00R\x05error\x127\n" +
+	"\adisplay\x18\b \x01(\v2\x1b.toolhost.plugin.v1.ContentH\x00R\adisplayB\x06\n" +
 	"\x04kind\"0\n" +
 	"\x06Output\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
@@ -3211,54 +3234,55 @@ var file_v1_plugin_proto_depIdxs = []int32{
 	22, // 16: toolhost.plugin.v1.Event.log:type_name -> toolhost.plugin.v1.Log
 	23, // 17: toolhost.plugin.v1.Event.result:type_name -> toolhost.plugin.v1.Result
 	25, // 18: toolhost.plugin.v1.Event.error:type_name -> toolhost.plugin.v1.Error
-	24, // 19: toolhost.plugin.v1.Result.content:type_name -> toolhost.plugin.v1.Content
-	25, // 20: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
-	24, // 21: toolhost.plugin.v1.CallToolResponse.content:type_name -> toolhost.plugin.v1.Content
-	25, // 22: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
-	29, // 23: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
-	25, // 24: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
-	34, // 25: toolhost.plugin.v1.FileList.files:type_name -> toolhost.plugin.v1.FileInfo
-	1,  // 26: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
-	4,  // 27: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
-	14, // 28: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
-	18, // 29: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
-	9,  // 30: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
-	6,  // 31: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
-	26, // 32: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
-	28, // 33: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
-	26, // 34: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
-	28, // 35: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
-	31, // 36: toolhost.plugin.v1.Sessions.Configure:input_type -> toolhost.plugin.v1.SessionsConfig
-	33, // 37: toolhost.plugin.v1.Sessions.ListFiles:input_type -> toolhost.plugin.v1.SessionRef
-	36, // 38: toolhost.plugin.v1.Sessions.ReadFile:input_type -> toolhost.plugin.v1.FileRequest
-	38, // 39: toolhost.plugin.v1.Sessions.WriteFile:input_type -> toolhost.plugin.v1.WriteChunk
-	36, // 40: toolhost.plugin.v1.Sessions.RemoveFile:input_type -> toolhost.plugin.v1.FileRequest
-	33, // 41: toolhost.plugin.v1.Sessions.StopSession:input_type -> toolhost.plugin.v1.SessionRef
-	33, // 42: toolhost.plugin.v1.Sessions.DeleteSession:input_type -> toolhost.plugin.v1.SessionRef
-	42, // 43: toolhost.plugin.v1.Sessions.Reconcile:input_type -> toolhost.plugin.v1.ReconcileRequest
-	2,  // 44: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
-	5,  // 45: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
-	16, // 46: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
-	19, // 47: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
-	10, // 48: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
-	7,  // 49: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
-	27, // 50: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
-	29, // 51: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
-	19, // 52: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
-	30, // 53: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
-	32, // 54: toolhost.plugin.v1.Sessions.Configure:output_type -> toolhost.plugin.v1.SessionsConfigureResponse
-	35, // 55: toolhost.plugin.v1.Sessions.ListFiles:output_type -> toolhost.plugin.v1.FileList
-	37, // 56: toolhost.plugin.v1.Sessions.ReadFile:output_type -> toolhost.plugin.v1.Chunk
-	34, // 57: toolhost.plugin.v1.Sessions.WriteFile:output_type -> toolhost.plugin.v1.FileInfo
-	39, // 58: toolhost.plugin.v1.Sessions.RemoveFile:output_type -> toolhost.plugin.v1.RemoveFileResponse
-	40, // 59: toolhost.plugin.v1.Sessions.StopSession:output_type -> toolhost.plugin.v1.StopSessionResponse
-	41, // 60: toolhost.plugin.v1.Sessions.DeleteSession:output_type -> toolhost.plugin.v1.DeleteSessionResponse
-	43, // 61: toolhost.plugin.v1.Sessions.Reconcile:output_type -> toolhost.plugin.v1.ReconcileResponse
-	44, // [44:62] is the sub-list for method output_type
-	26, // [26:44] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	24, // 19: toolhost.plugin.v1.Event.display:type_name -> toolhost.plugin.v1.Content
+	24, // 20: toolhost.plugin.v1.Result.content:type_name -> toolhost.plugin.v1.Content
+	25, // 21: toolhost.plugin.v1.CallToolResponse.error:type_name -> toolhost.plugin.v1.Error
+	24, // 22: toolhost.plugin.v1.CallToolResponse.content:type_name -> toolhost.plugin.v1.Content
+	25, // 23: toolhost.plugin.v1.AskModelResponse.error:type_name -> toolhost.plugin.v1.Error
+	29, // 24: toolhost.plugin.v1.ModelEvent.answer:type_name -> toolhost.plugin.v1.AskModelResponse
+	25, // 25: toolhost.plugin.v1.ModelEvent.error:type_name -> toolhost.plugin.v1.Error
+	34, // 26: toolhost.plugin.v1.FileList.files:type_name -> toolhost.plugin.v1.FileInfo
+	1,  // 27: toolhost.plugin.v1.Kind.Describe:input_type -> toolhost.plugin.v1.DescribeRequest
+	4,  // 28: toolhost.plugin.v1.Kind.Configure:input_type -> toolhost.plugin.v1.ConfigureRequest
+	14, // 29: toolhost.plugin.v1.Kind.Check:input_type -> toolhost.plugin.v1.CheckRequest
+	18, // 30: toolhost.plugin.v1.Kind.Invoke:input_type -> toolhost.plugin.v1.InvokeRequest
+	9,  // 31: toolhost.plugin.v1.Kind.Metrics:input_type -> toolhost.plugin.v1.MetricsRequest
+	6,  // 32: toolhost.plugin.v1.Kind.Doctor:input_type -> toolhost.plugin.v1.DoctorRequest
+	26, // 33: toolhost.plugin.v1.HostService.CallTool:input_type -> toolhost.plugin.v1.CallToolRequest
+	28, // 34: toolhost.plugin.v1.HostService.AskModel:input_type -> toolhost.plugin.v1.AskModelRequest
+	26, // 35: toolhost.plugin.v1.HostService.CallToolStream:input_type -> toolhost.plugin.v1.CallToolRequest
+	28, // 36: toolhost.plugin.v1.HostService.AskModelStream:input_type -> toolhost.plugin.v1.AskModelRequest
+	31, // 37: toolhost.plugin.v1.Sessions.Configure:input_type -> toolhost.plugin.v1.SessionsConfig
+	33, // 38: toolhost.plugin.v1.Sessions.ListFiles:input_type -> toolhost.plugin.v1.SessionRef
+	36, // 39: toolhost.plugin.v1.Sessions.ReadFile:input_type -> toolhost.plugin.v1.FileRequest
+	38, // 40: toolhost.plugin.v1.Sessions.WriteFile:input_type -> toolhost.plugin.v1.WriteChunk
+	36, // 41: toolhost.plugin.v1.Sessions.RemoveFile:input_type -> toolhost.plugin.v1.FileRequest
+	33, // 42: toolhost.plugin.v1.Sessions.StopSession:input_type -> toolhost.plugin.v1.SessionRef
+	33, // 43: toolhost.plugin.v1.Sessions.DeleteSession:input_type -> toolhost.plugin.v1.SessionRef
+	42, // 44: toolhost.plugin.v1.Sessions.Reconcile:input_type -> toolhost.plugin.v1.ReconcileRequest
+	2,  // 45: toolhost.plugin.v1.Kind.Describe:output_type -> toolhost.plugin.v1.DescribeResponse
+	5,  // 46: toolhost.plugin.v1.Kind.Configure:output_type -> toolhost.plugin.v1.ConfigureResponse
+	16, // 47: toolhost.plugin.v1.Kind.Check:output_type -> toolhost.plugin.v1.CheckResponse
+	19, // 48: toolhost.plugin.v1.Kind.Invoke:output_type -> toolhost.plugin.v1.Event
+	10, // 49: toolhost.plugin.v1.Kind.Metrics:output_type -> toolhost.plugin.v1.MetricsResponse
+	7,  // 50: toolhost.plugin.v1.Kind.Doctor:output_type -> toolhost.plugin.v1.DoctorResponse
+	27, // 51: toolhost.plugin.v1.HostService.CallTool:output_type -> toolhost.plugin.v1.CallToolResponse
+	29, // 52: toolhost.plugin.v1.HostService.AskModel:output_type -> toolhost.plugin.v1.AskModelResponse
+	19, // 53: toolhost.plugin.v1.HostService.CallToolStream:output_type -> toolhost.plugin.v1.Event
+	30, // 54: toolhost.plugin.v1.HostService.AskModelStream:output_type -> toolhost.plugin.v1.ModelEvent
+	32, // 55: toolhost.plugin.v1.Sessions.Configure:output_type -> toolhost.plugin.v1.SessionsConfigureResponse
+	35, // 56: toolhost.plugin.v1.Sessions.ListFiles:output_type -> toolhost.plugin.v1.FileList
+	37, // 57: toolhost.plugin.v1.Sessions.ReadFile:output_type -> toolhost.plugin.v1.Chunk
+	34, // 58: toolhost.plugin.v1.Sessions.WriteFile:output_type -> toolhost.plugin.v1.FileInfo
+	39, // 59: toolhost.plugin.v1.Sessions.RemoveFile:output_type -> toolhost.plugin.v1.RemoveFileResponse
+	40, // 60: toolhost.plugin.v1.Sessions.StopSession:output_type -> toolhost.plugin.v1.StopSessionResponse
+	41, // 61: toolhost.plugin.v1.Sessions.DeleteSession:output_type -> toolhost.plugin.v1.DeleteSessionResponse
+	43, // 62: toolhost.plugin.v1.Sessions.Reconcile:output_type -> toolhost.plugin.v1.ReconcileResponse
+	45, // [45:63] is the sub-list for method output_type
+	27, // [27:45] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_v1_plugin_proto_init() }
@@ -3273,6 +3297,7 @@ func file_v1_plugin_proto_init() {
 		(*Event_Log)(nil),
 		(*Event_Result)(nil),
 		(*Event_Error)(nil),
+		(*Event_Display)(nil),
 	}
 	file_v1_plugin_proto_msgTypes[29].OneofWrappers = []any{
 		(*ModelEvent_Text)(nil),

@@ -248,6 +248,12 @@ type Event struct {
 	// call's OnEvent, the host's Invoke) the result's parts come as one
 	// such Event just before the result.
 	Content []Content
+	// Display is a part the run shows as it runs (a figure, an image), in
+	// order with its output, as a notebook shows one. The SDK sends it as
+	// it comes and puts it in the result's content as well (after the
+	// parts emitted before it), so a caller that reads only the result
+	// loses nothing.
+	Display *Content
 	// Node is the part of the run that Stdout or Stderr comes from: a
 	// graph's node id; "" for the run itself. (A Progress has its own.)
 	Node string
