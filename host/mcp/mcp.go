@@ -460,4 +460,3 @@ func metaOr(meta sdkmcp.Meta, key string, header http.Header, name string) strin
 	}
 	return header.Get(name)
 }
-

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 )
 
 // shown records a run's output and images in the order they came.
@@ -39,7 +39,11 @@ func (s *shown) add(item string) {
 	s.items = append(s.items, item)
 }
 
-func (s *shown) list() []string { s.mu.Lock(); defer s.mu.Unlock(); return append([]string(nil), s.items...) }
+func (s *shown) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.items...)
+}
 
 // pngCell defines png(), a valid PNG of w×h pixels (zlib and struct only), and Picture, an
 // object that shows as one (_repr_png_, as PIL's images do).
