@@ -66,12 +66,16 @@ func TestExampleConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var py struct{ Runsc, Rootfs string }
+	var py struct {
+		Runsc, Rootfs string
+		SessionRootfs string `json:"session_rootfs"`
+	}
 	if err := json.Unmarshal(raw, &py); err != nil {
 		t.Fatal(err)
 	}
-	if py.Runsc != filepath.Join(root, "build/bin/runsc") || py.Rootfs != filepath.Join(root, "build/rootfs") {
-		t.Errorf("[python] as its kind gets it: runsc %q, rootfs %q", py.Runsc, py.Rootfs)
+	if py.Runsc != filepath.Join(root, "build/bin/runsc") || py.Rootfs != filepath.Join(root, "build/rootfs") ||
+		py.SessionRootfs != filepath.Join(root, "build/rootfs-sessions") {
+		t.Errorf("[python] as its kind gets it: runsc %q, rootfs %q, session_rootfs %q", py.Runsc, py.Rootfs, py.SessionRootfs)
 	}
 	if _, errs := LoadTools(c.ToolsDir); errs != nil {
 		t.Errorf("examples/tools:\n%v", errs)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,6 +104,37 @@ func TestParseConfig(t *testing.T) {
 		`{"pool": {"size": 1, "warm": true}}`:       `python.pool.warm: is not a setting of [python.pool]: the settings are max, max_idle_minutes, preload, ready_sessions, size`,
 	} {
 		if _, err := parseConfig(json.RawMessage(raw)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v; want %q", raw, err, want)
+		}
+	}
+}
+
+// TestParseConfigSessionRootfs: [python] session_rootfs and session_packages, their defaults
+// (the rootfs's folder with -sessions, the scientific stack) and the errors of each.
+func TestParseConfigSessionRootfs(t *testing.T) {
+	cfg, err := parseConfig(json.RawMessage(`{}`))
+	if err != nil || cfg.SessionRootfs != "/var/lib/toolhost/rootfs-sessions" ||
+		!slices.Equal(cfg.SessionPackages, []string{"python3-numpy", "python3-pandas", "python3-matplotlib"}) {
+		t.Errorf("defaults: session_rootfs %q, session_packages %v, %v", cfg.SessionRootfs, cfg.SessionPackages, err)
+	}
+	cfg, err = parseConfig(json.RawMessage(`{"rootfs": "/srv/th/rootfs"}`))
+	if err != nil || cfg.SessionRootfs != "/srv/th/rootfs-sessions" {
+		t.Errorf("session_rootfs left out beside rootfs /srv/th/rootfs: %q, %v; want /srv/th/rootfs-sessions", cfg.SessionRootfs, err)
+	}
+	cfg, err = parseConfig(json.RawMessage(`{"session_rootfs": "/srv/sessions", "session_packages": ["python3-scipy"]}`))
+	if err != nil || cfg.SessionRootfs != "/srv/sessions" || !slices.Equal(cfg.SessionPackages, []string{"python3-scipy"}) {
+		t.Errorf("given: %q %v, %v", cfg.SessionRootfs, cfg.SessionPackages, err)
+	}
+	for raw, want := range map[string]string{
+		`{"session_rootfs": "build/rootfs-sessions"}`:            `python.session_rootfs: must be an absolute path, not "build/rootfs-sessions"`,
+		`{"rootfs": "/srv/r", "session_rootfs": "/srv/r"}`:       `python.session_rootfs: must be another folder than rootfs (/srv/r): the conversation sandboxes' rootfs is built with more packages`,
+		`{"session_packages": ["python3-numpy", "Pandas!"]}`:     `python.session_packages[1]: "Pandas!" is not a Debian package name like "python3-numpy"`,
+		`{"packages": ["python3 numpy"]}`:                        `python.packages[0]: "python3 numpy" is not a Debian package name like "python3-numpy"`,
+		`{"session_packages": "python3-numpy"}`:                  `python: the [python] table can't be read: json: cannot unmarshal string into Go struct field Config.session_packages of type []string`,
+		`{"session_rootfs": "/srv/s", "session_packges": ["x"]}`: `python.session_packges: is not a setting of [python]: the settings are `,
+	} {
+		_, err := parseConfig(json.RawMessage(raw))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%s: %v; want %q", raw, err, want)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolhost/toolhost/plugins/python/session"
 	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/rootfs"
 	"github.com/toolhost/toolhost/runsc/sandbox"
 	"github.com/toolhost/toolhost/sdk"
 )
@@ -26,19 +27,25 @@ var configSchema string
 
 // Config is the kind's [python] table as the host sends it (JSON, snake_case keys).
 type Config struct {
-	Runsc       string `json:"runsc"`
-	Rootfs      string `json:"rootfs"`
-	StateDir    string `json:"state_dir"`
-	SessionsDir string `json:"sessions_dir"`
+	Runsc  string `json:"runsc"`
+	Rootfs string `json:"rootfs"`
+	// SessionRootfs is the root filesystem of the conversation sandboxes: the rootfs's
+	// packages and SessionPackages (the scientific stack by default). One-shot tool runs keep
+	// Rootfs. Left out, it is Rootfs's folder with "-sessions" added (rootfs.SessionDirFor).
+	SessionRootfs string `json:"session_rootfs"`
+	StateDir      string `json:"state_dir"`
+	SessionsDir   string `json:"sessions_dir"`
 	// SessionsKeepFreeMB is the room on sessions_dir's filesystem that session disks never take.
 	SessionsKeepFreeMB int      `json:"sessions_keep_free_mb"`
 	Platform           string   `json:"platform"`
 	SandboxPrefix      string   `json:"sandbox_prefix"`
 	Packages           []string `json:"packages"`
-	MaxMemoryMB        int      `json:"max_memory_mb"`
-	MaxOutputBytes     int64    `json:"max_output_bytes"`
-	ExtraAllowedCIDRs  []string `json:"extra_allowed_cidrs"`
-	Pids               int      `json:"pids"`
+	// SessionPackages are the Debian packages the session rootfs has besides Packages.
+	SessionPackages   []string `json:"session_packages"`
+	MaxMemoryMB       int      `json:"max_memory_mb"`
+	MaxOutputBytes    int64    `json:"max_output_bytes"`
+	ExtraAllowedCIDRs []string `json:"extra_allowed_cidrs"`
+	Pids              int      `json:"pids"`
 	// CheckSeconds is the CPU seconds (and one more on the clock) a tool's check may take.
 	CheckSeconds int `json:"check_seconds"`
 	TmpMB        int `json:"tmp_mb"`
@@ -72,13 +79,17 @@ type poolConfig struct {
 // defaultPoolMax is [python.pool] max when left out.
 const defaultPoolMax = 16
 
+// packageRx is a Debian package's name (build.sh takes no other).
+var packageRx = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+
 var moduleRx = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
 // defaultConfig is what a setting left out takes.
 func defaultConfig() Config {
 	return Config{
 		Runsc:              "/usr/local/bin/runsc",
-		Rootfs:             "/var/lib/toolhost/rootfs",
+		Rootfs:             rootfs.DefaultDir,
+		SessionPackages:    slices.Clone(rootfs.DefaultSessionPackages),
 		StateDir:           "/run/toolhost",
 		SessionsDir:        "/var/lib/toolhost/sessions",
 		SessionsKeepFreeMB: session.DefaultKeepFreeMB,
@@ -106,13 +117,27 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 			return cfg, sdk.FieldErrors{{Path: "python", Message: fmt.Sprintf("the [python] table can't be read: %v", err)}}
 		}
 	}
+	if cfg.SessionRootfs == "" {
+		cfg.SessionRootfs = rootfs.SessionDirFor(cfg.Rootfs)
+	}
 	var fe sdk.FieldErrors
 	bad := func(key, format string, args ...any) {
 		fe = append(fe, sdk.FieldError{Path: "python." + key, Message: fmt.Sprintf(format, args...)})
 	}
-	for key, v := range map[string]string{"runsc": cfg.Runsc, "rootfs": cfg.Rootfs, "state_dir": cfg.StateDir, "sessions_dir": cfg.SessionsDir} {
+	for key, v := range map[string]string{"runsc": cfg.Runsc, "rootfs": cfg.Rootfs, "session_rootfs": cfg.SessionRootfs,
+		"state_dir": cfg.StateDir, "sessions_dir": cfg.SessionsDir} {
 		if !strings.HasPrefix(v, "/") {
 			bad(key, "must be an absolute path, not %q", v)
+		}
+	}
+	if cfg.SessionRootfs == cfg.Rootfs && cfg.Rootfs != "" {
+		bad("session_rootfs", "must be another folder than rootfs (%s): the conversation sandboxes' rootfs is built with more packages", cfg.Rootfs)
+	}
+	for key, list := range map[string][]string{"packages": cfg.Packages, "session_packages": cfg.SessionPackages} {
+		for i, p := range list {
+			if !packageRx.MatchString(p) {
+				bad(fmt.Sprintf("%s[%d]", key, i), "%q is not a Debian package name like \"python3-numpy\"", p)
+			}
 		}
 	}
 	if cfg.Platform != runsc.PlatformSystrap && cfg.Platform != runsc.PlatformPtrace && cfg.Platform != "kvm" {

@@ -57,6 +57,10 @@ type kind struct {
 	inst *sandbox.Instance
 	cfg  Config
 	mgr  *sandbox.Manager
+	// smgr makes the conversation sandboxes: mgr's sibling on [python] session_rootfs
+	// (sandbox.Manager.WithRootfs), nil while that rootfs is missing (sessionSandboxes looks
+	// again).
+	smgr *sandbox.Manager
 	pool *sandbox.Pool // its Max bounds the sandboxes in use at once
 	// places are the sandboxes the kind may run at once ([python.pool] max): its pools' runs and
 	// ready sandboxes and the session sandboxes together, across a reconfigure.
@@ -66,7 +70,7 @@ type kind struct {
 	// runs is held for reading by every run on mgr, so a replaced manager is closed only once
 	// its runs are done.
 	runs *sync.RWMutex
-	// sess is the conversation sandboxes (session.go), on mgr.
+	// sess is the conversation sandboxes (session.go), on smgr.
 	sess *sessions
 }
 
@@ -107,7 +111,7 @@ func (k *kind) Doctor(ctx context.Context, raw json.RawMessage) (sdk.DoctorRepor
 			Fix: "correct [python] in the config file"}}}, nil
 	}
 	var rep sdk.DoctorReport
-	for _, c := range sandbox.Doctor(ctx, sandbox.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs,
+	for _, c := range sandbox.Doctor(ctx, sandbox.DoctorOptions{Runsc: cfg.Runsc, Rootfs: cfg.Rootfs, SessionRootfs: cfg.SessionRootfs,
 		StateDir: cfg.StateDir, Platform: cfg.Platform, Prefix: cfg.SandboxPrefix}) {
 		rep.Checks = append(rep.Checks, sdk.DoctorCheck{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix})
 	}
@@ -159,15 +163,21 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	if err != nil {
 		return err
 	}
+	// The conversation sandboxes' rootfs is needed only by sessions: a missing one is said when
+	// a session is used (and by toolhost doctor), so that tool runs go on without it.
+	smgr, serr := mgr.WithRootfs(cfg.SessionRootfs)
+	if serr != nil {
+		k.log.Warn("conversation sandboxes can't start until their rootfs ([python] session_rootfs) is built", "error", serr)
+	}
 	k.mu.Lock()
-	old, oldPool := k.mgr, k.pool
+	old, oldSmgr, oldPool := k.mgr, k.smgr, k.pool
 	oldRuns := k.runs
 	k.inst = inst
-	k.cfg, k.mgr, k.pool, k.runs = cfg, mgr, pool, &sync.RWMutex{}
+	k.cfg, k.mgr, k.smgr, k.pool, k.runs = cfg, mgr, smgr, pool, &sync.RWMutex{}
 	k.mu.Unlock()
 	if old != nil {
 		// Runs in flight finish on the old manager; it is closed once they are done.
-		go k.retire(old, oldPool, oldRuns, oldInst, newInst)
+		go k.retire(old, oldSmgr, oldPool, oldRuns, oldInst, newInst)
 	}
 	return nil
 }
@@ -259,11 +269,11 @@ func (k *kind) newPool(ctx context.Context, cfg Config, mgr *sandbox.Manager) (*
 	return pool, nil
 }
 
-// retire closes the manager a new configuration replaced, once the runs of oldRuns are done:
-// its ready sandboxes go at once, its session sandboxes stop (their files stay). When the
-// instance was new too, what is left of the previous prefix or state folder is swept with
-// oldInst's tag and oldInst closed.
-func (k *kind) retire(old *sandbox.Manager, oldPool *sandbox.Pool, oldRuns *sync.RWMutex, oldInst *sandbox.Instance, newInst bool) {
+// retire closes the manager a new configuration replaced (and its sibling of the session
+// rootfs, oldSmgr, when there is one), once the runs of oldRuns are done: its ready sandboxes go
+// at once, its session sandboxes stop (their files stay). When the instance was new too, what is
+// left of the previous prefix or state folder is swept with oldInst's tag and oldInst closed.
+func (k *kind) retire(old, oldSmgr *sandbox.Manager, oldPool *sandbox.Pool, oldRuns *sync.RWMutex, oldInst *sandbox.Instance, newInst bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := oldPool.Close(ctx); err != nil {
@@ -274,6 +284,11 @@ func (k *kind) retire(old *sandbox.Manager, oldPool *sandbox.Pool, oldRuns *sync
 	k.sess.leave(ctx, old)
 	oldRuns.Lock()
 	defer oldRuns.Unlock()
+	if oldSmgr != nil {
+		if err := oldSmgr.Close(ctx); err != nil {
+			k.log.Warn("closing the previous session sandboxes' manager", "error", err)
+		}
+	}
 	if err := old.Close(ctx); err != nil {
 		k.log.Warn("closing the previous sandbox manager", "error", err)
 	}
@@ -295,6 +310,7 @@ const poolStarts = 2
 type configured struct {
 	cfg  Config
 	mgr  *sandbox.Manager
+	smgr *sandbox.Manager // nil while the session rootfs is missing
 	pool *sandbox.Pool
 	runs *sync.RWMutex
 }
@@ -305,7 +321,7 @@ func (k *kind) current() (configured, error) {
 	if k.mgr == nil {
 		return configured{}, errors.New("the python kind has no configuration yet")
 	}
-	return configured{k.cfg, k.mgr, k.pool, k.runs}, nil
+	return configured{k.cfg, k.mgr, k.smgr, k.pool, k.runs}, nil
 }
 
 // Metrics reports the sandboxes running against [python.pool] max, what the caps refused, and
@@ -424,11 +440,15 @@ func (k *kind) Invoke(ctx context.Context, call sdk.Call, emit sdk.Emit) (json.R
 func (k *kind) Close(ctx context.Context) error {
 	serr := k.sess.close(ctx)
 	k.mu.Lock()
-	mgr, pool, inst := k.mgr, k.pool, k.inst
-	k.mgr, k.pool, k.inst = nil, nil, nil
+	mgr, smgr, pool, inst := k.mgr, k.smgr, k.pool, k.inst
+	k.mgr, k.smgr, k.pool, k.inst = nil, nil, nil, nil
 	k.mu.Unlock()
 	if mgr == nil {
 		return serr
 	}
-	return errors.Join(serr, pool.Close(ctx), mgr.Close(ctx), mgr.Sweep(ctx), inst.Close())
+	var sclose error
+	if smgr != nil {
+		sclose = smgr.Close(ctx)
+	}
+	return errors.Join(serr, pool.Close(ctx), sclose, mgr.Close(ctx), mgr.Sweep(ctx), inst.Close())
 }

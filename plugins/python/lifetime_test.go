@@ -16,7 +16,6 @@ import (
 
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
-	"github.com/toolhost/toolhost/runsc/sandboxtest"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -27,8 +26,7 @@ import (
 // kindConfig is a [python] table of the tests' runsc, rootfs and state folder with prefix, and
 // a pool of size (max 4).
 func kindConfig(prefix string, size int) json.RawMessage {
-	repo, _ := filepath.Abs("../..")
-	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": sandboxtest.EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": env.rootfs, "session_rootfs": env.sessionRootfs,
 		"state_dir": env.stateDir, "sandbox_prefix": prefix, "work_mb": env.workMB, "tmp_mb": 32, "pids": 64,
 		"max_output_bytes": env.outputB, "pool": map[string]any{"size": size, "max": 4, "max_idle_minutes": 10}})
 	return raw

@@ -28,14 +28,17 @@ import (
 const testSecret = "s3cr3t-of-the-host-7f1c"
 
 var env struct {
-	skip            string
-	walled, open    *kind
-	poolSize        int // [python.pool] size of walled and open in this pass of the suite
-	stateDir        string
-	runscBin        string
-	labRange        netip.Prefix // the /16 the open kind may reach: openLab cuts its labs from it
-	labs            atomic.Int32 // how many labs openLab made
-	workMB, outputB int
+	skip         string
+	walled, open *kind
+	poolSize     int // [python.pool] size of walled and open in this pass of the suite
+	stateDir     string
+	runscBin     string
+	// rootfs and sessionRootfs are [python] rootfs and session_rootfs (TOOLHOST_ROOTFS,
+	// TOOLHOST_SESSION_ROOTFS): the session rootfs has numpy, pandas and matplotlib.
+	rootfs, sessionRootfs string
+	labRange              netip.Prefix // the /16 the open kind may reach: openLab cuts its labs from it
+	labs                  atomic.Int32 // how many labs openLab made
+	workMB, outputB       int
 }
 
 func TestMain(m *testing.M) {
@@ -50,6 +53,7 @@ func testMain(m *testing.M) int {
 	found := sandboxtest.Find(repo, "the python kind's tests")
 	env.runscBin, env.skip = found.Runsc, found.Skip
 	rootfs := found.Rootfs
+	env.rootfs, env.sessionRootfs = found.Rootfs, found.SessionRootfs
 	if env.skip != "" {
 		return m.Run()
 	}
@@ -97,7 +101,7 @@ func runSuite(ctx context.Context, m *testing.M, rt *runsc.Runtime, rootfs strin
 		prefix := testPrefix("thpy")
 		k := newKind(kindOptions{})
 		cfg, _ := json.Marshal(map[string]any{
-			"runsc": env.runscBin, "rootfs": rootfs, "state_dir": env.stateDir, "sandbox_prefix": prefix,
+			"runsc": env.runscBin, "rootfs": rootfs, "session_rootfs": env.sessionRootfs, "state_dir": env.stateDir, "sandbox_prefix": prefix,
 			"max_memory_mb": 1024, "max_output_bytes": env.outputB, "pids": 64, "tmp_mb": 32,
 			"work_mb": env.workMB, "extra_allowed_cidrs": extra,
 			"pool": map[string]any{"size": size, "max": 16, "max_idle_minutes": 10},

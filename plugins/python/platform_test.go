@@ -15,8 +15,7 @@ import (
 
 // platformConfig is a [python] table with prefix and platform.
 func platformConfig(prefix, platform string) json.RawMessage {
-	repo, _ := filepath.Abs("../..")
-	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": sandboxtest.EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": env.rootfs, "session_rootfs": env.sessionRootfs,
 		"state_dir": env.stateDir, "sandbox_prefix": prefix, "platform": platform, "pool": map[string]any{"size": 0}})
 	return raw
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
-	"github.com/toolhost/toolhost/runsc/sandboxtest"
 	"github.com/toolhost/toolhost/sdk"
 	"github.com/toolhost/toolhost/sdk/sdktest"
 )
@@ -30,12 +29,11 @@ func poolKind(t *testing.T, size int, extra map[string]any) (*kind, *sdktest.Con
 		t.Skip("the pool's own tests run in the pass of the suite with the pool on")
 	}
 	prefix := testPrefix("thpp")
-	repo, _ := filepath.Abs("../..")
 	pool := map[string]any{"size": size, "max": 4, "max_idle_minutes": 10}
 	for k, v := range extra {
 		pool[k] = v
 	}
-	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": sandboxtest.EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": env.rootfs, "session_rootfs": env.sessionRootfs,
 		"state_dir": env.stateDir, "sandbox_prefix": prefix, "work_mb": env.workMB, "tmp_mb": 32, "pids": 64,
 		"max_output_bytes": env.outputB, "pool": pool})
 	k := newKind(kindOptions{})
@@ -192,8 +190,7 @@ func TestPoolPreload(t *testing.T) {
 	r := runPooled(t, k, c, "import sys\ndef run():\n    return [m in sys.modules for m in ('decimal', 'xml.dom.minidom', 'fractions')]\n", nil)
 	wantResult(t, r, `[true, true, false]`)
 
-	repo, _ := filepath.Abs("../..")
-	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": sandboxtest.EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": env.rootfs, "session_rootfs": env.sessionRootfs,
 		"state_dir": env.stateDir, "sandbox_prefix": "thpq" + strconv.Itoa(os.Getpid()%10000) + "-", // TestMain's prefixes are thpy…
 		"pool": map[string]any{"size": 1, "max": 4, "max_idle_minutes": 10, "preload": []string{"no_such_module_here"}}})
 	bad := newKind(kindOptions{})

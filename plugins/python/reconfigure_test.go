@@ -9,7 +9,6 @@ import (
 
 	"github.com/toolhost/toolhost/runsc"
 	"github.com/toolhost/toolhost/runsc/sandbox"
-	"github.com/toolhost/toolhost/runsc/sandboxtest"
 	"github.com/toolhost/toolhost/sdk"
 )
 
@@ -21,9 +20,8 @@ func TestReconfigureKeepsRunsInFlight(t *testing.T) {
 		t.Skip(env.skip)
 	}
 	prefix := testPrefix("thrc")
-	repo, _ := filepath.Abs("../..")
 	table := func(workMB int) json.RawMessage {
-		raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": sandboxtest.EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+		raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": env.rootfs, "session_rootfs": env.sessionRootfs,
 			"state_dir": env.stateDir, "sandbox_prefix": prefix, "work_mb": workMB})
 		return raw
 	}

@@ -19,8 +19,9 @@ import (
 )
 
 // The kind keeps conversation sandboxes (sdk.SessionKeeper) with package plugins/python/session: one
-// long-lived sandbox per session while it is used, on the kind's sandbox manager, its files on a
-// per-session image under [python] sessions_dir. The session manager is made when first
+// long-lived sandbox per session while it is used, on the kind's sandbox manager's sibling of
+// [python] session_rootfs (the scientific stack; one-shot tool runs keep the lean rootfs), its
+// files on a per-session image under [python] sessions_dir. The session manager is made when first
 // needed (the host's Sessions.Configure, a run, a file call), not at Configure: a kind that never
 // serves a session (toolhost check, a host with [sessions] off) never takes the folder's lock.
 
@@ -179,12 +180,16 @@ func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) err
 			k.log.Warn("closing the previous session manager", "error", err)
 		}
 	}
+	smgr, err := k.sessionSandboxes(c)
+	if err != nil {
+		return sdk.Errorf(errcode.Failed, "conversation sandboxes can't start: %v", err)
+	}
 	ready := c.cfg.pool.ReadySessions
 	if k.opts.CheckOnly {
 		ready = 0 // a check keeps nothing ready
 	}
 	m, err := session.New(session.Options{
-		Sandboxes: c.mgr,
+		Sandboxes: smgr,
 		Dir:       dir,
 		DiskMB:    conf.DiskMB,
 		Limits: sandbox.Limits{
@@ -212,6 +217,27 @@ func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) err
 	}
 	s.m, s.on, s.dir = m, c.mgr, dir
 	return nil
+}
+
+// sessionSandboxes is the sandbox manager of c's session rootfs; when it was missing at
+// Configure, it is looked for again (a toolhost rootfs run since needs no restart).
+func (k *kind) sessionSandboxes(c configured) (*sandbox.Manager, error) {
+	if c.smgr != nil {
+		return c.smgr, nil
+	}
+	smgr, err := c.mgr.WithRootfs(c.cfg.SessionRootfs)
+	if err != nil {
+		return nil, fmt.Errorf("the conversation sandboxes' rootfs ([python] session_rootfs) is missing: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.mgr != c.mgr {
+		return nil, errors.New("the python kind's configuration changed: try again")
+	}
+	if k.smgr == nil {
+		k.smgr = smgr
+	}
+	return k.smgr, nil
 }
 
 // readyCount is how many sandboxes the session manager keeps ready now (0 with none made).

@@ -42,13 +42,15 @@ func sessionKind(t *testing.T) (*kind, *sdktest.Conn, *hostside.SessionsClient) 
 func sessionKindWith(t *testing.T, pool map[string]any, opts kindOptions) (*kind, *sdktest.Conn, *hostside.SessionsClient) {
 	t.Helper()
 	onlyOnce(t)
+	if e := (sandboxtest.Env{SessionRootfs: env.sessionRootfs}).NeedSessions(); e.Skip != "" {
+		t.Skip(e.Skip)
+	}
 	prefix := testPrefix("thps")
 	state, err := os.MkdirTemp(env.stateDir, "sessions-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, _ := filepath.Abs("../..")
-	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": sandboxtest.EnvOr("TOOLHOST_ROOTFS", filepath.Join(repo, "build/rootfs")),
+	raw, _ := json.Marshal(map[string]any{"runsc": env.runscBin, "rootfs": env.rootfs, "session_rootfs": env.sessionRootfs,
 		"state_dir": state, "sessions_dir": filepath.Join(state, "sessions"), "sandbox_prefix": prefix, "max_output_bytes": env.outputB,
 		"pool": pool})
 	k := newKind(opts)
@@ -480,7 +482,7 @@ func TestSessionReconfigureKeepsRunsInFlight(t *testing.T) {
 	k.mu.Lock()
 	cfg := k.cfg
 	k.mu.Unlock()
-	raw, _ := json.Marshal(map[string]any{"runsc": cfg.Runsc, "rootfs": cfg.Rootfs, "state_dir": cfg.StateDir, "sessions_dir": cfg.SessionsDir,
+	raw, _ := json.Marshal(map[string]any{"runsc": cfg.Runsc, "rootfs": cfg.Rootfs, "session_rootfs": cfg.SessionRootfs, "state_dir": cfg.StateDir, "sessions_dir": cfg.SessionsDir,
 		"sandbox_prefix": cfg.SandboxPrefix, "max_output_bytes": 2 * env.outputB,
 		"pool": map[string]any{"size": 0, "max": 4, "max_idle_minutes": 10}})
 	inFlight(func() error { return c.Configure(ctx, raw) })

@@ -21,7 +21,7 @@ import (
 func main() {
 	libdir := flag.String("libdir", "/usr/local/lib/toolhost", "where the plugins, their pins and runsc are installed")
 	confdir := flag.String("confdir", "/etc/toolhost", "the folder of the installed config")
-	statedir := flag.String("statedir", "/var/lib/toolhost", "the host's state folder; the rootfs is built in it")
+	statedir := flag.String("statedir", "/var/lib/toolhost", "the host's state folder; the rootfs and the session rootfs are built in it")
 	flag.Parse()
 	if err := rewrite(os.Stdin, os.Stdout, settings(*libdir, *confdir, *statedir)); err != nil {
 		fmt.Fprintf(os.Stderr, "installconfig: %v\n", err)
@@ -32,15 +32,16 @@ func main() {
 // settings are the installed values, by "table.key" ("" table: the top level).
 func settings(libdir, confdir, statedir string) map[string]string {
 	return map[string]string{
-		".tools_dir":          confdir + "/tools",
-		"server.state_dir":    statedir,
-		"plugins.dir":         libdir + "/plugins",
-		"plugins.sha256_file": libdir + "/pins.toml",
-		"python.runsc":        libdir + "/runsc",
-		"python.rootfs":       statedir + "/rootfs",
-		"python.state_dir":    "/run/toolhost",
-		"python.sessions_dir": statedir + "/sessions",
-		"log.format":          "json",
+		".tools_dir":            confdir + "/tools",
+		"server.state_dir":      statedir,
+		"plugins.dir":           libdir + "/plugins",
+		"plugins.sha256_file":   libdir + "/pins.toml",
+		"python.runsc":          libdir + "/runsc",
+		"python.rootfs":         statedir + "/rootfs",
+		"python.session_rootfs": statedir + "/rootfs-sessions",
+		"python.state_dir":      "/run/toolhost",
+		"python.sessions_dir":   statedir + "/sessions",
+		"log.format":            "json",
 	}
 }
 

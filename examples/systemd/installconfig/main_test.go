@@ -52,7 +52,7 @@ func TestTheInstalledConfigPointsAtTheInstalledFiles(t *testing.T) {
 			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
 		}
 	}
-	for _, want := range []string{`runsc = "` + lib + `/runsc"`, `rootfs = "` + state + `/rootfs"`, `state_dir = "/run/toolhost"`, `sessions_dir = "` + state + `/sessions"`, "# max_memory_mb: the memory a sandbox may use"} {
+	for _, want := range []string{`runsc = "` + lib + `/runsc"`, `rootfs = "` + state + `/rootfs"`, `session_rootfs = "` + state + `/rootfs-sessions"`, `state_dir = "/run/toolhost"`, `sessions_dir = "` + state + `/sessions"`, "# max_memory_mb: the memory a sandbox may use"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the installed config lacks %q", want)
 		}
