@@ -133,6 +133,7 @@ max_running_per_token = %d
 [python]
 runsc = %q
 rootfs = %q
+session_rootfs = %q
 state_dir = %q
 sessions_dir = %q
 sandbox_prefix = %q
@@ -153,7 +154,7 @@ seconds = %d
 max_sessions_per_principal = %d
 max_sessions = %d
 max_transfers_per_principal = %d
-`, sha(a.attacker), sha(a.victim), abuseMaxRunning, runscBin, rootfs, pyState, filepath.Join(fs, "sessions"), prefix,
+`, sha(a.attacker), sha(a.victim), abuseMaxRunning, runscBin, rootfs, sessionRootfs(t, rootfs), pyState, filepath.Join(fs, "sessions"), prefix,
 			abuseKeepFreeMB, int(slow(10*time.Second).Seconds()), abusePoolMax, abuseSessionMB, int(slow(30*time.Second).Seconds()), abuseSessionsPerPrincipal, abuseMaxSessions, abuseTransfersPerPrincipal),
 	})
 	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: runscBin, Root: filepath.Join(pyState, "runsc")})

@@ -10,9 +10,9 @@ import (
 )
 
 // TestMakeInstallLaysOutTheTree: `make install DESTDIR=…` puts the binary, the plugins and their
-// pins, runsc, the rootfs builder, the unit, the docs, the config and the rootfs where the unit
-// and the config look for them, owned by root and writable by nobody else; a second install keeps
-// an edited config; `make uninstall` keeps the config and the state unless PURGE=1.
+// pins, runsc, the rootfs builder, the unit, the docs, the config, the rootfs and the session
+// rootfs where the unit and the config look for them, owned by root and writable by nobody else;
+// a second install keeps an edited config; `make uninstall` keeps the config and the state unless PURGE=1.
 func TestMakeInstallLaysOutTheTree(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("make install sets root as the owner and needs root")
@@ -38,6 +38,7 @@ func TestMakeInstallLaysOutTheTree(t *testing.T) {
 		"usr/local/lib/toolhost/pins.toml", "usr/local/lib/toolhost/plugins/toolhost-plugin-python",
 		"usr/local/lib/toolhost/plugins/toolhost-plugin-http", "etc/systemd/system/toolhost.service",
 		"etc/toolhost/toolhost.toml", "usr/local/share/doc/toolhost/operations.md", "var/lib/toolhost/rootfs/usr/bin/python3",
+		"var/lib/toolhost/rootfs-sessions/usr/lib/python3/dist-packages/pandas/__init__.py",
 	}
 	for _, f := range files {
 		fi, err := os.Stat(filepath.Join(dest, f))
@@ -58,7 +59,8 @@ func TestMakeInstallLaysOutTheTree(t *testing.T) {
 	}
 	cfg, _ := os.ReadFile(filepath.Join(dest, "etc/toolhost/toolhost.toml"))
 	for _, want := range []string{`dir = "/usr/local/lib/toolhost/plugins"`, `sha256_file = "/usr/local/lib/toolhost/pins.toml"`,
-		`runsc = "/usr/local/lib/toolhost/runsc"`, `rootfs = "/var/lib/toolhost/rootfs"`, `format = "json"`} {
+		`runsc = "/usr/local/lib/toolhost/runsc"`, `rootfs = "/var/lib/toolhost/rootfs"`,
+		`session_rootfs = "/var/lib/toolhost/rootfs-sessions"`, `format = "json"`} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("the installed config lacks %s", want)
 		}
@@ -84,7 +86,8 @@ func TestMakeInstallLaysOutTheTree(t *testing.T) {
 	}
 
 	make("uninstall")
-	for _, f := range []string{"usr/local/bin/toolhost", "usr/local/lib/toolhost", "etc/systemd/system/toolhost.service", "var/lib/toolhost/rootfs"} {
+	for _, f := range []string{"usr/local/bin/toolhost", "usr/local/lib/toolhost", "etc/systemd/system/toolhost.service", "var/lib/toolhost/rootfs",
+		"var/lib/toolhost/rootfs-sessions"} {
 		if _, err := os.Stat(filepath.Join(dest, f)); err == nil {
 			t.Errorf("make uninstall left /%s", f)
 		}

@@ -44,6 +44,7 @@ func mcpPythonConfig(t *testing.T, dir, prefix string) string {
 [python]
 runsc = %q
 rootfs = %q
+session_rootfs = %q
 state_dir = %q
 sessions_dir = %q
 sandbox_prefix = %q
@@ -54,7 +55,7 @@ size = 0
 enabled = true
 disk_mb = 16
 seconds = 60
-`, runscBin, rootfs, filepath.Join(dir, "runsc-state"), filepath.Join(dir, "sessions"), prefix)
+`, runscBin, rootfs, sessionRootfs(t, rootfs), filepath.Join(dir, "runsc-state"), filepath.Join(dir, "sessions"), prefix)
 }
 
 // mcpTempDir is a temporary folder with a short path: runsc's sockets

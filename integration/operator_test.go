@@ -107,9 +107,10 @@ func operatorFlow(t *testing.T, m machine, deb, prefix string) {
 			t.Errorf("the package did not make %s: %v\n%s", p, statErr, statOut)
 		}
 	}
-	// The installed rootfs builder, through `toolhost rootfs`: the rootfs in place is the one
-	// the installed config asks for, so it is up to date.
-	if out := m.must("toolhost", "rootfs"); !strings.Contains(out, "is up to date") {
+	// The installed rootfs builder, through `toolhost rootfs`: the rootfs and the session rootfs
+	// in place are the ones the installed config asks for, so both are up to date.
+	if out := m.must("toolhost", "rootfs"); strings.Count(out, "is up to date") != 2 ||
+		!strings.Contains(out, "/var/lib/toolhost/rootfs-sessions is up to date") {
 		t.Errorf("toolhost rootfs: %s", out)
 	}
 

@@ -33,6 +33,7 @@ func sessionSpec(t *testing.T, dir, prefix string) hostSpec {
 [python]
 runsc = %q
 rootfs = %q
+session_rootfs = %q
 state_dir = %q
 sessions_dir = %q
 sandbox_prefix = %q
@@ -44,7 +45,7 @@ enabled = true
 disk_mb = 16
 idle_minutes = 1
 seconds = 30
-`, runscBin, rootfs, filepath.Join(dir, "runsc-state"), filepath.Join(dir, "sessions"), prefix)}
+`, runscBin, rootfs, sessionRootfs(t, rootfs), filepath.Join(dir, "runsc-state"), filepath.Join(dir, "sessions"), prefix)}
 }
 
 func startSessionHost(t *testing.T) *sessionHost {

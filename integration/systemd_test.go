@@ -20,8 +20,8 @@ import (
 // systemd (build/systemd-tree: `make systemd-tree`) in systemd-nspawn, installs the .deb of
 // `make deb` with dpkg, and drives the real systemd through operatorFlow (operator_test.go): start,
 // reload, a refused reload, every limit of a python tool, the network, the watchdog, a crash,
-// stop. The toolhost in it runs python tools in gVisor, with the rootfs the tests use bound in
-// read-only (the container has no network to build one).
+// stop. The toolhost in it runs python tools in gVisor, with the rootfs and the session rootfs
+// the tests use bound in read-only (the container has no network to build them).
 //
 // Two changes to the container are not the product's: systemd-nspawn mounts the cgroup v1
 // controllers read-only in a container (on this machine's hybrid hierarchy it delegates none),
@@ -42,7 +42,9 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 	deb, _ := filepath.Abs(debs[0])
 	tree, _ := filepath.Abs("../build/systemd-tree")
 	rootfs, _ := filepath.Abs("../build/rootfs")
-	for _, p := range []string{filepath.Join(tree, "lib/systemd/systemd"), filepath.Join(rootfs, "usr/bin/python3")} {
+	sessionRootfs, _ := filepath.Abs("../build/rootfs-sessions")
+	for _, p := range []string{filepath.Join(tree, "lib/systemd/systemd"), filepath.Join(rootfs, "usr/bin/python3"),
+		filepath.Join(sessionRootfs, "usr/bin/python3")} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("%s is missing: run `make systemd-tree sandbox` (make test does)", p)
 		}
@@ -51,7 +53,7 @@ func TestTheDebianPackageUnderABootedSystemd(t *testing.T) {
 		t.Fatal("systemd-nspawn is missing: apt-get install systemd-container (make systemd-tree does)")
 	}
 
-	c := bootContainer(t, tree, deb, rootfs)
+	c := bootContainer(t, tree, deb, rootfs, sessionRootfs)
 	// The container shares this machine's cgroup v1 hierarchy (see the file's comment), so its
 	// sandboxes get a prefix of their own: the sweep of leftovers at start must not meet the
 	// sandboxes of tests running beside this one, nor theirs meet these.
@@ -70,9 +72,10 @@ type container struct {
 	log    strings.Builder
 }
 
-// bootContainer copies tree, boots it with the .deb's folder at /mnt/deb and rootfs at the
-// installed rootfs path, waits for its systemd to finish booting, and powers it off at cleanup.
-func bootContainer(t *testing.T, tree, deb, rootfs string) *container {
+// bootContainer copies tree, boots it with the .deb's folder at /mnt/deb and rootfs and
+// sessionRootfs at the installed rootfs paths, waits for its systemd to finish booting, and
+// powers it off at cleanup.
+func bootContainer(t *testing.T, tree, deb, rootfs, sessionRootfs string) *container {
 	c := &container{t: t, root: filepath.Join(t.TempDir(), "root")}
 	start := time.Now()
 	if out, err := exec.Command("cp", "-a", tree, c.root).CombinedOutput(); err != nil {
@@ -87,7 +90,8 @@ func bootContainer(t *testing.T, tree, deb, rootfs string) *container {
 		t.Fatal(err)
 	}
 	args := []string{"--boot", "--quiet", "--register=no", "--keep-unit", "--private-network",
-		"--machine=" + name, "-D", c.root, "--bind-ro=" + filepath.Dir(deb) + ":/mnt/deb", "--bind-ro=" + rootfs + ":/var/lib/toolhost/rootfs"}
+		"--machine=" + name, "-D", c.root, "--bind-ro=" + filepath.Dir(deb) + ":/mnt/deb", "--bind-ro=" + rootfs + ":/var/lib/toolhost/rootfs",
+		"--bind-ro=" + sessionRootfs + ":/var/lib/toolhost/rootfs-sessions"}
 	// The loop devices, for the disk images of conversation sandboxes: nspawn gives a container
 	// none, a machine has them.
 	loops, _ := filepath.Glob("/dev/loop*")

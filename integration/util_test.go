@@ -65,6 +65,22 @@ func pluginPIDOf(hostPID int, kind string) int {
 	return 0
 }
 
+// sessionRootfs is the conversation sandboxes' rootfs beside rootfs (sandboxBuild's): where
+// TOOLHOST_SESSION_ROOTFS says, else the rootfs's folder with -sessions (build/rootfs-sessions, in
+// a VM /var/lib/toolhost/rootfs-sessions), which [python] session_rootfs also is when left out.
+// It skips the test when it is missing.
+func sessionRootfs(t testing.TB, rootfs string) string {
+	t.Helper()
+	dir := rootfs + "-sessions"
+	if v := os.Getenv("TOOLHOST_SESSION_ROOTFS"); v != "" {
+		dir = v
+	}
+	if !fileExists(filepath.Join(dir, "usr/bin/python3")) {
+		t.Skip("no session rootfs at " + dir + ": make rootfs")
+	}
+	return dir
+}
+
 // sandboxBuild is what python tools need, built by make runsc rootfs: the repository (by its real
 // path: runsc mounts the rootfs by it), runsc and the rootfs. It skips the test when they are missing
 // or the test isn't root.

@@ -2,7 +2,7 @@
 #   make vm-images   build/vm/bookworm and build/vm/trixie: stock Debian 12 and 13 with systemd and
 #                    their own kernels (disk.img, vmlinuz, initrd.img), built by
 #                    integration/vm/build.sh side by side, each rebuilt only when the script, the
-#                    package list (integration/vm/packages) or build/rootfs changed
+#                    package list (integration/vm/packages), build/rootfs or build/rootfs-sessions changed
 # It installs QEMU and debootstrap with apt when they are missing.
 
 VM_SUITES := bookworm trixie
@@ -22,7 +22,7 @@ vm-tools:
 vm-images: vm-tools rootfs
 	@mkdir -p $(VM_DIR); rcs=$$(mktemp -d); \
 	for s in $(VM_SUITES); do \
-		{ sh integration/vm/build.sh $$s $(VM_DIR)/$$s $(ROOTFS_DIR) 2>&1; echo $$? >$$rcs/$$s; } | sed -u "s/^/[$$s] /" & \
+		{ sh integration/vm/build.sh $$s $(VM_DIR)/$$s $(ROOTFS_DIR) $(SESSION_ROOTFS_DIR) 2>&1; echo $$? >$$rcs/$$s; } | sed -u "s/^/[$$s] /" & \
 	done; wait; \
 	failed=; for s in $(VM_SUITES); do [ "$$(cat $$rcs/$$s 2>/dev/null)" = 0 ] || failed="$$failed $$s"; done; \
 	rm -rf $$rcs; \

@@ -112,7 +112,8 @@ func vmPackagesStep(t *testing.T, v *vm) {
 			work := "/tmp/pkgtest-" + p.name
 			args := []string{"sh", "-c", `mkdir -p "$1" && cd "$1" && shift && exec "$@"`, "sh", work,
 				"systemd-run", "--scope", "-p", "Delegate=yes", "--quiet", "--collect", "--unit=thpkg-" + p.name, "--",
-				"env", "TOOLHOST_RUNSC=/mnt/share/runsc", "TOOLHOST_ROOTFS=/var/lib/toolhost/rootfs"}
+				"env", "TOOLHOST_RUNSC=/mnt/share/runsc", "TOOLHOST_ROOTFS=/var/lib/toolhost/rootfs",
+				"TOOLHOST_SESSION_ROOTFS=/var/lib/toolhost/rootfs-sessions"}
 			args = append(args, p.env...)
 			args = append(args, "/mnt/share/"+p.name+".test", "-test.run", p.run, "-test.v", "-test.count=1", "-test.timeout=22m")
 			out, err := v.command(ctx, args...)()

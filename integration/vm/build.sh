@@ -1,13 +1,14 @@
 #!/bin/sh
 # build.sh builds a stock Debian VM image that integration/vm_test.go boots in QEMU: a minimal
 # Debian SUITE with systemd, its own kernel, the toolhost package's dependencies (the VM has no
-# network), python3, and the sandboxes' rootfs where `toolhost rootfs` would have built it.
+# network), python3, and the sandboxes' rootfs and session rootfs where `toolhost rootfs` would
+# have built them.
 #
-#   integration/vm/build.sh SUITE OUT_DIR ROOTFS_DIR
+#   integration/vm/build.sh SUITE OUT_DIR ROOTFS_DIR SESSION_ROOTFS_DIR
 #
 # OUT_DIR gets disk.img (raw ext4), vmlinuz and initrd.img (the image's own, out of its /boot) and
 # a stamp. It rebuilds only when this script, the package list (integration/vm/packages) or the
-# rootfs's stamp changed, and builds in a folder beside OUT_DIR that it renames into place last,
+# stamp of the rootfs or the session rootfs changed, and builds in a folder beside OUT_DIR that it renames into place last,
 # so a build cut off never looks finished.
 #
 # The one thing of ours in the image is test-agent.service: it mounts the read-only second disk
@@ -18,13 +19,14 @@
 # /etc/apt/sources.list); set TOOLHOST_DEBIAN_MIRROR to use another one.
 set -eu
 
-if [ "$#" -ne 3 ]; then
-	echo "usage: $0 SUITE OUT_DIR ROOTFS_DIR" >&2
+if [ "$#" -ne 4 ]; then
+	echo "usage: $0 SUITE OUT_DIR ROOTFS_DIR SESSION_ROOTFS_DIR" >&2
 	exit 2
 fi
 suite=$1
 out=$2
 rootfs=$3
+session_rootfs=$4
 here=$(cd "$(dirname "$0")" && pwd)
 case $suite in
 *[!a-z]* | "") echo "\"$suite\" isn't a Debian suite name" >&2; exit 2 ;;
@@ -34,10 +36,12 @@ if [ "$(id -u)" != 0 ]; then
 	echo "building a VM image needs root (debootstrap); run it as root" >&2
 	exit 1
 fi
-if [ ! -f "$rootfs/.toolhost-rootfs" ] || [ ! -x "$rootfs/usr/bin/python3" ]; then
-	echo "the sandboxes' rootfs $rootfs is missing or unfinished: run make rootfs" >&2
-	exit 1
-fi
+for r in "$rootfs" "$session_rootfs"; do
+	if [ ! -f "$r/.toolhost-rootfs" ] || [ ! -x "$r/usr/bin/python3" ]; then
+		echo "the sandboxes' rootfs $r is missing or unfinished: run make rootfs" >&2
+		exit 1
+	fi
+done
 
 # One package a line; blank lines and # comments are ignored.
 packages=$(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$here/packages" | sort -u)
@@ -47,7 +51,7 @@ for p in $packages; do
 	esac
 done
 
-want=$( (cat "$0"; echo "suite=$suite"; echo "packages=$packages"; echo "rootfs=$(cat "$rootfs/.toolhost-rootfs")") | sha256sum | cut -d' ' -f1)
+want=$( (cat "$0"; echo "suite=$suite"; echo "packages=$packages"; echo "rootfs=$(cat "$rootfs/.toolhost-rootfs")"; echo "session_rootfs=$(cat "$session_rootfs/.toolhost-rootfs")") | sha256sum | cut -d' ' -f1)
 stamp=$out/stamp
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f "$out/disk.img" ] && [ -f "$out/vmlinuz" ] && [ -f "$out/initrd.img" ]; then
 	echo "VM image $out is up to date"
@@ -140,10 +144,12 @@ UNIT
 mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
 ln -sf /etc/systemd/system/test-agent.service "$tree/etc/systemd/system/multi-user.target.wants/test-agent.service"
 
-# The sandboxes' rootfs, where `toolhost rootfs` would have built it (the VM has no network).
-# Only the rootfs's own file system: not a /proc mounted in it (the mount points stay, empty).
+# The sandboxes' rootfs and session rootfs, where `toolhost rootfs` would have built them (the VM
+# has no network). Only each rootfs's own file system: not a /proc mounted in it (the mount
+# points stay, empty).
 mkdir -p "$tree/var/lib/toolhost"
 cp -a --one-file-system "$rootfs" "$tree/var/lib/toolhost/rootfs"
+cp -a --one-file-system "$session_rootfs" "$tree/var/lib/toolhost/rootfs-sessions"
 
 # Trim what nobody reads in the VM (the folders stay: packages install into them).
 rm -rf "$tree"/var/cache/apt/* "$tree"/var/lib/apt/lists/* "$tree"/var/log/*.log \
