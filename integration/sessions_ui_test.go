@@ -380,6 +380,21 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 		t.Error("a cell's value became markup in the page")
 	}
 
+	// A figure: matplotlib's plt.show() between two prints is drawn in the output as an
+	// image, in order, from the run's display event; a cell's last expression that is a figure
+	// is drawn too, not printed.
+	b.convRun("import matplotlib.pyplot as plt\nprint('before')\nplt.plot([1, 3, 2])\nplt.show()\nprint('after')", "done")
+	b.convWait("the figure drawn", `(() => { const i = document.querySelector("#conv-output img.shown"); return !!i && i.complete && i.naturalWidth > 100; })()`)
+	if got := b.text(`[...document.querySelectorAll("#conv-output .line")].map(l => l.tagName === "IMG" ? "[figure " + l.src.slice(0, 21) + "]" : l.textContent).join("")`); got != "before\n[figure data:image/png;base64]after\n" {
+		t.Errorf("the run with a figure shows %q; want the figure between the two lines", got)
+	}
+	b.shot("sessions-figure.png")
+	b.convRun("fig, ax = plt.subplots()\nax.bar(['a', 'b'], [3, 5])\nfig", "done")
+	b.convWait("the figure of the last expression drawn", `(() => { const i = document.querySelector("#conv-output img.shown"); return !!i && i.complete && i.naturalWidth > 100; })()`)
+	if n := b.eval("counting what the cell shows", `document.querySelectorAll("#conv-output img.shown").length + document.querySelectorAll("#conv-output .line.value").length`); n != float64(1) {
+		t.Errorf("a cell ending in a figure shows %v images and values; want the figure alone", n)
+	}
+
 	// A bash run that fails says its exit code, its stderr marked; a run
 	// cancelled from the page ends cancelled.
 	b.pick("#conv-lang", "bash")
@@ -419,9 +434,9 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	}
 
 	// The run history, newest first: each run's tool, exit code and end.
-	b.waitJS("five runs in the history", `document.querySelectorAll("#conv-runs tbody tr").length === 5`)
+	b.waitJS("seven runs in the history", `document.querySelectorAll("#conv-runs tbody tr").length === 7`)
 	rows := b.eval("reading the history", `[...document.querySelectorAll("#conv-runs tbody tr")].map(r => [...r.children].map(c => c.textContent))`).([]any)
-	want := [][3]string{{"run_python", "—", "cancelled"}, {"run_bash", "3", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}}
+	want := [][3]string{{"run_python", "—", "cancelled"}, {"run_bash", "3", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}, {"run_python", "0", "ran to its end"}}
 	for i, r := range rows {
 		cells := r.([]any)
 		if !strings.HasPrefix(cells[1].(string), want[i][0]) || cells[3] != want[i][1] || cells[4] != want[i][2] || !strings.Contains(cells[5].(string), " / ") {
@@ -455,7 +470,7 @@ func TestSessionsUIFilesPanel(t *testing.T) {
 	if meta := b.text(`document.getElementById("conv-meta").textContent`); !strings.HasPrefix(meta, "eddie's") {
 		t.Errorf("the admin's view of eddie's conversation says %q", meta)
 	}
-	b.waitJS("the history for the admin", `document.querySelectorAll("#conv-runs tbody tr").length === 5`)
+	b.waitJS("the history for the admin", `document.querySelectorAll("#conv-runs tbody tr").length === 7`)
 	if b.eval("the run box", `document.getElementById("conv-run").disabled && document.getElementById("conv-code").disabled`) != true {
 		t.Error("an admin may run code in someone else's conversation from the page")
 	}

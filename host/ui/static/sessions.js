@@ -29,6 +29,18 @@
     return n;
   };
 
+  // shownPart is a part a run shows (display events; an image, most often): drawn when it is an
+  // image of a raster type, from its bytes in a data: URL (the page's CSP allows data: images
+  // only), said in a line otherwise.
+  const DRAWN_TYPES = /^image\/(png|jpeg|gif|webp)$/;
+  const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+  function shownPart(part) {
+    const p = part || {};
+    if (p.type === "image" && DRAWN_TYPES.test(p.mime_type || "") && typeof p.data === "string" && BASE64.test(p.data))
+      return el("img", { class: "line shown", src: `data:${p.mime_type};base64,${p.data}`, alt: "An image the run showed" });
+    return el("span", { class: "line note", text: `[the run showed ${p.type || "a part"}${p.mime_type ? ` (${p.mime_type})` : ""}: not drawn here]\n` });
+  }
+
   function sentence(s) {
     s = String(s || "").trim();
     if (!s) return s;
@@ -715,11 +727,17 @@
           r.streamed = true;
           this.print(f.type, f.data);
           break;
+        case "display":
+          if (r.state === "waiting") this.setRunState("running");
+          r.streamed = true;
+          for (const part of f.content || []) this.show(part);
+          break;
         case "result": {
           const res = f.result && typeof f.result === "object" ? f.result : {};
           if (!r.streamed) {
             if (res.stdout) this.print("stdout", res.stdout);
             if (res.stderr) this.print("stderr", res.stderr);
+            for (const part of f.content || []) if (part.type === "image") this.show(part);
           }
           // A python cell's value, as a notebook shows it, and what the sandbox says of its
           // interpreter (restarted, or new after a stop).
@@ -743,9 +761,18 @@
     }
 
     print(type, data) {
+      this.append(el("span", { class: `line ${type}`, text: data }));
+    }
+
+    // show draws a part the run showed (an image) in the output, in order with what it printed.
+    show(part) {
+      this.append(shownPart(part));
+    }
+
+    append(node) {
       const out = $id("conv-output");
       if (!out) return;
-      out.append(el("span", { class: `line ${type}`, text: data }));
+      out.append(node);
       if (out.children.length > MAX_SHOWN) {
         let note = out.querySelector(".trimmed");
         if (!note) {

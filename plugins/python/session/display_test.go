@@ -2,11 +2,16 @@ package session
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolhost/toolhost/runsc"
+	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
 // shown records a run's output and images in the order they came.
@@ -124,4 +129,79 @@ func pngSize(t *testing.T, m *Manager, id string, w, h int) int {
 		t.Fatalf("len(png()): %+v", res)
 	}
 	return n
+}
+
+// TestAFigureShows, on the session rootfs (matplotlib): plt.show() shows the figures drawn, a
+// figure left open shows at the cell's end, a cell ending in a figure shows it instead of its
+// repr, and a figure drawn by a process the cell starts (Agg there) is saved, not shown; the
+// first import of matplotlib writes nothing into /work.
+func TestAFigureShows(t *testing.T) {
+	env := testEnv.NeedSessions()
+	if env.Skip != "" {
+		t.Skip(env.Skip)
+	}
+	ts := newSetup(t)
+	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(ts.state, "runsc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: env.SessionRootfs, StateDir: ts.state, Prefix: testEnv.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := testLimits()
+	lim.MemoryBytes = 512 << 20
+	m, err := New(Options{Sandboxes: sm, Dir: ts.dir, DiskMB: 64, Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = m.Close(ctx)
+		_ = sm.Close(ctx)
+	})
+	id := testID("figure")
+	run := func(code string) (Result, []string, [][]byte) {
+		t.Helper()
+		var s shown
+		res, err := m.Run(t.Context(), id, s.run(Run{Language: "python", Timeout: 2 * time.Minute, Code: code}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, s.list(), s.data
+	}
+	isPNG := func(items []string, data [][]byte) bool {
+		for i, d := range data {
+			if !bytes.HasPrefix(d, []byte("\x89PNG\r\n\x1a\n")) || len(d) < 1000 {
+				t.Errorf("image %d: %d bytes, %q…", i, len(d), d[:min(8, len(d))])
+				return false
+			}
+		}
+		return true
+	}
+	res, items, data := run("import matplotlib.pyplot as plt\nprint('before')\nplt.plot([1, 3, 2])\nplt.show()\nprint('after')\nplt.figure()\nplt.bar(['a'], [1])")
+	if got := strings.Join(strip(items), "|"); res.ExitCode != 0 || got != "o:before\n|img:image/png|o:after\n|img:image/png" || !isPNG(items, data) {
+		t.Fatalf("plt.show() between prints, then a figure left open: %+v, %q; want before, a figure, after, a figure", res, items)
+	}
+	res, items, _ = run("fig, ax = plt.subplots()\nax.plot([0, 1])\nfig")
+	if got := strings.Join(strip(items), "|"); got != "img:image/png" || res.Value != "" {
+		t.Errorf("a cell ending in a figure: %+v, %q; want the figure alone, no value", res, items)
+	}
+	res, items, _ = run("import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'import matplotlib.pyplot as plt; plt.plot([1]); plt.show(); plt.savefig(\"p.png\"); print(plt.get_backend())'], check=True)\nimport os\nsorted(os.listdir('.'))")
+	if got := strings.Join(strip(items), "|"); got != "o:agg\n" || res.Value != "['p.png']" {
+		t.Errorf("a figure drawn by a process of the cell: %+v, %q; want it saved with Agg, none shown, only p.png in /work", res, items)
+	}
+}
+
+// strip is items without the images' sizes.
+func strip(items []string) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		if strings.HasPrefix(it, "img:") {
+			it = it[:strings.LastIndex(it, ":")]
+		}
+		out[i] = it
+	}
+	return out
 }

@@ -77,9 +77,17 @@ class Displays:
         return True
 
     def figure(self, fig):
+        # A figure shown is closed, as plt.show() closes them in a notebook: the cell's end
+        # doesn't show it again.
         import io
         buf = io.BytesIO()
         fig.savefig(buf, format="png", bbox_inches="tight")
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is not None:
+            try:
+                plt.close(fig)
+            except Exception:
+                pass
         return self.send("image/png", buf.getvalue())
 
     def show(self, obj):

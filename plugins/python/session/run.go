@@ -210,8 +210,9 @@ func runEnv(r Run, net Network, token string) []string {
 		// session, installs go to the user's site in /work (HOME).
 		"PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_USER=1",
 		// matplotlib draws with Agg in every process (none has a screen); the live interpreter
-		// shows its figures itself (kernel.py).
-		"MPLBACKEND=Agg")
+		// shows its figures itself (kernel.py). Its settings and font cache go in the sandbox's
+		// /tmp, not among the session's files.
+		"MPLBACKEND=Agg", "MPLCONFIGDIR=/tmp/matplotlib")
 	if net == NetworkPackages && r.ProxyURL != "" {
 		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
 			env = append(env, k+"="+r.ProxyURL)
