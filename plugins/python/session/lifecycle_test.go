@@ -127,7 +127,7 @@ func TestKilledHostLeavesNoOrphan(t *testing.T) {
 	id := testID("killed")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "STATE="+ts.state, "DIR="+ts.dir, "RUNSC="+testEnv.Runsc,
-		"ROOTFS="+testEnv.Rootfs, "PREFIX="+testEnv.Prefix, "SESSION="+id)
+		"ROOTFS="+testEnv.SessionRootfs, "PREFIX="+testEnv.Prefix, "SESSION="+id)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

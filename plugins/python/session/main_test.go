@@ -16,8 +16,8 @@ import (
 	"github.com/toolhost/toolhost/runsc/sandboxtest"
 )
 
-// The tests run real sandboxes (runsc and the rootfs of make runsc rootfs, as root) on real loop
-// mounts. Everything carries a prefix and a folder of the tests' own; TestMain asserts that no
+// The tests run real sandboxes (runsc and the session rootfs of make runsc rootfs, as root: the
+// conversation sandboxes' own, build/rootfs-sessions) on real loop mounts. Everything carries a prefix and a folder of the tests' own; TestMain asserts that no
 // sandbox, mount or loop device of theirs is left.
 
 var testEnv sandboxtest.Setup
@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(child())
 	}
 	os.Exit(sandboxtest.Main(m, &testEnv, sandboxtest.MainOptions{Who: "the session tests", Prefix: "ths", What: "sandboxes, mounts or loop devices",
+		Sessions: true,
 		Leftovers: func(s sandboxtest.Setup) sandboxtest.Leftovers {
 			sweep := func() (sandbox.SweepOptions, error) {
 				rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: s.Runsc, Root: filepath.Join(s.Dir, "state", "runsc")})
@@ -90,15 +91,15 @@ func newSetup(t *testing.T) testSetup {
 	return testSetup{state: filepath.Join(testEnv.Dir, "state"), dir: filepath.Join(d, "sessions")}
 }
 
-// sandboxes makes a sandbox manager of the tests' prefix (a new instance, as a new process
-// would have).
+// sandboxes makes a sandbox manager of the tests' prefix on the session rootfs (a new instance,
+// as a new process would have).
 func (ts testSetup) sandboxes(t testing.TB) *sandbox.Manager {
 	t.Helper()
 	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(ts.state, "runsc")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sm, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.Rootfs, StateDir: ts.state, Prefix: testEnv.Prefix})
+	sm, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.SessionRootfs, StateDir: ts.state, Prefix: testEnv.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,13 +181,13 @@ func runOK(t *testing.T, m *Manager, id, lang, code string) (Result, string, str
 func child() int {
 	var ts testSetup
 	ts.state, ts.dir = os.Getenv("STATE"), os.Getenv("DIR")
-	testEnv.Runsc, testEnv.Rootfs, testEnv.Prefix = os.Getenv("RUNSC"), os.Getenv("ROOTFS"), os.Getenv("PREFIX")
+	testEnv.Runsc, testEnv.SessionRootfs, testEnv.Prefix = os.Getenv("RUNSC"), os.Getenv("ROOTFS"), os.Getenv("PREFIX")
 	fail := func(err error) int { fmt.Println("child:", err); return 1 }
 	rt, err := runsc.NewRuntime(runsc.RuntimeOptions{Binary: testEnv.Runsc, Root: filepath.Join(ts.state, "runsc")})
 	if err != nil {
 		return fail(err)
 	}
-	sm, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.Rootfs, StateDir: ts.state, Prefix: testEnv.Prefix})
+	sm, err := sandbox.NewManager(sandbox.ManagerOptions{Runtime: rt, Rootfs: testEnv.SessionRootfs, StateDir: ts.state, Prefix: testEnv.Prefix})
 	if err != nil {
 		return fail(err)
 	}
