@@ -48,10 +48,11 @@ var vmPackages = []struct {
 	},
 	{
 		// The kind's limits and their words, the pool's fresh sandboxes with their limits, a
-		// ready sandbox killed from outside; with the pool on (the pass that hands sandboxes out).
+		// ready sandbox killed from outside, sessions on the session rootfs (pandas there, not in
+		// a tool run); with the pool on (the pass that hands sandboxes out).
 		name: "python", pkg: "plugins/python", suites: []string{"trixie"},
 		run: "^(TestLimitsStopTheCodeAndOthersGoOn|TestPooledRunsAreFreshAndKeepTheirLimits|TestKilledReadySandboxIsNeverHandedOut|" +
-			"TestNoSecretsOrHostFiles|TestSessionLimits)$",
+			"TestNoSecretsOrHostFiles|TestSessionLimits|TestSessionsRunOnTheSessionRootfs)$",
 		env: []string{"TOOLHOST_TEST_POOL=on"},
 	},
 	{
