@@ -167,7 +167,7 @@ func (k *kind) Configure(ctx context.Context, raw json.RawMessage) (err error) {
 	// a session is used (and by toolhost doctor), so that tool runs go on without it.
 	smgr, serr := mgr.WithRootfs(cfg.SessionRootfs)
 	if serr != nil {
-		k.log.Warn("conversation sandboxes can't start until their rootfs ([python] session_rootfs) is built", "error", serr)
+		k.log.Info("conversation sandboxes can't start until their rootfs ([python] session_rootfs) is built", "error", serr)
 	}
 	k.mu.Lock()
 	old, oldSmgr, oldPool := k.mgr, k.smgr, k.pool
