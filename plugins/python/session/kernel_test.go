@@ -172,9 +172,9 @@ func TestACellPastItsTimeIsInterrupted(t *testing.T) {
 	}
 }
 
-// TestACellCantConfuseTheAgent: a cell that writes a long line of junk to the pipe on which
-// its interpreter says a cell ended has its interpreter killed (the cell says so), and the next
-// cell works in a new one; a value of more than 64 KiB comes back whole.
+// TestACellCantConfuseTheAgent: a cell that writes a line of junk longer than an image's (9 MiB)
+// to the pipe on which its interpreter says a cell ended has its interpreter killed (the cell
+// says so), and the next cell works in a new one; a value of more than 64 KiB comes back whole.
 func TestACellCantConfuseTheAgent(t *testing.T) {
 	ts := newSetup(t)
 	m := ts.manager(t, Options{})
@@ -188,7 +188,7 @@ for fd in map(int, os.listdir('/proc/self/fd')):
     try:
         pipe = os.readlink('/proc/self/fd/%d' % fd).startswith('pipe:')
         if fd > 2 and pipe and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
-            os.write(fd, b'x' * (2 << 20))
+            os.write(fd, b'x' * (9 << 20))
     except OSError:
         pass
 `, Run{})
