@@ -436,7 +436,7 @@ func operatorFlow(t *testing.T, m machine, deb, prefix string) {
 		t.Errorf("firewall rules are left after stop:\n%s", out)
 	}
 	for _, line := range strings.Split(m.quiet("cat", "/proc/self/mountinfo"), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && (f[4] == "/var/lib/toolhost/rootfs" || f[4] == path.Dir(deb)) {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == "/var/lib/toolhost/rootfs" || f[4] == "/var/lib/toolhost/rootfs-sessions" || f[4] == path.Dir(deb)) {
 			continue // the test's own binds
 		}
 		if strings.Contains(line, "toolhost") || strings.Contains(line, "runsc") {
