@@ -287,6 +287,30 @@ func sessionRows(o options) ([]row, []string, error) {
 			notes = append(notes, fmt.Sprintf("disk of the %d sessions' images and the ready sandbox's after print(1) runs: %.1f MiB in all (each reserves its disk_mb, 64)", 11, kib/1024))
 		}
 	}
+	// The scientific stack of the session rootfs: its first import in a conversation (the
+	// sessions of the 3 s row, warm), then a first figure (matplotlib's import and font cache,
+	// the figure drawn and sent as an image), then a warm pandas cell.
+	var pandas, figure, warmPandas []time.Duration
+	for i := 2; i < 5; i++ {
+		s := fmt.Sprintf("new-%d", i)
+		for _, step := range []struct {
+			code string
+			into *[]time.Duration
+		}{
+			{"import pandas as pd\nprint(1)", &pandas},
+			{"import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\nprint(1)", &figure},
+			{"print(int(pd.DataFrame({'a': range(1000)}).sum().iloc[0] > 0))", &warmPandas},
+		} {
+			d, err := h.runPython(s, step.code)
+			if err != nil {
+				return nil, nil, err
+			}
+			*step.into = append(*step.into, d)
+		}
+	}
+	rows = append(rows, row{name: "toolhost run_python(import pandas), first in a warm session", d: pandas},
+		row{name: "toolhost run_python, first matplotlib figure (shown as an image)", d: figure},
+		row{name: "toolhost run_python, a pandas cell once imported", d: warmPandas})
 	fmt.Fprintf(os.Stderr, "bench: waiting for the idle stop (idle_minutes = 1)\n")
 	time.Sleep(75 * time.Second)
 	var afterStop []time.Duration
