@@ -114,7 +114,7 @@ func TestParseConfig(t *testing.T) {
 func TestParseConfigSessionRootfs(t *testing.T) {
 	cfg, err := parseConfig(json.RawMessage(`{}`))
 	if err != nil || cfg.SessionRootfs != "/var/lib/toolhost/rootfs-sessions" ||
-		!slices.Equal(cfg.SessionPackages, []string{"python3-numpy", "python3-pandas", "python3-matplotlib"}) {
+		!slices.Equal(cfg.SessionPackages, []string{"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-munkres"}) {
 		t.Errorf("defaults: session_rootfs %q, session_packages %v, %v", cfg.SessionRootfs, cfg.SessionPackages, err)
 	}
 	cfg, err = parseConfig(json.RawMessage(`{"rootfs": "/srv/th/rootfs"}`))

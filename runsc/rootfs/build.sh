@@ -65,7 +65,6 @@ if [ -z "$mirror" ]; then
 fi
 
 include=python3-minimal,python3
-for p in $packages; do include=$include,$p; done
 
 mkdir -p "$(dirname "$out")"
 tmp=$out.tmp.$$
@@ -77,6 +76,19 @@ debootstrap --variant=minbase --include="$include" "$suite" "$tmp" "$mirror"
 # in a rootfs, and a later rm -rf or cp -a must not walk into the machine's /proc.
 awk -v t="$tmp" '$5 == t || index($5, t "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r |
 	while read -r m; do umount -l "$m"; done
+# The packages, with apt in the new tree rather than debootstrap --include: debootstrap takes the
+# first of a dependency's alternatives even when the list names another (matplotlib's fonttools
+# needs "python3-scipy | python3-munkres": naming munkres keeps scipy, pythran and a C++ compiler
+# out only with apt), and apt leaves recommended packages out as debootstrap does. The tree's
+# sources.list is debootstrap's (the mirror above); the lists go with the trim below.
+if [ -n "$packages" ]; then
+	chroot "$tmp" apt-get -q update
+	# shellcheck disable=SC2086 # one word a package
+	DEBIAN_FRONTEND=noninteractive chroot "$tmp" apt-get -q -y --no-install-recommends install $packages
+	chroot "$tmp" apt-get clean
+	awk -v t="$tmp" '$5 == t || index($5, t "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+		while read -r m; do umount -l "$m"; done
+fi
 
 # Trim what a sandbox never reads.
 rm -rf "$tmp"/var/cache/apt/* "$tmp"/var/lib/apt/lists/* "$tmp"/var/log/* \

@@ -39,7 +39,7 @@ func TestPackagesAlwaysHavePip(t *testing.T) {
 	if want := filepath.Join(filepath.Dir(dir), "rootfs-sessions"); plans.Sessions.Dir != want {
 		t.Errorf("session rootfs = %q, want %q (beside the rootfs)", plans.Sessions.Dir, want)
 	}
-	if want := []string{"python3-pip", "python3-numpy", "python3-pandas", "python3-matplotlib"}; !slices.Equal(plans.Sessions.Packages, want) {
+	if want := []string{"python3-pip", "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-munkres"}; !slices.Equal(plans.Sessions.Packages, want) {
 		t.Errorf("session packages = %v, want %v", plans.Sessions.Packages, want)
 	}
 
