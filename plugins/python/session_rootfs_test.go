@@ -16,11 +16,22 @@ import (
 // matplotlib and uses them (the session rootfs has the scientific stack), while a one-shot
 // python tool of the same kind runs on the lean rootfs, where pandas is not.
 func TestSessionsRunOnTheSessionRootfs(t *testing.T) {
-	_, c, _ := sessionKind(t)
+	_, c, s := sessionKind(t)
+	// The imports take a few seconds here, and minutes in the VMs' emulated CPU (TCG): a cell
+	// may take 10 minutes, and each import has a cell of its own.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.ConfigureSessions(ctx, sdk.SessionsConfig{DiskMB: 64, MemoryMB: 256, IdleMinutes: 15, Seconds: 600}); err != nil {
+		t.Fatal(err)
+	}
 	id := newSessionID()
 	py := sessionTool(t, "run_python", "python")
-	res := ranResult(t, callIn(t, c, id, py, map[string]any{"code": "import numpy, pandas, matplotlib\n" +
-		"matplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n" +
+	for _, code := range []string{"import numpy, pandas", "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt"} {
+		if res := ranResult(t, callIn(t, c, id, py, map[string]any{"code": code}, nil)); res.ExitCode != 0 || res.Stopped != "" {
+			t.Fatalf("%q in a session: %+v", code, res)
+		}
+	}
+	res := ranResult(t, callIn(t, c, id, py, map[string]any{"code": "" +
 		"df = pandas.DataFrame({'a': numpy.arange(5), 'b': [10, 20, 30, 40, 50]})\n" +
 		"fig, ax = plt.subplots()\nax.plot(df['a'], df['b'])\nfig.savefig('plot.png')\nplt.close(fig)\n" +
 		"import os\nprint(int(df['a'].sum()), int(df['b'].sum()), os.path.getsize('plot.png') > 1000)\n"}, nil))
