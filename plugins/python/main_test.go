@@ -124,6 +124,10 @@ func runSuite(ctx context.Context, m *testing.M, rt *runsc.Runtime, rootfs strin
 
 	code := m.Run()
 
+	// The close has a time of its own: the tests may have taken most of ctx's (the VMs'
+	// emulated CPU takes minutes).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	for _, k := range []*kind{env.walled, env.open} {
 		if err := k.Close(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "closing the kind:", err)
