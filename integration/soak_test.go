@@ -257,6 +257,7 @@ func writeSoakConfig(t *testing.T, repo, dir, upstream string) (cfgPath, stateDi
 		"http.allow_private":            "true",
 		"python.runsc":                  filepath.Join(repo, "build/bin/runsc"),
 		"python.rootfs":                 filepath.Join(repo, "build/rootfs"),
+		"python.session_rootfs":         sessionRootfs(t, filepath.Join(repo, "build/rootfs")),
 		"python.state_dir":              stateDir,
 		"python.sessions_dir":           filepath.Join(dir, "sessions"),
 		"python.sandbox_prefix":         soakPrefix,

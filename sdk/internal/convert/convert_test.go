@@ -352,7 +352,7 @@ func TestProtocolMessagesRoundTrip(t *testing.T) {
 
 // eventCases are the kinds of Event the converter carries; a Result and
 // an Error end a run and are taken apart by their reader.
-var eventCases = map[protoreflect.Name]bool{"stdout": true, "stderr": true, "progress": true, "log": true, "result": false, "error": false}
+var eventCases = map[protoreflect.Name]bool{"stdout": true, "stderr": true, "progress": true, "log": true, "display": true, "result": false, "error": false}
 
 // eachOneofCase is msg filled once per case of its one oneof that the
 // converter carries.
