@@ -155,7 +155,7 @@ func (hs *hostSessions) start(ctx context.Context) {
 	cfg := hs.h.config()
 	hs.startProxy(ctx, cfg)
 	if err := b.ConfigureSessions(ctx, hs.svc.BackendConfig()); err != nil {
-		fail(fmt.Sprintf("the %s kind refused the [sessions] limits: %v", p.Info().Kind, err))
+		fail(fmt.Sprintf("the %s kind can't serve conversation sandboxes: %v", p.Info().Kind, err))
 		return
 	}
 	hs.svc.Attach(st, b)

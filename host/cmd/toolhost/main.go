@@ -21,8 +21,9 @@ Usage:
                                        ask the host (PID, or systemd's $MAINPID) to reload FILE and
                                        wait until it serves it; exit 1 when the host refused it
   toolhost rootfs [--config FILE] [PACKAGE ...]
-                                       build the sandboxes' root filesystem ([python] rootfs), with
-                                       [python] packages and the Debian PACKAGEs given (1-3 minutes)
+                                       build the sandboxes' root filesystems: [python] rootfs, with
+                                       [python] packages and the Debian PACKAGEs given, and
+                                       session_rootfs, with session_packages too (1-3 minutes each)
   toolhost tools  [--addr HOST:PORT]   list the tools of a running host
   toolhost call   [--addr HOST:PORT] [--token T] [--json] TOOL [name=value ...]
                                        call a tool, streaming what it prints; exits 0 on a
