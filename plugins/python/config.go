@@ -79,9 +79,6 @@ type poolConfig struct {
 // defaultPoolMax is [python.pool] max when left out.
 const defaultPoolMax = 16
 
-// packageRx is a Debian package's name (build.sh takes no other).
-var packageRx = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
-
 var moduleRx = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
 // defaultConfig is what a setting left out takes.
@@ -135,7 +132,7 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	}
 	for key, list := range map[string][]string{"packages": cfg.Packages, "session_packages": cfg.SessionPackages} {
 		for i, p := range list {
-			if !packageRx.MatchString(p) {
+			if !rootfs.IsPackageName(p) {
 				bad(fmt.Sprintf("%s[%d]", key, i), "%q is not a Debian package name like \"python3-numpy\"", p)
 			}
 		}

@@ -2,8 +2,8 @@
 // with python3, pip and the Debian packages a toolhost config's [python] packages names (the
 // rootfs of one-shot tool runs), and the same with [python] session_packages besides (the
 // conversation sandboxes' session rootfs: the scientific stack by default). The build itself is
-// build.sh (debootstrap from this machine's Debian mirror, trimmed of what a sandbox never
-// reads), embedded here so that an installed toolhost carries it; `make rootfs` and `toolhost rootfs`
+// build.sh (debootstrap from this machine's Debian mirror, then apt in the new tree for the
+// packages, trimmed of what a sandbox never reads), embedded here so that an installed toolhost carries it; `make rootfs` and `toolhost rootfs`
 // both run it through this package.
 package rootfs
 
@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 
 	"github.com/pelletier/go-toml/v2"
@@ -43,6 +44,12 @@ func SessionDirFor(rootfs string) string {
 // is there for matplotlib's fonttools, which needs it or scipy: named, it keeps scipy out, and
 // with scipy pythran, g++ and the Python headers (the rootfs is 574 MB with it, 1.3 GB without).
 var DefaultSessionPackages = []string{"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-munkres"}
+
+// packageName is a Debian package's name as build.sh takes it (it refuses any other).
+var packageName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+
+// IsPackageName says whether p is a Debian package's name that a build takes.
+func IsPackageName(p string) bool { return packageName.MatchString(p) }
 
 // basePackages are in every rootfs, whatever the config says: pip, so that a conversation's
 // sandbox can pip install from the package hosts its egress proxy allows. python3 itself and a

@@ -27,18 +27,6 @@
     return n;
   };
 
-  // shownPart is a part a run shows (display events; an image, most often): drawn when it is an
-  // image of a raster type, from its bytes in a data: URL (the page's CSP allows data: images
-  // only), said in a line otherwise.
-  const DRAWN_TYPES = /^image\/(png|jpeg|gif|webp)$/;
-  const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-  function shownPart(part) {
-    const p = part || {};
-    if (p.type === "image" && DRAWN_TYPES.test(p.mime_type || "") && typeof p.data === "string" && BASE64.test(p.data))
-      return el("img", { class: "line shown", src: `data:${p.mime_type};base64,${p.data}`, alt: "An image the run showed" });
-    return el("span", { class: "line note", text: `[the run showed ${p.type || "a part"}${p.mime_type ? ` (${p.mime_type})` : ""}: not drawn here]\n` });
-  }
-
   const state = {
     ws: null,
     open: false,
@@ -679,7 +667,8 @@
         $("output-count").textContent = `${r.chunks} chunk${r.chunks === 1 ? "" : "s"}`;
         break;
       case "display":
-        for (const part of f.content || []) out.append(shownPart(part));
+        // Drawn as a conversation's view draws them (sessions.js).
+        for (const part of f.content || []) out.append(window.ToolhostConversations.shownPart(part));
         break;
       case "progress": {
         // A fraction outside 0..1 (a graph's "node done" sends -1) says

@@ -819,4 +819,6 @@
   function $id(id) { return document.getElementById(id); }
 
   window.ToolhostConversations = ToolhostConversations;
+  // The run view (app.js) draws the parts its runs show the same way.
+  window.ToolhostConversations.shownPart = shownPart;
 })();

@@ -36,7 +36,8 @@ var kernelArgs = []string{"/usr/bin/python3", "-u", "-c", kernelProgram}
 // frame is one message of the agent.
 type frame struct {
 	// 'o' stdout, 'e' stderr, 'x' exit status, 'f' could not start, 'v' a cell's value, 'r' the
-	// interpreter ended during the cell
+	// interpreter ended during the cell, 'd' a piece of an image the cell shows, 'i' its end (its
+	// MIME type)
 	kind byte
 	data []byte
 }
