@@ -246,6 +246,65 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	return err
 }
 
+// CheckpointOpts are the options of Checkpoint.
+type CheckpointOpts struct {
+	// ImagePath is the folder the checkpoint is written to (runsc makes its files there).
+	ImagePath string
+	// LogFile receives runsc's own error messages, as in CreateOpts.
+	LogFile string
+}
+
+// Checkpoint saves a running container's state (its memory, processes and open files) to
+// opts.ImagePath, and stops it: what is left of it is for Delete.
+func (r *Runtime) Checkpoint(ctx context.Context, id string, opts *CheckpointOpts) error {
+	if opts == nil || opts.ImagePath == "" {
+		return errors.New("a checkpoint needs a folder to be written to")
+	}
+	var args []string
+	if opts.LogFile != "" {
+		args = append(args, "--log="+opts.LogFile)
+	}
+	args = append(args, "checkpoint", "--image-path", opts.ImagePath, id)
+	_, err := r.output(ctx, args...)
+	if err != nil && opts.LogFile != "" {
+		var ce *Error
+		if errors.As(err, &ce) && strings.TrimSpace(ce.Stderr) == "" {
+			if b, rerr := os.ReadFile(opts.LogFile); rerr == nil {
+				ce.Stderr = logMessages(b)
+			}
+		}
+	}
+	return err
+}
+
+// RestoreOpts are the options of Restore.
+type RestoreOpts struct {
+	CreateOpts
+	// ImagePath is the folder a Checkpoint wrote.
+	ImagePath string
+	// Detach returns once the container runs again instead of waiting for it to end.
+	Detach bool
+}
+
+// Restore creates a container from the bundle in bundleDir and the checkpoint in
+// opts.ImagePath, and runs it from where the checkpoint left it. The restored processes' standard
+// files are opts.Stdin, Stdout and Stderr, in place of the ones they had (a restore can hand
+// them no other files: ExtraFiles are refused).
+func (r *Runtime) Restore(ctx context.Context, id, bundleDir string, opts *RestoreOpts) error {
+	if opts == nil || opts.ImagePath == "" {
+		return errors.New("a restore needs the folder of a checkpoint")
+	}
+	if len(opts.ExtraFiles) > 0 {
+		return errors.New("runsc restore can't pass extra files: a restored sandbox gets new standard files only")
+	}
+	args := append(opts.globals(), "restore", "--bundle", bundleDir, "--image-path", opts.ImagePath)
+	if opts.Detach {
+		args = append(args, "--detach")
+	}
+	args = append(args, id)
+	return r.runStdio(ctx, args, &opts.CreateOpts)
+}
+
 // ExecOpts are the options of Exec.
 type ExecOpts struct {
 	// Env is the environment, KEY=VALUE; the container's when empty.

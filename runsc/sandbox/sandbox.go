@@ -155,6 +155,11 @@ type Options struct {
 	// the sandbox (runsc --oci-seccomp); what the code runs in must leave PID 1's session (setsid)
 	// so that signals to its own process group don't reach PID 1 either.
 	GuardInit bool
+	// ControlStdin makes Control the first process's stdin (fd 0) instead of fd 3: a restore
+	// (Manager.Restore) hands a sandbox new standard files and no others, so the control socket
+	// of a sandbox that is to be checkpointed and restored must be one of them. A LongLived
+	// sandbox's only.
+	ControlStdin bool
 }
 
 // guardInitFilter is the seccomp filter of Options.GuardInit: calls that name PID 1 (as a
@@ -196,7 +201,8 @@ func guardInitFilter() *specs.LinuxSeccomp {
 type Sandbox struct {
 	// ID names the sandbox, its cgroup, namespace and firewall chain.
 	ID string
-	// Control is the host's end of a Unix socket pair whose other end is fd 3 inside.
+	// Control is the host's end of a Unix socket pair whose other end is fd 3 inside (fd 0 with
+	// Options.ControlStdin).
 	Control *os.File
 	// Stdout and Stderr are the read ends of the pipes the sandbox writes its output to. They
 	// reach EOF when the sandbox has ended.
@@ -360,10 +366,12 @@ func (s *Sandbox) openStreams() (inner, outW, errW *os.File, err error) {
 // runRunsc starts the sandbox's first process under runsc, detached, with the bundle, network
 // mode and flags prepareBundle gave, and the sandbox's ends of the streams openStreams made.
 func (s *Sandbox) runRunsc(ctx context.Context, bundle string, netMode string, flags []string, inner, outW, errW *os.File) error {
-	if err := s.m.opts.Runtime.Run(ctx, s.ID, bundle, &runsc.RunOpts{Detach: true, CreateOpts: runsc.CreateOpts{
-		Network: netMode, Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{inner},
-		LogFile: filepath.Join(s.dir, "runsc.log"), ExtraFlags: flags,
-	}}); err != nil {
+	create := runsc.CreateOpts{Network: netMode, Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{inner},
+		LogFile: filepath.Join(s.dir, "runsc.log"), ExtraFlags: flags}
+	if s.opts.ControlStdin {
+		create.Stdin, create.ExtraFiles = inner, nil
+	}
+	if err := s.m.opts.Runtime.Run(ctx, s.ID, bundle, &runsc.RunOpts{Detach: true, CreateOpts: create}); err != nil {
 		return fmt.Errorf("starting the sandbox: %w", err)
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/toolhost/toolhost/runsc"
 )
 
 // SweepGone removes what instances of the manager's prefix that are no longer open left behind
@@ -50,6 +52,9 @@ func (m *Manager) WithRootfs(rootfs string) (*Manager, error) {
 	opts.Instance = m.inst
 	return &Manager{opts: opts, inst: m.inst, cg: m.cg, live: map[string]*Sandbox{}}, nil
 }
+
+// Runtime returns the runtime that runs the manager's sandboxes.
+func (m *Manager) Runtime() *runsc.Runtime { return m.opts.Runtime }
 
 // Rootfs returns the root filesystem the manager's sandboxes mount.
 func (m *Manager) Rootfs() string { return m.opts.Rootfs }

@@ -1,6 +1,8 @@
 # The agent of a conversation sandbox. It is the sandbox's first process (PID 1, guarded: the
 # code can't signal, trace or read it) and starts each run's process itself, so a run costs no
-# runsc exec. It talks to the host over fd 3, a Unix socket:
+# runsc exec. It talks to the host over its stdin, a Unix socket (a checkpointed sandbox is
+# restored with new standard files and no others: this way, the restored agent's socket is the
+# new host's):
 #
 #   host -> agent: one JSON object a line:
 #     {"op": "run", "id": N, "args": [...], "env": [...], "stdin": "..."}  start a run's process
@@ -45,6 +47,7 @@
 import base64
 import binascii
 import ctypes
+import fcntl
 import json
 import os
 import select
@@ -53,7 +56,7 @@ import socket
 import struct
 import sys
 
-CTL = 3
+CTL = -1  # the host's socket, moved off fd 0 by main
 MAXFRAME = 64 << 10
 MAXDONE = 8 << 20  # the longest line the interpreter may send (an image's): more, and it is not the kernel talking
 PR_SET_DUMPABLE = 4
@@ -80,7 +83,14 @@ def main():
     # Not dumpable: /proc/1's files become root's, out of reach of the code (same user as us).
     # The shepherds, forks of the agent, are not dumpable either.
     prctl(PR_SET_DUMPABLE, 0)
-    os.set_inheritable(CTL, False)
+    # The socket moves off fd 0 (close-on-exec; the shepherds close it too), and fd 0 becomes
+    # /dev/null: no process but the agent holds it. A restore gives it a new host socket in
+    # place of the old one, whichever fd holds it.
+    global CTL
+    CTL = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.close(null)
     ctl = socket.socket(fileno=CTL)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)

@@ -113,6 +113,20 @@ func (m *Manager) startBox(ctx context.Context, s *session, net Network, owner s
 // launch starts a sandbox of network net on the workspace mounted for name (a session's id, or
 // a ready sandbox's name), holding no place in Options.Places (see hold).
 func (m *Manager) launch(ctx context.Context, name string, net Network) (*box, error) {
+	sandboxes, opts, err := m.boxOptions(m.mountPath(name), net)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandboxes.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.watch(name, sb, net), nil
+}
+
+// boxOptions returns the manager that makes a session sandbox of network net on the
+// workspace at the host folder work, and its options.
+func (m *Manager) boxOptions(work string, net Network) (*sandbox.Manager, sandbox.Options, error) {
 	program := agentProgram
 	if m.viaExec {
 		program = initProgram
@@ -121,22 +135,27 @@ func (m *Manager) launch(ctx context.Context, name string, net Network) (*box, e
 		Args:      []string{"/usr/bin/python3", "-I", "-S", "-c", program},
 		Lifetime:  sandbox.LongLived,
 		Limits:    m.opts.Limits,
-		Workspace: m.mountPath(name),
+		Workspace: work,
 		Network:   net == NetworkWeb,
 		Ready:     "ready",
 		GuardInit: true,
+		// The agent's socket is its stdin, so that a checkpoint of the sandbox can be restored
+		// with a new one (see checkpoint.go).
+		ControlStdin: !m.viaExec,
 	}
 	sandboxes := m.opts.Sandboxes
 	if net == NetworkPackages {
 		if m.packages == nil {
-			return nil, errNoProxy
+			return nil, opts, errNoProxy
 		}
 		sandboxes, opts.Network = m.packages, true
 	}
-	sb, err := sandboxes.Start(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
+	return sandboxes, opts, nil
+}
+
+// watch makes the box of a started (or restored) sandbox sb of network net on the workspace
+// of name: it closes ended when the sandbox ends, and logs a few of the agent's complaints.
+func (m *Manager) watch(name string, sb *sandbox.Sandbox, net Network) *box {
 	b := &box{sb: sb, net: net, ended: make(chan struct{})}
 	if !m.viaExec {
 		b.agent = newAgent(sb.Control)
@@ -159,7 +178,7 @@ func (m *Manager) launch(ctx context.Context, name string, net Network) (*box, e
 		}
 		_, _ = io.Copy(io.Discard, sb.Stderr)
 	}()
-	return b, nil
+	return b
 }
 
 // hold makes b the holder of the place free gives back (taken for owner in Options.Places), its

@@ -79,13 +79,13 @@ func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
 		}
 		defer func() { <-slot }()
 	}
-	s, b, cold, err := m.acquire(ctx, id, net, r.Owner)
+	s, b, how, err := m.acquire(ctx, id, net, r.Owner)
 	if err != nil {
-		return Result{Cold: cold}, err
+		return Result{Cold: how.cold}, err
 	}
 	defer m.release(s)
 	res, err := m.runIn(ctx, s, b, r, net, args, stdin)
-	res.Cold = cold
+	res.Cold, res.Resumed = how.cold, how.resumed
 	if m.inKernel(r) {
 		s.mu.Lock()
 		if !s.cells {
@@ -96,11 +96,14 @@ func (m *Manager) Run(ctx context.Context, id string, r Run) (Result, error) {
 				m.markCells(id)
 			}
 		}
-		lost := cold && s.cells
+		lost := how.cold && s.cells
 		s.cells = true
 		s.mu.Unlock()
 		if lost && err == nil && res.Message == "" {
 			res.Message = "the conversation's sandbox had stopped (it was idle, stopped, or its network changed), so this code ran in a new interpreter: names defined in earlier runs are gone; files in /work are kept"
+			if how.unresumed != nil {
+				res.Message = fmt.Sprintf("the conversation's sandbox had stopped and couldn't be resumed where it stopped (%s), so this code ran in a new interpreter: names defined in earlier runs are gone; files in /work are kept", how.unresumed)
+			}
 		}
 	}
 	return res, err
@@ -146,12 +149,21 @@ func command(r Run) (args []string, stdin string, err error) {
 	return nil, "", errcode.Errorf(errcode.BadArgs, "%q is not a language of conversation sandboxes: give python or bash", r.Language)
 }
 
+// acquired says how acquire found the session's sandbox.
+type acquired struct {
+	// cold: a new sandbox was started; resumed: it was restored from its checkpoint.
+	cold, resumed bool
+	// unresumed says why a checkpoint couldn't be restored (cold is then set).
+	unresumed error
+}
+
 // acquire readies the session's sandbox for a run of network net and counts the run in; a
-// sandbox it starts holds its place for owner.
-func (m *Manager) acquire(ctx context.Context, id string, net Network, owner string) (*session, *box, bool, error) {
+// sandbox it starts (or restores from its checkpoint) holds its place for owner.
+func (m *Manager) acquire(ctx context.Context, id string, net Network, owner string) (*session, *box, acquired, error) {
+	var how acquired
 	s, err := m.lockSession(id)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, how, err
 	}
 	defer s.mu.Unlock()
 	t0 := time.Now()
@@ -159,14 +171,14 @@ func (m *Manager) acquire(ctx context.Context, id string, net Network, owner str
 		// A new session: a ready sandbox, if one is, becomes its own.
 		adopted, err := m.adopt(ctx, s, owner)
 		if err != nil {
-			return nil, nil, false, err
+			return nil, nil, how, err
 		}
 		if adopted {
 			m.log.Debug("a new session took a ready sandbox", "session", id, "sandbox", s.box.sb.ID, "took", time.Since(t0))
 		}
 	}
 	if err := m.ready(ctx, s, true); err != nil {
-		return nil, nil, false, err
+		return nil, nil, how, err
 	}
 	t1 := time.Now()
 	if b := s.box; b != nil && (b.net != net || b.isEnded()) {
@@ -177,22 +189,38 @@ func (m *Manager) acquire(ctx context.Context, id string, net Network, owner str
 		_ = m.stopBox(ctx, b, why)
 		s.box = nil
 	}
-	cold := false
+	if s.box == nil && net == NetworkOff {
+		b, failed, err := m.resume(ctx, s, owner)
+		if err != nil {
+			return nil, nil, how, err
+		}
+		if failed != nil {
+			m.log.Warn("a session's sandbox couldn't be resumed: a new one starts", "session", id, "error", failed)
+			how.unresumed = failed
+		}
+		if b != nil {
+			s.box, how.resumed = b, true
+			m.log.Debug("resumed a session's sandbox", "session", id, "sandbox", b.sb.ID, "disk", t1.Sub(t0), "restore", time.Since(t1))
+		}
+	} else if s.box == nil && m.hasCheckpoint(id) {
+		// Its network changed: the interpreter of before can't come back.
+		m.removeCheckpoint(id)
+	}
 	if s.box == nil {
 		b, err := m.startBox(ctx, s, net, owner)
 		if err != nil {
 			if errcode.Code(err) != "" {
-				return nil, nil, false, err
+				return nil, nil, how, err
 			}
-			return nil, nil, false, fmt.Errorf("starting the session's sandbox: %w", err)
+			return nil, nil, how, fmt.Errorf("starting the session's sandbox: %w", err)
 		}
-		s.box, cold = b, true
+		s.box, how.cold = b, true
 		m.log.Debug("started a session's sandbox", "session", id, "sandbox", b.sb.ID, "network", string(net),
 			"disk", t1.Sub(t0), "start", time.Since(t1))
 	}
 	s.active++
 	s.lastUsed = time.Now()
-	return s, s.box, cold, nil
+	return s, s.box, how, nil
 }
 
 // release counts a run or a file operation out.

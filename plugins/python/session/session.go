@@ -157,6 +157,9 @@ type Result struct {
 	// Value (python) is repr() of the value of the code's last statement, when that is an
 	// expression whose value isn't None, as a notebook shows it; "" otherwise.
 	Value string
+	// Resumed says the session's sandbox was restored from the checkpoint made when it stopped
+	// (idle, for another run's place, or a restart): its interpreter's names are as they were.
+	Resumed bool
 	// Restarted (python) says the interpreter ended during the run (it was stopped, or the code
 	// ended it): the variables of earlier runs are gone, and the next run starts a new one.
 	Restarted bool
@@ -197,6 +200,8 @@ type Manager struct {
 	diskMu sync.Mutex
 	// spare holds the ready sandboxes for new sessions (Options.Ready).
 	spare spares
+	// ids are what checkpoints are made with (see checkpoint.go).
+	ids *identities
 }
 
 // session is what the Manager holds of one session. mu is held across its transitions (mount,
@@ -259,7 +264,8 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{opts: opts, log: opts.Log, tools: t, lock: lock, sessions: map[string]*session{},
-		stopIdle: make(chan struct{}), idleDone: make(chan struct{})}
+		stopIdle: make(chan struct{}), idleDone: make(chan struct{}),
+		ids: &identities{runscPath: opts.Sandboxes.Runtime().Options().Binary, dir: opts.Sandboxes.Rootfs()}}
 	if opts.ProxyAddr.IsValid() {
 		net := opts.Sandboxes.NetworkOptions()
 		m.packages = opts.Sandboxes.WithNetwork(sandbox.NetworkOptions{MaxConnections: net.MaxConnections, OnlyTo: opts.ProxyAddr})
@@ -428,14 +434,17 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return m.idle(ctx, s, "the session's sandbox was stopped")
+	return m.idle(ctx, s, "the session's sandbox was stopped", false)
 }
 
-// idle stops s's sandbox and, with no file operation in progress, unmounts its workspace. s.mu
-// is held.
-func (m *Manager) idle(ctx context.Context, s *session, why string) error {
+// idle stops s's sandbox and, with no file operation in progress, unmounts its workspace. With
+// keep, the sandbox is checkpointed first when it can be (see checkpoint.go). s.mu is held.
+func (m *Manager) idle(ctx context.Context, s *session, why string, keep bool) error {
 	var errs []error
 	if s.box != nil {
+		if keep {
+			m.keep(ctx, s)
+		}
 		errs = append(errs, m.stopBox(ctx, s.box, why))
 		s.box = nil
 	}
@@ -475,6 +484,7 @@ func (m *Manager) remove(ctx context.Context, id, why string) error {
 		errs = append(errs, m.stopBox(ctx, s.box, why))
 		s.box = nil
 	}
+	m.removeCheckpoint(id)
 	if err := m.unmount(id); err != nil {
 		errs = append(errs, err)
 	}
@@ -544,6 +554,9 @@ func (m *Manager) Reconcile(ctx context.Context, keep map[string]bool) (removed 
 	if err := m.sweepSpares(spares); err != nil {
 		errs = append(errs, fmt.Errorf("removing the ready sandboxes of processes that are gone: %w", err))
 	}
+	for _, id := range m.checkpointIDs() {
+		ids[id] = true
+	}
 	m.mu.Lock()
 	for id := range m.sessions {
 		ids[id] = true
@@ -591,6 +604,9 @@ func (m *Manager) settle(ctx context.Context, id string) error {
 	}
 	s.mounted = false
 	_ = os.Remove(m.mountPath(id))
+	// A checkpoint whose making was cut short.
+	_ = os.RemoveAll(m.checkpointPath(id) + ".new")
+	_ = os.Remove(m.manifestPath(id) + ".new")
 	return ctx.Err()
 }
 
@@ -627,6 +643,7 @@ func (m *Manager) Close(ctx context.Context) error {
 			defer s.mu.Unlock()
 			var err error
 			if s.box != nil {
+				m.keep(ctx, s)
 				err = m.stopBox(ctx, s.box, "the sandboxes are shutting down")
 				s.box = nil
 			}
@@ -682,7 +699,7 @@ func (m *Manager) idleLoop() {
 			if !s.deleted && s.active == 0 && (s.box != nil || s.mounted) && time.Since(s.lastUsed) >= m.opts.IdleStop {
 				hadBox := s.box != nil
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				if err := m.idle(ctx, s, "the session's sandbox was idle"); err != nil {
+				if err := m.idle(ctx, s, "the session's sandbox was idle", true); err != nil {
 					m.log.Warn("stopping an idle session's sandbox", "session", s.id, "error", err)
 				} else if hadBox {
 					m.log.Debug("stopped an idle session's sandbox", "session", s.id)
@@ -733,6 +750,7 @@ func (m *Manager) reclaim(ctx context.Context) bool {
 			s.mu.Unlock()
 			continue
 		}
+		m.keep(ctx, s)
 		err := m.stopBox(ctx, s.box, "the session's sandbox was idle and its place was needed by another run")
 		s.box = nil
 		s.mu.Unlock()

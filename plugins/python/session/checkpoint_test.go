@@ -1,0 +1,211 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// awaitCheckpoint waits until session id's sandbox was stopped with a checkpoint kept.
+func awaitCheckpoint(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		m.mu.Lock()
+		s := m.sessions[id]
+		m.mu.Unlock()
+		s.mu.Lock()
+		stopped := s.box == nil
+		s.mu.Unlock()
+		if stopped && m.hasCheckpoint(id) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("session %s's sandbox wasn't checkpointed within a minute of being idle", id)
+}
+
+// checkPrivate fails unless path has exactly mode perm.
+func checkPrivate(t *testing.T, path string, perm os.FileMode) {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != perm {
+		t.Errorf("%s has mode %v; want %v", path, fi.Mode().Perm(), perm)
+	}
+}
+
+// TestAnIdleStopKeepsTheInterpretersNames: a conversation's sandbox stopped for being idle is
+// checkpointed (private files, a manifest of their hashes), and its next run restores it: the
+// names of before are there, a file written and fsynced in the last run too, the run says it
+// resumed, and the checkpoint is gone. It works again after the restore (the restored agent
+// talks over the socket the restore gave it), and bash runs in the resumed sandbox.
+func TestAnIdleStopKeepsTheInterpretersNames(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{IdleStop: 500 * time.Millisecond})
+	id := testID("resume")
+
+	res, _, _ := cell(t, m, id, "import os\nx = 41\nwith open('/work/last.txt', 'w') as f:\n    f.write('written last')\n    f.flush()\n    os.fsync(f.fileno())\n", Run{})
+	if res.ExitCode != 0 || !res.Cold {
+		t.Fatalf("the first cell: %+v", res)
+	}
+	for round := 1; round <= 2; round++ {
+		awaitCheckpoint(t, m, id)
+		checkPrivate(t, m.checkpointsDir(), 0o700)
+		checkPrivate(t, m.checkpointPath(id), 0o700)
+		checkPrivate(t, m.manifestPath(id), 0o600)
+		entries, err := os.ReadDir(m.checkpointPath(id))
+		if err != nil || len(entries) == 0 {
+			t.Fatalf("the checkpoint's folder: %v, %d files", err, len(entries))
+		}
+		for _, e := range entries {
+			checkPrivate(t, filepath.Join(m.checkpointPath(id), e.Name()), 0o600)
+		}
+		var man manifest
+		data, _ := os.ReadFile(m.manifestPath(id))
+		if err := json.Unmarshal(data, &man); err != nil || man.Session != id || len(man.Files) != len(entries) || man.Bytes <= 0 {
+			t.Fatalf("the manifest: %v, %+v", err, man)
+		}
+		t.Logf("round %d: the checkpoint holds %d files, %d KiB", round, len(entries), man.Bytes>>10)
+
+		t0 := time.Now()
+		res, out, errOut := cell(t, m, id, "x += 1\nprint(open('/work/last.txt').read())\nx", Run{})
+		took := time.Since(t0)
+		if want := fmt.Sprint(41 + round); res.Value != want || out != "written last\n" || errOut != "" {
+			t.Errorf("round %d, the cell after the idle stop: %+v, %q, %q; want the names and the file of before", round, res, out, errOut)
+		}
+		if !res.Resumed || res.Cold || res.Message != "" {
+			t.Errorf("round %d: %+v; want a resumed sandbox, not a cold one, and nothing said", round, res)
+		}
+		if m.hasCheckpoint(id) {
+			t.Errorf("round %d: the checkpoint is still there after the restore", round)
+		}
+		t.Logf("round %d: the cell that resumed took %v", round, took.Round(time.Millisecond))
+	}
+	if res, out, _ := runOK(t, m, id, "bash", "cat /work/last.txt; echo; id -u"); res.ExitCode != 0 || out != "written last\n65534\n" {
+		t.Errorf("bash in the resumed sandbox: %+v, %q", res, out)
+	}
+}
+
+// TestACheckpointThatCantBeRestoredStartsAfresh: a checkpoint whose file was changed, one made
+// by another runsc or on another rootfs or memory, one runsc can't restore, and one whose
+// manifest is damaged are not restored: the run starts a new interpreter on the same files,
+// says why the names are gone, and the checkpoint is removed.
+func TestACheckpointThatCantBeRestoredStartsAfresh(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{IdleStop: 500 * time.Millisecond})
+	editManifest := func(id string, edit func(*manifest)) {
+		var man manifest
+		data, err := os.ReadFile(m.manifestPath(id))
+		if err == nil {
+			err = json.Unmarshal(data, &man)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(&man)
+		data, _ = json.Marshal(man)
+		if err := os.WriteFile(m.manifestPath(id), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// appendTo changes one of the checkpoint's files: a byte more at its end.
+	appendTo := func(id, name string) {
+		f, err := os.OpenFile(filepath.Join(m.checkpointPath(id), name), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte{0})
+		f.Close()
+	}
+	cases := []struct {
+		name, said string
+		spoil      func(id string)
+	}{
+		{"a changed file", "is not what was written", func(id string) { appendTo(id, "checkpoint.img") }},
+		{"another runsc", "another version of runsc", func(id string) { editManifest(id, func(m *manifest) { m.Runsc = "0" + m.Runsc[1:] }) }},
+		{"another rootfs", "another root filesystem", func(id string) { editManifest(id, func(m *manifest) { m.Rootfs = "0" + m.Rootfs[1:] }) }},
+		{"another memory limit", "of memory", func(id string) { editManifest(id, func(m *manifest) { m.MemoryBytes *= 2 }) }},
+		{"another session's", "another session's", func(id string) { editManifest(id, func(m *manifest) { m.Session = testID("other") }) }},
+		{"a damaged manifest", "manifest is damaged", func(id string) { os.WriteFile(m.manifestPath(id), []byte("{"), 0o600) }},
+		{"a file missing", "not the ones it was made with", func(id string) { os.Remove(filepath.Join(m.checkpointPath(id), "pages_meta.img")) }},
+		{"a state runsc can't read", "runsc couldn't restore", func(id string) {
+			// Its hash made to match: what runsc itself says is what the run says.
+			name := filepath.Join(m.checkpointPath(id), "checkpoint.img")
+			if err := os.WriteFile(name, []byte("not a checkpoint"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sum, _, err := hashFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			editManifest(id, func(m *manifest) { m.Files["checkpoint.img"] = sum })
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := testID("spoilt" + string(rune('a'+i)))
+			cell(t, m, id, "x = 1\nopen('/work/kept.txt', 'w').write('kept')", Run{})
+			awaitCheckpoint(t, m, id)
+			c.spoil(id)
+			res, out, _ := cell(t, m, id, "print(open('/work/kept.txt').read())\n'x' in globals()", Run{})
+			if res.Resumed || !res.Cold || res.Value != "False" || out != "kept\n" {
+				t.Errorf("the run after a spoilt checkpoint: %+v, %q; want a new interpreter (x gone) on the same files", res, out)
+			}
+			if !strings.Contains(res.Message, "couldn't be resumed") || !strings.Contains(res.Message, c.said) ||
+				!strings.Contains(res.Message, "files in /work are kept") {
+				t.Errorf("the run's message %q; want it to say the sandbox couldn't be resumed, and why (%q)", res.Message, c.said)
+			}
+			if m.hasCheckpoint(id) {
+				t.Error("the spoilt checkpoint is still there")
+			}
+		})
+	}
+}
+
+// TestTheNamesOutliveTheManager: closing the manager (the plugin, or the host, stopping)
+// checkpoints the sessions' sandboxes, and the next manager on the same folder — after its
+// Reconcile — resumes them with their names; a session it doesn't keep loses its checkpoint
+// with its files.
+func TestTheNamesOutliveTheManager(t *testing.T) {
+	ts := newSetup(t)
+	sm := ts.sandboxes(t)
+	first, err := New(Options{Sandboxes: sm, Dir: ts.dir, DiskMB: 16, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, dropped := testID("kept"), testID("dropped")
+	cell(t, first, kept, "answer = 6 * 7", Run{})
+	cell(t, first, dropped, "answer = 0", Run{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sm.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !first.hasCheckpoint(kept) || !first.hasCheckpoint(dropped) {
+		t.Fatal("closing the manager left no checkpoints")
+	}
+
+	second := ts.manager(t, Options{})
+	removed, err := second.Reconcile(ctx, map[string]bool{kept: true})
+	if err != nil || len(removed) != 1 || removed[0] != dropped {
+		t.Fatalf("Reconcile: %v, removed %v; want %s removed", err, removed, dropped)
+	}
+	if second.hasCheckpoint(dropped) {
+		t.Error("the checkpoint of a session not kept is still there")
+	}
+	res, _, _ := cell(t, second, kept, "answer", Run{})
+	if res.Value != "42" || !res.Resumed {
+		t.Errorf("the kept session's cell after the restart: %+v; want its names back", res)
+	}
+}
