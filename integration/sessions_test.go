@@ -167,6 +167,8 @@ func (s *sessionHost) get(t *testing.T, path string) (int, []byte) {
 // run is there for the next, after the sandbox stopped for idleness, and
 // after the host was killed mid-run and started again; the crash leaves no
 // sandbox, mount or loop device behind once the new host has reconciled.
+// The interpreter's names last across the idle stop and a graceful restart
+// (checkpoints), not across the crash.
 func TestSessionFilesLastAcrossRunsIdleStopsAndACrash(t *testing.T) {
 	s := startSessionHost(t)
 	if res := s.python(t, "conv-1", "open('notes.txt','w').write('kept')\nprint('written')"); res["exit_code"] != float64(0) || !strings.Contains(fmt.Sprint(res["stdout"]), "written") {
@@ -194,11 +196,19 @@ func TestSessionFilesLastAcrossRunsIdleStopsAndACrash(t *testing.T) {
 			}
 			time.Sleep(5 * time.Second)
 		}
-		res := s.python(t, "conv-1", "print(open('notes.txt').read())\n'answer' in globals()")
-		if strings.TrimSpace(fmt.Sprint(res["stdout"])) != "kept" || res["value"] != "False" ||
-			!strings.Contains(fmt.Sprint(res["message"]), "names defined in earlier runs are gone") {
-			t.Fatalf("after the idle stop: %v; want the file, and a message saying the interpreter's names are gone", res)
+		// The idle stop checkpointed the sandbox: the next run resumes it, names and all.
+		res := s.python(t, "conv-1", "print(open('notes.txt').read())\nanswer")
+		if strings.TrimSpace(fmt.Sprint(res["stdout"])) != "kept" || res["value"] != "42" || res["resumed"] != true || res["message"] != "" {
+			t.Fatalf("after the idle stop: %v; want the file, the interpreter's names, and resumed", res)
 		}
+	}
+
+	// A restart of the host (SIGTERM) checkpoints the sandbox too; the new host resumes it.
+	s.python(t, "conv-1", "answer += 1")
+	s.Stop(t)
+	s.restart(t)
+	if res := s.python(t, "conv-1", "answer"); res["value"] != "43" || res["resumed"] != true {
+		t.Fatalf("after a restart of the host: %v; want the interpreter's names back, and resumed", res)
 	}
 
 	// Killed mid-run.

@@ -78,6 +78,9 @@ type sessionResult struct {
 	// Images is how many images run_python's code showed (figures, display()): each is an
 	// image in the result's content, in the order shown.
 	Images int `json:"images,omitempty"`
+	// Resumed says the session's sandbox was restored from the checkpoint made when it stopped
+	// (idle, or a restart): the interpreter's names are as they were.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // invokeSession runs a session tool in the call's session.
@@ -159,6 +162,7 @@ func (k *kind) runInSession(ctx context.Context, m *session.Manager, call sdk.Ca
 		Message:  res.Message,
 		Value:    shownValue(res.Value),
 		Images:   out.imageCount(),
+		Resumed:  res.Resumed,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -374,7 +375,14 @@ func (m *Manager) restore(ctx context.Context, id string) (*box, error) {
 	}
 	sb, err := sandboxes.Restore(ctx, opts, dir)
 	if err != nil {
+		if gone := openFileGone.FindStringSubmatch(err.Error()); gone != nil {
+			return nil, fmt.Errorf("/work/%s, which its code had open when it stopped, is gone", gone[1])
+		}
 		return nil, fmt.Errorf("runsc couldn't restore its checkpoint: %w", err)
 	}
 	return m.watch(id, sb, NetworkOff), nil
 }
+
+// openFileGone is what runsc says of a file of /work that a process had open at the checkpoint
+// and that was removed since (gVisor reopens such files by path).
+var openFileGone = regexp.MustCompile(`failed to walk "([^"]+)" of type \d+ in mount "[^"]*:/work"`)

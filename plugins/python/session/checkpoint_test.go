@@ -209,3 +209,42 @@ func TestTheNamesOutliveTheManager(t *testing.T) {
 		t.Errorf("the kept session's cell after the restart: %+v; want its names back", res)
 	}
 }
+
+// TestAFileOpenAtTheCheckpoint: the interpreter holds files of /work open across the stop. One
+// still there, and one the code itself removed, resume; one removed from the host while the
+// sandbox was stopped can't be reopened (gVisor reopens by path, its issue 11425): the run
+// starts afresh and says which file, and the other files stay.
+func TestAFileOpenAtTheCheckpoint(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{IdleStop: 500 * time.Millisecond})
+	for _, c := range []struct {
+		name, code, hostRemoves string
+		resumes                 bool
+	}{
+		{"kept", "f = open('/work/open.txt', 'w')\nf.write('x')\nf.flush()", "", true},
+		{"removed by the code", "import os\nf = open('/work/open.txt', 'w')\nf.write('x')\nf.flush()\nos.remove('/work/open.txt')", "", true},
+		{"removed meanwhile", "f = open('/work/open.txt', 'w')\nf.write('x')\nf.flush()", "open.txt", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := testID("open" + c.name)
+			cell(t, m, id, "open('/work/other.txt', 'w').write('other')\nn = 5\n"+c.code, Run{})
+			awaitCheckpoint(t, m, id)
+			if c.hostRemoves != "" {
+				if err := m.RemoveFile(context.Background(), id, c.hostRemoves); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, out, _ := cell(t, m, id, "print(open('/work/other.txt').read())\n'n' in globals()", Run{})
+			if out != "other\n" || res.ExitCode != 0 {
+				t.Fatalf("the run after the stop: %+v, %q", res, out)
+			}
+			if c.resumes && (!res.Resumed || res.Value != "True" || res.Message != "") {
+				t.Errorf("the run after the stop: %+v; want the names resumed", res)
+			}
+			if !c.resumes && (res.Resumed || res.Value != "False" ||
+				!strings.Contains(res.Message, "couldn't be resumed where it stopped (/work/open.txt, which its code had open when it stopped, is gone)")) {
+				t.Errorf("the run after the stop: %+v; want a new interpreter that says which open file is gone", res)
+			}
+		})
+	}
+}

@@ -109,16 +109,27 @@ func TestTheInterpreterKeepsNamesAcrossRuns(t *testing.T) {
 	if res, _, _ := cell(t, m, id, "1", Run{}); res.Message != "" {
 		t.Errorf("the cell after that: %+v; want no message", res)
 	}
-	// So is the first cell after a restart (a new manager on the folder), but not a session's
-	// first cell ever, nor one after only bash ran.
+	// A restart (a new manager on the folder) resumes the interpreter from the checkpoint the
+	// closing manager made (see checkpoint_test.go). Without one (a crash makes none), the first
+	// cell after a restart is told the names are gone, but not a session's first cell ever,
+	// nor one after only bash ran.
+	cell(t, m, id, "w = 1", Run{})
 	bashOnly := testID("kernel-bash")
 	runOK(t, m, bashOnly, "bash", "true")
 	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	m = ts.manager(t, Options{})
-	if res, _, _ := cell(t, m, id, "'z' in globals()", Run{}); res.Value != "False" || !strings.Contains(res.Message, "names defined in earlier runs are gone") {
-		t.Errorf("the first cell after a restart: %+v; want a message saying the names are gone", res)
+	if res, _, _ := cell(t, m, id, "w", Run{}); res.Value != "1" || !res.Resumed || res.Message != "" {
+		t.Errorf("the first cell after a restart: %+v; want the names resumed", res)
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m.removeCheckpoint(id)
+	m = ts.manager(t, Options{})
+	if res, _, _ := cell(t, m, id, "'w' in globals()", Run{}); res.Value != "False" || !strings.Contains(res.Message, "names defined in earlier runs are gone") {
+		t.Errorf("the first cell after a restart with no checkpoint: %+v; want a message saying the names are gone", res)
 	}
 	if res, _, _ := cell(t, m, bashOnly, "1", Run{}); res.Message != "" {
 		t.Errorf("the first cell of a session that ran only bash, after a restart: %+v; want no message", res)
