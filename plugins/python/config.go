@@ -36,7 +36,10 @@ type Config struct {
 	StateDir      string `json:"state_dir"`
 	SessionsDir   string `json:"sessions_dir"`
 	// SessionsKeepFreeMB is the room on sessions_dir's filesystem that session disks never take.
-	SessionsKeepFreeMB int      `json:"sessions_keep_free_mb"`
+	SessionsKeepFreeMB int `json:"sessions_keep_free_mb"`
+	// SessionCheckpoints: a conversation sandbox that stops while idle (or for a restart) is
+	// checkpointed to sessions_dir and resumed with its interpreter's names at its next run.
+	SessionCheckpoints bool     `json:"session_checkpoints"`
 	Platform           string   `json:"platform"`
 	SandboxPrefix      string   `json:"sandbox_prefix"`
 	Packages           []string `json:"packages"`
@@ -90,6 +93,7 @@ func defaultConfig() Config {
 		StateDir:           "/run/toolhost",
 		SessionsDir:        "/var/lib/toolhost/sessions",
 		SessionsKeepFreeMB: session.DefaultKeepFreeMB,
+		SessionCheckpoints: true,
 		Platform:           runsc.PlatformSystrap,
 		SandboxPrefix:      sandbox.DefaultPrefix,
 		MaxMemoryMB:        1024,

@@ -197,14 +197,15 @@ func (k *kind) remakeSessions(ctx context.Context, c configured, dir string) err
 			Pids:        int64(conf.Pids),
 			CPUs:        1,
 		},
-		IdleStop:   time.Duration(conf.IdleMinutes) * time.Minute,
-		ProxyAddr:  conf.ProxyAddr,
-		Places:     k.places,
-		Counters:   k.counters,
-		PlaceWait:  k.opts.placeWait,
-		KeepFreeMB: keepFreeMB(c.cfg.SessionsKeepFreeMB),
-		Ready:      ready,
-		Log:        k.log.Named("sessions"),
+		IdleStop:      time.Duration(conf.IdleMinutes) * time.Minute,
+		ProxyAddr:     conf.ProxyAddr,
+		Places:        k.places,
+		Counters:      k.counters,
+		PlaceWait:     k.opts.placeWait,
+		KeepFreeMB:    keepFreeMB(c.cfg.SessionsKeepFreeMB),
+		NoCheckpoints: !c.cfg.SessionCheckpoints,
+		Ready:         ready,
+		Log:           k.log.Named("sessions"),
 	})
 	if err != nil {
 		return sdk.Errorf(errcode.Failed, "conversation sandboxes can't start: %v", err)

@@ -122,7 +122,7 @@ func (m *Manager) keep(ctx context.Context, s *session) {
 
 // checkpointable says whether s's sandbox b can be checkpointed now (see above). s.mu is held.
 func (m *Manager) checkpointable(s *session, b *box) bool {
-	return !m.viaExec && b.agent != nil && b.net == NetworkOff && s.cells && s.active == 0 && !b.isEnded()
+	return !m.opts.NoCheckpoints && !m.viaExec && b.agent != nil && b.net == NetworkOff && s.cells && s.active == 0 && !b.isEnded()
 }
 
 // checkpoint saves s's sandbox b to its checkpoint, replacing any it had; b has ended when it
@@ -362,7 +362,9 @@ func (m *Manager) resume(ctx context.Context, s *session, owner string) (b *box,
 
 // restore checks session id's checkpoint and restores its sandbox, its workspace mounted.
 func (m *Manager) restore(ctx context.Context, id string) (*box, error) {
+	t0 := time.Now()
 	dir, err := m.validCheckpoint(id)
+	checked := time.Since(t0)
 	if errors.Is(err, errNoCheckpoint) {
 		return nil, errors.New("its checkpoint is gone")
 	}
@@ -380,6 +382,7 @@ func (m *Manager) restore(ctx context.Context, id string) (*box, error) {
 		}
 		return nil, fmt.Errorf("runsc couldn't restore its checkpoint: %w", err)
 	}
+	m.log.Debug("restored a session's sandbox", "session", id, "check", checked, "restore", time.Since(t0)-checked)
 	return m.watch(id, sb, NetworkOff), nil
 }
 

@@ -96,6 +96,9 @@ type Options struct {
 	// making a disk and starting a sandbox. Each holds a blank disk of DiskMB and a sandbox's
 	// memory. 0: none.
 	Ready int
+	// NoCheckpoints stops idle sandboxes without a checkpoint (see checkpoint.go): their
+	// interpreters' names are gone at the next run.
+	NoCheckpoints bool
 	// Log hears what the Manager does on its own (idle stops, failures to clean up).
 	Log hclog.Logger
 }
