@@ -248,3 +248,36 @@ func TestAFileOpenAtTheCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestNoCheckpointsStopsIdleSandboxes: with NoCheckpoints ([python] session_checkpoints =
+// false), an idle stop keeps nothing of the interpreter: the next run starts a new one on the
+// same files and says the names are gone.
+func TestNoCheckpointsStopsIdleSandboxes(t *testing.T) {
+	ts := newSetup(t)
+	m := ts.manager(t, Options{IdleStop: 300 * time.Millisecond, NoCheckpoints: true})
+	id := testID("nocheckpoints")
+	cell(t, m, id, "x = 1\nopen('/work/f.txt', 'w').write('f')", Run{})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		m.mu.Lock()
+		s := m.sessions[id]
+		m.mu.Unlock()
+		s.mu.Lock()
+		stopped := s.box == nil
+		s.mu.Unlock()
+		if stopped {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle sandbox wasn't stopped within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m.hasCheckpoint(id) {
+		t.Error("a checkpoint was made with NoCheckpoints")
+	}
+	res, out, _ := cell(t, m, id, "print(open('/work/f.txt').read())\n'x' in globals()", Run{})
+	if res.Resumed || !res.Cold || res.Value != "False" || out != "f\n" || !strings.Contains(res.Message, "names defined in earlier runs are gone") {
+		t.Errorf("the run after the idle stop: %+v, %q; want a new interpreter on the same files, saying so", res, out)
+	}
+}
