@@ -92,6 +92,17 @@ func TestAnIdleStopKeepsTheInterpretersNames(t *testing.T) {
 	if res, out, _ := runOK(t, m, id, "bash", "cat /work/last.txt; echo; id -u"); res.ExitCode != 0 || out != "written last\n65534\n" {
 		t.Errorf("bash in the resumed sandbox: %+v, %q", res, out)
 	}
+	// Stop (POST …/stop) ends the interpreter: a checkpoint made before it goes too.
+	awaitCheckpoint(t, m, id)
+	if err := m.Stop(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if m.hasCheckpoint(id) {
+		t.Error("the checkpoint is still there after Stop")
+	}
+	if res, _, _ := cell(t, m, id, "'x' in globals()", Run{}); res.Resumed || res.Value != "False" {
+		t.Errorf("the cell after Stop: %+v; want a new interpreter", res)
+	}
 }
 
 // TestACheckpointThatCantBeRestoredStartsAfresh: a checkpoint whose file was changed, one made

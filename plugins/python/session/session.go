@@ -423,8 +423,8 @@ func (m *Manager) lockSession(id string) (*session, error) {
 	return s, nil
 }
 
-// Stop stops the session's sandbox, killing what runs in it; its files stay, and its next run
-// starts a new sandbox.
+// Stop stops the session's sandbox, killing what runs in it, and removes its checkpoint if it
+// has one; its files stay, and its next run starts a new sandbox and interpreter.
 func (m *Manager) Stop(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return err
@@ -433,10 +433,12 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 	s := m.sessions[id]
 	m.mu.Unlock()
 	if s == nil {
+		m.removeCheckpoint(id)
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	m.removeCheckpoint(id)
 	return m.idle(ctx, s, "the session's sandbox was stopped", false)
 }
 
