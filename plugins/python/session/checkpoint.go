@@ -377,14 +377,28 @@ func (m *Manager) restore(ctx context.Context, id string) (*box, error) {
 	}
 	sb, err := sandboxes.Restore(ctx, opts, dir)
 	if err != nil {
-		if gone := openFileGone.FindStringSubmatch(err.Error()); gone != nil {
-			return nil, fmt.Errorf("/work/%s, which its code had open when it stopped, is gone", gone[1])
-		}
-		return nil, fmt.Errorf("runsc couldn't restore its checkpoint: %w", err)
+		return nil, restoreRefused(err)
 	}
 	m.log.Debug("restored a session's sandbox", "session", id, "check", checked, "restore", time.Since(t0)-checked)
 	return m.watch(id, sb, NetworkOff), nil
 }
+
+// restoreRefused says in the user's words why runsc didn't restore a checkpoint: the reasons a
+// user can act on by name, runsc's own words otherwise.
+func restoreRefused(err error) error {
+	if gone := openFileGone.FindStringSubmatch(err.Error()); gone != nil {
+		return fmt.Errorf("/work/%s, which its code had open when it stopped, is gone", gone[1])
+	}
+	if cpu := cpuFeaturesMissing.FindStringSubmatch(err.Error()); cpu != nil {
+		return fmt.Errorf("it was checkpointed on a CPU with features this one lacks (%s): the machine changed, or its virtual CPU did",
+			strings.Join(strings.Fields(strings.ReplaceAll(cpu[1], ":{}", "")), ", "))
+	}
+	return fmt.Errorf("runsc couldn't restore its checkpoint: %w", err)
+}
+
+// cpuFeaturesMissing is what runsc says of a checkpoint made on a CPU with features this one
+// lacks (a checkpoint records the CPU features its processes were given).
+var cpuFeaturesMissing = regexp.MustCompile(`incompatible FeatureSet: missing features: map\[([^\]]*)\]`)
 
 // openFileGone is what runsc says of a file of /work that a process had open at the checkpoint
 // and that was removed since (gVisor reopens such files by path).

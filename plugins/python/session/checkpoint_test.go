@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -290,5 +291,22 @@ func TestNoCheckpointsStopsIdleSandboxes(t *testing.T) {
 	res, out, _ := cell(t, m, id, "print(open('/work/f.txt').read())\n'x' in globals()", Run{})
 	if res.Resumed || !res.Cold || res.Value != "False" || out != "f\n" || !strings.Contains(res.Message, "names defined in earlier runs are gone") {
 		t.Errorf("the run after the idle stop: %+v, %q; want a new interpreter on the same files, saying so", res, out)
+	}
+}
+
+// TestRestoreRefusalsAreSaidPlainly: what runsc says when a restore fails (its words, as the
+// pinned runsc writes them) becomes a reason the user can act on.
+func TestRestoreRefusalsAreSaidPlainly(t *testing.T) {
+	for _, c := range []struct{ runsc, want string }{
+		{`runsc restore failed (exit status 128): starting container: restoring container "x": failed to load kernel: vfs.CompleteRestore() failed: failed to complete restore for filesystem type "9p": failed to walk "data/open.txt" of type 0100000 in mount "__no_name_0:/work": no such file or directory`,
+			"/work/data/open.txt, which its code had open when it stopped, is gone"},
+		{`runsc restore failed (exit status 128): starting container: restoring container "x": failed to load kernel: incompatible FeatureSet: missing features: map[avx2:{} xsave:{}]`,
+			"it was checkpointed on a CPU with features this one lacks (avx2, xsave): the machine changed, or its virtual CPU did"},
+		{`runsc restore failed (exit status 128): something else`,
+			"runsc couldn't restore its checkpoint: runsc restore failed (exit status 128): something else"},
+	} {
+		if got := restoreRefused(errors.New(c.runsc)).Error(); got != c.want {
+			t.Errorf("runsc said %q\ngot  %q\nwant %q", c.runsc, got, c.want)
+		}
 	}
 }
