@@ -39,15 +39,17 @@ var vmPackages = []struct {
 		// Each limit's stop and its cause, a killed host and a restart's reconcile, the live
 		// interpreter (names kept, interrupts and restarts, its rest between cells), ready sandboxes
 		// for new sessions (the disk handed over under systemd's shared mounts), checkpoints of idle
-		// sandboxes restored in a cgroup of their own (names kept across idle stops); left out: the
-		// network modes, measurements, and a manager's restart (a checkpoint made in that test once
-		// had CPU features, xsave, that the restore's emulated CPU lacked: TCG, not cgroups).
+		// sandboxes restored in a cgroup of their own (names kept across idle stops and a
+		// manager's restart); left out: the network modes and the other measurements.
 		name: "session", pkg: "plugins/python/session", suites: []string{"trixie"},
 		run: "^(TestMemoryKillIsClassified|TestPidsLimitIsClassified|TestDiskCapStopsAWriter|TestTimeoutKillsTheRunNotTheSession|" +
 			"TestKilledHostLeavesNoOrphan|TestRestartFindsFilesAndReconcileRemoves|TestExitCodeAndStreams|" +
 			"TestTheInterpreterKeepsNamesAcrossRuns|TestACellPastItsTimeIsInterrupted|TestTheInterpreterRestsBetweenCells|" +
 			"TestANewSessionTakesAReadySandbox|TestReadySandboxesLeaveNothing|TestAReadySandboxUnderASharedMount|" +
-			"TestAnIdleStopKeepsTheInterpretersNames)$",
+			"TestAnIdleStopKeepsTheInterpretersNames|TestTheNamesOutliveTheManager|TestMeasureResume)$",
+		// TestMeasureResume: ten restores in a row, to see how often the emulated CPU refuses one
+		// (see resumed in checkpoint_test.go).
+		env: []string{"TOOLHOST_TEST_EMULATED_CPU=1", "TOOLHOST_MEASURE=1"},
 	},
 	{
 		// The kind's limits and their words, the pool's fresh sandboxes with their limits, a
