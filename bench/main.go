@@ -279,7 +279,7 @@ func sessionRows(o options) ([]row, []string, error) {
 	rows = append(rows, row{name: "toolhost run_python, first run of a new session (5 back to back)", d: rushed})
 	var notes []string
 	if mib, n := readySandboxMemory(h.prefix); n > 0 {
-		notes = append(notes, fmt.Sprintf("memory of one warm session's sandbox (memcg usage, mean of %d, the ready one's with them): %.1f MiB, so about %.0f warm sessions per GiB; a stopped session holds no memory, only its image", n, mib, 1024/mib))
+		notes = append(notes, fmt.Sprintf("memory of one warm session's sandbox (memcg usage, mean of %d, the ready one's with them): %.1f MiB, so about %.0f warm sessions per GiB; a session stopped while idle holds no memory: only its image, and its checkpoint (network off) until its next run", n, mib, 1024/mib))
 	}
 	if du, err := exec.Command("du", "-sk", filepath.Join(h.dir, "state", "sessions")).Output(); err == nil {
 		if f := strings.Fields(string(du)); len(f) > 0 {
