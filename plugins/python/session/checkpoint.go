@@ -35,7 +35,7 @@ import (
 //     its files 0600;
 //   - its manifest (Dir/checkpoints/<id>.json, written last) holds the SHA-256 of each of its
 //     files, the session it is of, and what it was made with: runsc's binary and the rootfs
-//     (their identities, see identities) and the sandbox's memory limit. A checkpoint whose
+//     (their identities, read again at each use: see identities) and the sandbox's memory limit. A checkpoint whose
 //     files don't match, or that was made with another runsc, rootfs or memory limit, is not
 //     restored;
 //   - it is made only while the session folder keeps Options.KeepFreeMB free after it, counting
@@ -69,12 +69,16 @@ type manifest struct {
 }
 
 // identities are what a checkpoint must have been made with to be restored: the runsc binary and
-// the rootfs, each named by a hash computed once per manager.
+// the rootfs, read again at each use (an upgrade or a rebuild may replace either while the host
+// runs).
 type identities struct {
-	once           sync.Once
-	runsc, rootfs  string
-	err            error
 	runscPath, dir string
+
+	mu sync.Mutex
+	// runscFile is the runsc binary (device, inode, size, time) whose SHA-256 is runsc: hashing
+	// 60 MB is done again only when the file changed.
+	runscFile [4]int64
+	runsc     string
 }
 
 // get returns the identities of the runsc binary and of the rootfs the manager's sandboxes use.
@@ -82,28 +86,32 @@ type identities struct {
 // toolhost rootfs writes, which changes with each build) and the size and time of its
 // /usr/bin/python3, so that a rootfs made otherwise changes it too when rebuilt.
 func (id *identities) get() (runscID, rootfsID string, err error) {
-	id.once.Do(func() {
-		f, err := os.Open(id.runscPath)
-		if err != nil {
-			id.err = fmt.Errorf("reading runsc to know checkpoints it can restore: %w", err)
-			return
-		}
-		defer f.Close()
+	f, err := os.Open(id.runscPath)
+	if err != nil {
+		return "", "", fmt.Errorf("reading runsc to know the checkpoints it can restore: %w", err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", "", fmt.Errorf("reading runsc to know the checkpoints it can restore: %w", err)
+	}
+	file := [4]int64{int64(st.Dev), int64(st.Ino), st.Size, st.Mtim.Nano()}
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if id.runsc == "" || id.runscFile != file {
 		h := sha256.New()
 		if _, err := io.Copy(h, f); err != nil {
-			id.err = fmt.Errorf("reading runsc to know checkpoints it can restore: %w", err)
-			return
+			return "", "", fmt.Errorf("reading runsc to know the checkpoints it can restore: %w", err)
 		}
-		id.runsc = hex.EncodeToString(h.Sum(nil))
-		r := sha256.New()
-		stamp, _ := os.ReadFile(filepath.Join(id.dir, ".toolhost-rootfs"))
-		r.Write(stamp)
-		if fi, err := os.Stat(filepath.Join(id.dir, "usr/bin/python3")); err == nil {
-			fmt.Fprintf(r, "\x00%d\x00%d", fi.Size(), fi.ModTime().UnixNano())
-		}
-		id.rootfs = hex.EncodeToString(r.Sum(nil))
-	})
-	return id.runsc, id.rootfs, id.err
+		id.runsc, id.runscFile = hex.EncodeToString(h.Sum(nil)), file
+	}
+	r := sha256.New()
+	stamp, _ := os.ReadFile(filepath.Join(id.dir, ".toolhost-rootfs"))
+	r.Write(stamp)
+	if fi, err := os.Stat(filepath.Join(id.dir, "usr/bin/python3")); err == nil {
+		fmt.Fprintf(r, "\x00%d\x00%d", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return id.runsc, hex.EncodeToString(r.Sum(nil)), nil
 }
 
 // keep checkpoints s's sandbox before it is stopped, when it can be; a failure is logged (the

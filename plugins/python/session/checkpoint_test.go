@@ -128,12 +128,20 @@ func TestAnIdleStopKeepsTheInterpretersNames(t *testing.T) {
 }
 
 // TestACheckpointThatCantBeRestoredStartsAfresh: a checkpoint whose file was changed, one made
-// by another runsc or on another rootfs or memory, one runsc can't restore, and one whose
-// manifest is damaged are not restored: the run starts a new interpreter on the same files,
+// by another runsc or on another rootfs or memory (a rootfs rebuilt while the host runs too),
+// one runsc can't restore, and one whose manifest is damaged are not restored: the run starts a new interpreter on the same files,
 // says why the names are gone, and the checkpoint is removed.
 func TestACheckpointThatCantBeRestoredStartsAfresh(t *testing.T) {
 	ts := newSetup(t)
 	m := ts.manager(t, Options{IdleStop: 500 * time.Millisecond})
+	// The rootfs's identity is read from a stand-in folder with a stamp of its own, which a case
+	// rewrites as toolhost rootfs would (the sandboxes use the real rootfs).
+	stampDir := t.TempDir()
+	stamp := filepath.Join(stampDir, ".toolhost-rootfs")
+	if err := os.WriteFile(stamp, []byte("build 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.ids.dir = stampDir
 	editManifest := func(id string, edit func(*manifest)) {
 		var man manifest
 		data, err := os.ReadFile(m.manifestPath(id))
@@ -165,6 +173,11 @@ func TestACheckpointThatCantBeRestoredStartsAfresh(t *testing.T) {
 		{"a changed file", "is not what was written", func(id string) { appendTo(id, "checkpoint.img") }},
 		{"another runsc", "another version of runsc", func(id string) { editManifest(id, func(m *manifest) { m.Runsc = "0" + m.Runsc[1:] }) }},
 		{"another rootfs", "another root filesystem", func(id string) { editManifest(id, func(m *manifest) { m.Rootfs = "0" + m.Rootfs[1:] }) }},
+		{"the rootfs rebuilt while the host runs", "another root filesystem, which was rebuilt since", func(string) {
+			if err := os.WriteFile(stamp, []byte("build 2\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"another memory limit", "of memory", func(id string) { editManifest(id, func(m *manifest) { m.MemoryBytes *= 2 }) }},
 		{"another session's", "another session's", func(id string) { editManifest(id, func(m *manifest) { m.Session = testID("other") }) }},
 		{"a damaged manifest", "manifest is damaged", func(id string) { os.WriteFile(m.manifestPath(id), []byte("{"), 0o600) }},

@@ -7,8 +7,9 @@
 // session starts its sandbox (Result.Cold) with the mount as /work; each Run is a new process in
 // it (runsc exec), its stdout and stderr streamed as they are printed; a run that takes too long
 // is killed with its processes and the sandbox stays. A sandbox unused for IdleStop is stopped
-// (files kept); a change of the session's network mode gives its next run a new sandbox on the
-// same files. Files, ReadFile, WriteFile and RemoveFile reach the workspace from the host,
+// (files kept) — checkpointed first when its network is off, so that its next run restores it
+// with the live interpreter's names (see checkpoint.go); a change of the session's network mode
+// gives its next run a new sandbox on the same files. Files, ReadFile, WriteFile and RemoveFile reach the workspace from the host,
 // confined to it with openat2 (no "..", no absolute paths, no symbolic links, no other mount).
 //
 // A host that restarts, or crashed, calls Reconcile with the sessions it keeps: sandboxes that
