@@ -1,8 +1,8 @@
 // Command bench measures a trivial python tool call through toolhost — pool
 // of ready sandboxes on and off, over HTTP and over the websocket — side by
 // side, in the same run, with the designs it replaces: a plain Debian
-// python3 subprocess under rlimits (the predecessor's) and bubblewrap on
-// the same rootfs. It prints one table. Run it with `make bench` (root; it
+// python3 subprocess under rlimits (the predecessor's), bubblewrap on the
+// same rootfs, and podman running runsc on it. It prints one table. Run it with `make bench` (root; it
 // needs bin/ and build/ from `make build sandbox`).
 package main
 
@@ -116,6 +116,11 @@ func run(o options) error {
 		return err
 	}
 	rows = append(rows, base...)
+	if r, note := podman(o); note != "" {
+		notes = append(notes, note)
+	} else {
+		rows = append(rows, r)
+	}
 	if o.sessionsOnly {
 		srows, snotes, err := sessionRows(o)
 		if err != nil {
@@ -425,6 +430,42 @@ func bubblewrap(o options) (row, string) {
 		d = append(d, time.Since(t0))
 	}
 	return row{name: "bubblewrap --unshare-all, same rootfs", d: d}, ""
+}
+
+// podmanCalls is how many calls podman's row makes (each takes about half a second).
+const podmanCalls = 40
+
+// podman measures what a user who runs gVisor under a container engine gets: `podman --runtime
+// runsc run --rm` of the same runner and rootfs (an overlay on it, :O, which podman writes to,
+// not the rootfs), no network, installed with apt when missing. podman has no image registry
+// here, so it is given the rootfs; on these machines it needs cgroupfs and a nofile limit.
+func podman(o options) (row, string) {
+	bin, err := exec.LookPath("podman")
+	if err != nil {
+		if out, err := exec.Command("sh", "-c", "apt-get install -y -q podman >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q podman >/dev/null 2>&1)").CombinedOutput(); err != nil {
+			return row{}, "podman: not installable here (" + strings.TrimSpace(string(out)) + ")"
+		}
+		if bin, err = exec.LookPath("podman"); err != nil {
+			return row{}, "podman: not installable here"
+		}
+	}
+	runsc := filepath.Join(o.root, "build/bin/runsc")
+	rootfs := filepath.Join(o.root, "build/rootfs")
+	stdin := mustJSON(trivialCode) + "\n{}\n"
+	var d []time.Duration
+	for i := 0; i < min(o.n, podmanCalls); i++ {
+		t0 := time.Now()
+		cmd := exec.Command(bin, "--runtime", runsc, "--cgroup-manager", "cgroupfs", "run", "--rm", "-i",
+			"--ulimit", "nofile=1024:1024", "--network", "none", "--workdir", "/tmp", "--rootfs", rootfs+":O",
+			"/usr/bin/python3", "-I", "-S", "-B", "-c", runner)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil || string(out) != "1" {
+			return row{}, fmt.Sprintf("podman: failed here (%v: %s)", err, strings.TrimSpace(string(out)))
+		}
+		d = append(d, time.Since(t0))
+	}
+	return row{name: "podman --runtime runsc run --rm, same rootfs", d: d}, ""
 }
 
 type host struct {
