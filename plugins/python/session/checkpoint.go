@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -73,45 +72,29 @@ type manifest struct {
 // runs).
 type identities struct {
 	runscPath, dir string
-
-	mu sync.Mutex
-	// runscFile is the runsc binary (device, inode, size, time) whose SHA-256 is runsc: hashing
-	// 60 MB is done again only when the file changed.
-	runscFile [4]int64
-	runsc     string
 }
 
 // get returns the identities of the runsc binary and of the rootfs the manager's sandboxes use.
-// runsc's is the SHA-256 of its binary; the rootfs's, of its stamp (the .toolhost-rootfs file
-// toolhost rootfs writes, which changes with each build) and the size and time of its
-// /usr/bin/python3, so that a rootfs made otherwise changes it too when rebuilt.
-func (id *identities) get() (runscID, rootfsID string, err error) {
-	f, err := os.Open(id.runscPath)
-	if err != nil {
-		return "", "", fmt.Errorf("reading runsc to know the checkpoints it can restore: %w", err)
-	}
-	defer f.Close()
+// runsc's is its file's inode, size, and times of change and of modification: an upgrade
+// replaces the file (another inode), and anything that writes to it changes its times, which
+// user space can't set back (its change time). Hashing the 60 MB binary instead cost seconds of
+// CPU on a slow machine, at the first idle stop of a busy host. The rootfs's is the SHA-256 of
+// its stamp (the .toolhost-rootfs file toolhost rootfs writes, which changes with each build)
+// and the size and time of its /usr/bin/python3, so that a rootfs made otherwise changes it too
+// when rebuilt.
+func (id identities) get() (runscID, rootfsID string, err error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	if err := unix.Stat(id.runscPath, &st); err != nil {
 		return "", "", fmt.Errorf("reading runsc to know the checkpoints it can restore: %w", err)
 	}
-	file := [4]int64{int64(st.Dev), int64(st.Ino), st.Size, st.Mtim.Nano()}
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	if id.runsc == "" || id.runscFile != file {
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
-			return "", "", fmt.Errorf("reading runsc to know the checkpoints it can restore: %w", err)
-		}
-		id.runsc, id.runscFile = hex.EncodeToString(h.Sum(nil)), file
-	}
+	runscID = fmt.Sprintf("inode %d, %d bytes, changed %d, modified %d", st.Ino, st.Size, st.Ctim.Nano(), st.Mtim.Nano())
 	r := sha256.New()
 	stamp, _ := os.ReadFile(filepath.Join(id.dir, ".toolhost-rootfs"))
 	r.Write(stamp)
 	if fi, err := os.Stat(filepath.Join(id.dir, "usr/bin/python3")); err == nil {
 		fmt.Fprintf(r, "\x00%d\x00%d", fi.Size(), fi.ModTime().UnixNano())
 	}
-	return id.runsc, hex.EncodeToString(r.Sum(nil)), nil
+	return runscID, hex.EncodeToString(r.Sum(nil)), nil
 }
 
 // keep checkpoints s's sandbox before it is stopped, when it can be; a failure is logged (the
@@ -137,10 +120,6 @@ func (m *Manager) checkpointable(s *session, b *box) bool {
 // returns, and is for stopBox. s.mu is held.
 func (m *Manager) checkpoint(ctx context.Context, s *session, b *box) error {
 	m.removeCheckpoint(s.id)
-	runscID, rootfsID, err := m.ids.get()
-	if err != nil {
-		return err
-	}
 	limit := b.sb.Options().Limits.MemoryBytes
 	free, _, _, err := diskFree(m.opts.Dir)
 	if err != nil {
@@ -149,6 +128,10 @@ func (m *Manager) checkpoint(ctx context.Context, s *session, b *box) error {
 	if int64(free)-limit < int64(m.opts.KeepFreeMB)<<20 {
 		return fmt.Errorf("the session folder %s has %s free, too little for a checkpoint of up to %s that keeps %d MiB free ([python] sessions_keep_free_mb)",
 			m.opts.Dir, mib(int64(free)), mib(limit), m.opts.KeepFreeMB)
+	}
+	runscID, rootfsID, err := m.ids.get()
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(m.checkpointsDir(), 0o700); err != nil {
 		return fmt.Errorf("making the checkpoints' folder: %w", err)

@@ -128,7 +128,7 @@ func TestAnIdleStopKeepsTheInterpretersNames(t *testing.T) {
 }
 
 // TestACheckpointThatCantBeRestoredStartsAfresh: a checkpoint whose file was changed, one made
-// by another runsc or on another rootfs or memory (a rootfs rebuilt while the host runs too),
+// by another runsc or on another rootfs or memory (a rootfs rebuilt and runsc upgraded while the host runs too),
 // one runsc can't restore, and one whose manifest is damaged are not restored: the run starts a new interpreter on the same files,
 // says why the names are gone, and the checkpoint is removed.
 func TestACheckpointThatCantBeRestoredStartsAfresh(t *testing.T) {
@@ -142,6 +142,12 @@ func TestACheckpointThatCantBeRestoredStartsAfresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ids.dir = stampDir
+	// So is runsc's, from a stand-in file that a case replaces as an upgrade would.
+	runscFile := filepath.Join(stampDir, "runsc")
+	if err := os.WriteFile(runscFile, []byte("runsc 1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.ids.runscPath = runscFile
 	editManifest := func(id string, edit func(*manifest)) {
 		var man manifest
 		data, err := os.ReadFile(m.manifestPath(id))
@@ -175,6 +181,14 @@ func TestACheckpointThatCantBeRestoredStartsAfresh(t *testing.T) {
 		{"another rootfs", "another root filesystem", func(id string) { editManifest(id, func(m *manifest) { m.Rootfs = "0" + m.Rootfs[1:] }) }},
 		{"the rootfs rebuilt while the host runs", "another root filesystem, which was rebuilt since", func(string) {
 			if err := os.WriteFile(stamp, []byte("build 2\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"runsc upgraded while the host runs", "another version of runsc", func(string) {
+			if err := os.WriteFile(runscFile+".new", []byte("runsc 2"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(runscFile+".new", runscFile); err != nil {
 				t.Fatal(err)
 			}
 		}},

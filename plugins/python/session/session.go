@@ -204,7 +204,7 @@ type Manager struct {
 	// spare holds the ready sandboxes for new sessions (Options.Ready).
 	spare spares
 	// ids are what checkpoints are made with (see checkpoint.go).
-	ids *identities
+	ids identities
 }
 
 // session is what the Manager holds of one session. mu is held across its transitions (mount,
@@ -268,7 +268,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, log: opts.Log, tools: t, lock: lock, sessions: map[string]*session{},
 		stopIdle: make(chan struct{}), idleDone: make(chan struct{}),
-		ids: &identities{runscPath: opts.Sandboxes.Runtime().Options().Binary, dir: opts.Sandboxes.Rootfs()}}
+		ids: identities{runscPath: opts.Sandboxes.Runtime().Options().Binary, dir: opts.Sandboxes.Rootfs()}}
 	if opts.ProxyAddr.IsValid() {
 		net := opts.Sandboxes.NetworkOptions()
 		m.packages = opts.Sandboxes.WithNetwork(sandbox.NetworkOptions{MaxConnections: net.MaxConnections, OnlyTo: opts.ProxyAddr})
