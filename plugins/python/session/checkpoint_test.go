@@ -237,7 +237,7 @@ func TestACheckpointThatCantBeRestoredStartsAfresh(t *testing.T) {
 func TestTheNamesOutliveTheManager(t *testing.T) {
 	ts := newSetup(t)
 	sm := ts.sandboxes(t)
-	first, err := New(Options{Sandboxes: sm, Dir: ts.dir, DiskMB: 16, Limits: testLimits()})
+	first, err := New(Options{Sandboxes: sm, Dir: ts.dir, DiskMB: 16, Limits: testLimits(), KeepFreeMB: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,9 @@ func newSetup(t *testing.T) testSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Removed once the test's managers are closed (their cleanups run first): images and
+	// checkpoints of every test would otherwise fill a small disk (the VMs').
+	t.Cleanup(func() { os.RemoveAll(d) })
 	return testSetup{state: filepath.Join(testEnv.Dir, "state"), dir: filepath.Join(d, "sessions")}
 }
 
@@ -121,6 +124,11 @@ func (ts testSetup) manager(t *testing.T, opts Options) *Manager {
 	}
 	if opts.Limits.MemoryBytes == 0 {
 		opts.Limits = testLimits()
+	}
+	if opts.KeepFreeMB == 0 {
+		// The VMs' disk has little more than the default's 1024 MiB free: their checkpoints
+		// (made only while that much stays free beside their memory limit) would never be.
+		opts.KeepFreeMB = 64
 	}
 	m, err := New(opts)
 	if err != nil {
