@@ -404,15 +404,27 @@ func baseline(o options) ([]row, error) {
 	return []row{{name: "python3 subprocess + rlimits (predecessor)", d: d}}, nil
 }
 
-func bubblewrap(o options) (row, string) {
-	bwrap, err := exec.LookPath("bwrap")
+// installed returns the path of the program name, installing the Debian package pkg with apt
+// when it is missing; or, when it can't be had, a note that says so.
+func installed(name, pkg string) (string, string) {
+	if bin, err := exec.LookPath(name); err == nil {
+		return bin, ""
+	}
+	script := fmt.Sprintf("apt-get install -y -q %[1]s >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q %[1]s >/dev/null 2>&1)", pkg)
+	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+		return "", pkg + ": not installable here (" + strings.TrimSpace(string(out)) + ")"
+	}
+	bin, err := exec.LookPath(name)
 	if err != nil {
-		if out, err := exec.Command("sh", "-c", "apt-get install -y -q bubblewrap >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1)").CombinedOutput(); err != nil {
-			return row{}, "bubblewrap: not installable here (" + strings.TrimSpace(string(out)) + ")"
-		}
-		if bwrap, err = exec.LookPath("bwrap"); err != nil {
-			return row{}, "bubblewrap: not installable here"
-		}
+		return "", pkg + ": not installable here"
+	}
+	return bin, ""
+}
+
+func bubblewrap(o options) (row, string) {
+	bwrap, note := installed("bwrap", "bubblewrap")
+	if note != "" {
+		return row{}, note
 	}
 	rootfs := filepath.Join(o.root, "build/rootfs")
 	stdin := mustJSON(trivialCode) + "\n{}\n"
@@ -440,14 +452,9 @@ const podmanCalls = 40
 // not the rootfs), no network, installed with apt when missing. podman has no image registry
 // here, so it is given the rootfs; on these machines it needs cgroupfs and a nofile limit.
 func podman(o options) (row, string) {
-	bin, err := exec.LookPath("podman")
-	if err != nil {
-		if out, err := exec.Command("sh", "-c", "apt-get install -y -q podman >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q podman >/dev/null 2>&1)").CombinedOutput(); err != nil {
-			return row{}, "podman: not installable here (" + strings.TrimSpace(string(out)) + ")"
-		}
-		if bin, err = exec.LookPath("podman"); err != nil {
-			return row{}, "podman: not installable here"
-		}
+	bin, note := installed("podman", "podman")
+	if note != "" {
+		return row{}, note
 	}
 	runsc := filepath.Join(o.root, "build/bin/runsc")
 	rootfs := filepath.Join(o.root, "build/rootfs")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/toolhost/toolhost/runsc"
 )
@@ -49,34 +48,9 @@ func (s *Sandbox) Checkpoint(ctx context.Context, image string) error {
 // for the workspace's host folder, which may have moved; Options.Ready is not waited for (the
 // first process said it once, before the checkpoint). The restored sandbox has a new ID. The
 // checkpoint's files may be removed once Restore returned.
-func (m *Manager) Restore(ctx context.Context, opts Options, image string) (_ *Sandbox, err error) {
+func (m *Manager) Restore(ctx context.Context, opts Options, image string) (*Sandbox, error) {
 	if opts.Lifetime != LongLived || !opts.ControlStdin {
 		return nil, errors.New("only a long-lived sandbox whose control socket is its stdin can be restored")
 	}
-	sb := m.register(withStartDefaults(opts))
-	defer func() {
-		if err != nil {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			_ = sb.Destroy(ctx)
-		}
-	}()
-	bundle, netMode, flags, err := sb.prepareBundle(ctx)
-	if err != nil {
-		return nil, err
-	}
-	inner, outW, errW, err := sb.openStreams()
-	if err != nil {
-		return nil, err
-	}
-	defer inner.Close()
-	defer outW.Close()
-	defer errW.Close()
-	if err := m.opts.Runtime.Restore(ctx, sb.ID, bundle, &runsc.RestoreOpts{ImagePath: image, Detach: true,
-		CreateOpts: runsc.CreateOpts{Network: netMode, Stdin: inner, Stdout: outW, Stderr: errW,
-			LogFile: filepath.Join(sb.dir, "runsc.log"), ExtraFlags: flags}}); err != nil {
-		return nil, fmt.Errorf("restoring the sandbox: %w", err)
-	}
-	sb.started = time.Now()
-	return sb, nil
+	return m.start(ctx, opts, image)
 }

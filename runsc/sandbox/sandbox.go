@@ -227,7 +227,13 @@ type Sandbox struct {
 // Start makes a sandbox and starts its first process, which then waits for what Control says (with
 // Options.Ready, Start returns once it said it is ready). The sandbox lives until Destroy (or
 // DestroyInBackground), or until its first process ends.
-func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
+func (m *Manager) Start(ctx context.Context, opts Options) (*Sandbox, error) {
+	return m.start(ctx, opts, "")
+}
+
+// start makes a sandbox with opts and runs it: its first process started afresh, or, with image,
+// restored from the checkpoint there (Restore). What it made is destroyed if it fails.
+func (m *Manager) start(ctx context.Context, opts Options, image string) (_ *Sandbox, err error) {
 	sb := m.register(withStartDefaults(opts))
 	defer func() {
 		if err != nil {
@@ -250,10 +256,11 @@ func (m *Manager) Start(ctx context.Context, opts Options) (_ *Sandbox, err erro
 	defer inner.Close()
 	defer outW.Close()
 	defer errW.Close()
-	if err := sb.runRunsc(ctx, bundle, netMode, flags, inner, outW, errW); err != nil {
+	if err := sb.runRunsc(ctx, bundle, netMode, flags, inner, outW, errW, image); err != nil {
 		return nil, err
 	}
-	if sb.opts.Ready != "" {
+	// A restored first process said it was ready once, before its checkpoint.
+	if sb.opts.Ready != "" && image == "" {
 		if err := sb.awaitReady(ctx, sb.opts.Ready); err != nil {
 			return nil, err
 		}
@@ -364,12 +371,19 @@ func (s *Sandbox) openStreams() (inner, outW, errW *os.File, err error) {
 }
 
 // runRunsc starts the sandbox's first process under runsc, detached, with the bundle, network
-// mode and flags prepareBundle gave, and the sandbox's ends of the streams openStreams made.
-func (s *Sandbox) runRunsc(ctx context.Context, bundle string, netMode string, flags []string, inner, outW, errW *os.File) error {
+// mode and flags prepareBundle gave, and the sandbox's ends of the streams openStreams made; with
+// image, it restores the processes of the checkpoint there instead.
+func (s *Sandbox) runRunsc(ctx context.Context, bundle string, netMode string, flags []string, inner, outW, errW *os.File, image string) error {
 	create := runsc.CreateOpts{Network: netMode, Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{inner},
 		LogFile: filepath.Join(s.dir, "runsc.log"), ExtraFlags: flags}
 	if s.opts.ControlStdin {
 		create.Stdin, create.ExtraFiles = inner, nil
+	}
+	if image != "" {
+		if err := s.m.opts.Runtime.Restore(ctx, s.ID, bundle, &runsc.RestoreOpts{ImagePath: image, Detach: true, CreateOpts: create}); err != nil {
+			return fmt.Errorf("restoring the sandbox: %w", err)
+		}
+		return nil
 	}
 	if err := s.m.opts.Runtime.Run(ctx, s.ID, bundle, &runsc.RunOpts{Detach: true, CreateOpts: create}); err != nil {
 		return fmt.Errorf("starting the sandbox: %w", err)

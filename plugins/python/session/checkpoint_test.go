@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// awaitCheckpoint waits until session id's sandbox was stopped with a checkpoint kept.
-func awaitCheckpoint(t *testing.T, m *Manager, id string) {
+// awaitIdleStop waits until session id's sandbox was stopped (its checkpoint, if one is made,
+// is made before that, under the session's lock).
+func awaitIdleStop(t *testing.T, m *Manager, id string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
@@ -23,12 +24,21 @@ func awaitCheckpoint(t *testing.T, m *Manager, id string) {
 		s.mu.Lock()
 		stopped := s.box == nil
 		s.mu.Unlock()
-		if stopped && m.hasCheckpoint(id) {
+		if stopped {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("session %s's sandbox wasn't checkpointed within a minute of being idle", id)
+	t.Fatalf("session %s's sandbox wasn't stopped within a minute of being idle", id)
+}
+
+// awaitCheckpoint waits until session id's sandbox was stopped with a checkpoint kept.
+func awaitCheckpoint(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	awaitIdleStop(t, m, id)
+	if !m.hasCheckpoint(id) {
+		t.Fatalf("session %s's sandbox was stopped without a checkpoint", id)
+	}
 }
 
 // resumed says whether the run res resumed its session's sandbox, and fails the test when it
@@ -317,22 +327,7 @@ func TestNoCheckpointsStopsIdleSandboxes(t *testing.T) {
 	m := ts.manager(t, Options{IdleStop: 300 * time.Millisecond, NoCheckpoints: true})
 	id := testID("nocheckpoints")
 	cell(t, m, id, "x = 1\nopen('/work/f.txt', 'w').write('f')", Run{})
-	deadline := time.Now().Add(time.Minute)
-	for {
-		m.mu.Lock()
-		s := m.sessions[id]
-		m.mu.Unlock()
-		s.mu.Lock()
-		stopped := s.box == nil
-		s.mu.Unlock()
-		if stopped {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle sandbox wasn't stopped within a minute")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitIdleStop(t, m, id)
 	if m.hasCheckpoint(id) {
 		t.Error("a checkpoint was made with NoCheckpoints")
 	}
