@@ -144,7 +144,9 @@ func specRlimits(l Limits) []specs.POSIXRlimit {
 }
 
 // specMounts returns the sandbox's mounts: /proc, /dev, /dev/pts, /dev/shm, /sys, a /tmp of
-// o.TmpBytes (64 MiB if unset), and o.WorkDir bound at /work if set.
+// o.TmpBytes (64 MiB if unset), and o.WorkDir bound at /work if set, as a slave: a mount made on
+// o.WorkDir later, if it is a shared mount point, reaches the sandbox (Manager.Prepare's). A
+// restore needs the checkpoint's mounts with the same options, so every /work has them.
 func specMounts(o BundleOptions) []specs.Mount {
 	tmp := o.TmpBytes
 	if tmp <= 0 {
@@ -160,7 +162,7 @@ func specMounts(o BundleOptions) []specs.Mount {
 	}
 	if o.WorkDir != "" {
 		mounts = append(mounts, specs.Mount{Destination: "/work", Type: "bind", Source: o.WorkDir,
-			Options: []string{"rbind", "rw", "nosuid", "nodev"}})
+			Options: []string{"rbind", "rslave", "rw", "nosuid", "nodev"}})
 	}
 	return mounts
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/toolhost/toolhost/runsc"
 )
@@ -52,5 +55,42 @@ func (m *Manager) Restore(ctx context.Context, opts Options, image string) (*San
 	if opts.Lifetime != LongLived || !opts.ControlStdin {
 		return nil, errors.New("only a long-lived sandbox whose control socket is its stdin can be restored")
 	}
-	return m.start(ctx, opts, image)
+	return m.start(ctx, opts, launch{image: image})
+}
+
+// Prepare makes a sandbox with opts that runs nothing yet, for Resume to restore a checkpoint
+// into: runsc has created it (its sandbox and gofer processes are up, its cgroup and limits
+// set, its control socket and pipes in place), which is most of a restore's work, done ahead.
+// Its /work is an empty mount point that Resume binds the workspace onto. opts are as
+// Restore's, but with no Workspace (Resume gives it). Destroy removes a sandbox never resumed.
+func (m *Manager) Prepare(ctx context.Context, opts Options) (*Sandbox, error) {
+	if opts.Lifetime != LongLived || !opts.ControlStdin {
+		return nil, errors.New("only a long-lived sandbox whose control socket is its stdin can be prepared for a restore")
+	}
+	if opts.Workspace != "" {
+		return nil, errors.New("a prepared sandbox gets its workspace when it is resumed")
+	}
+	return m.start(ctx, opts, launch{prepare: true})
+}
+
+// Resume restores the checkpoint in the folder image into s, a sandbox Prepare made, with the
+// host folder workspace as its /work (bound onto its mount point, from where the mount reaches
+// the sandbox's gofer), and runs it from where the checkpoint left it: Restore's work without
+// the part Prepare did. The checkpoint must be of a sandbox with s's options and a workspace.
+// A sandbox is resumed once; on failure it is for Destroy.
+func (s *Sandbox) Resume(ctx context.Context, image, workspace string) error {
+	if !s.prepared {
+		return errors.New("only a prepared sandbox can be resumed")
+	}
+	s.prepared = false
+	if err := unix.Mount(workspace, s.workDir(), "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding the workspace %s into the prepared sandbox: %w", workspace, err)
+	}
+	err := s.m.opts.Runtime.Restore(ctx, s.ID, filepath.Join(s.dir, "bundle"), &runsc.RestoreOpts{ImagePath: image, Detach: true,
+		CreateOpts: runsc.CreateOpts{LogFile: filepath.Join(s.dir, "runsc.log")}})
+	if err != nil {
+		return fmt.Errorf("restoring the sandbox: %w", err)
+	}
+	s.started = time.Now()
+	return nil
 }

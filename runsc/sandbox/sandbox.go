@@ -218,6 +218,8 @@ type Sandbox struct {
 	net     *sandboxNet
 	// baseline is what the cgroup's counters held at hand-out (cgroup v2 can't reset them).
 	baseline Stats
+	// prepared: made by Prepare, nothing runs in it until Resume.
+	prepared bool
 	started  time.Time
 	once     sync.Once
 	done     chan struct{}
@@ -228,13 +230,20 @@ type Sandbox struct {
 // Options.Ready, Start returns once it said it is ready). The sandbox lives until Destroy (or
 // DestroyInBackground), or until its first process ends.
 func (m *Manager) Start(ctx context.Context, opts Options) (*Sandbox, error) {
-	return m.start(ctx, opts, "")
+	return m.start(ctx, opts, launch{})
 }
 
-// start makes a sandbox with opts and runs it: its first process started afresh, or, with image,
-// restored from the checkpoint there (Restore). What it made is destroyed if it fails.
-func (m *Manager) start(ctx context.Context, opts Options, image string) (_ *Sandbox, err error) {
+// launch is how start runs a sandbox's processes: its first process started afresh (the zero
+// launch), restored from the checkpoint in image (Restore), or none yet (prepare: Prepare).
+type launch struct {
+	image   string
+	prepare bool
+}
+
+// start makes a sandbox with opts and runs it as how says. What it made is destroyed if it fails.
+func (m *Manager) start(ctx context.Context, opts Options, how launch) (_ *Sandbox, err error) {
 	sb := m.register(withStartDefaults(opts))
+	sb.prepared = how.prepare
 	defer func() {
 		if err != nil {
 			// Bounded: a runtime that hangs (a platform that never starts) must not hold the
@@ -256,11 +265,12 @@ func (m *Manager) start(ctx context.Context, opts Options, image string) (_ *San
 	defer inner.Close()
 	defer outW.Close()
 	defer errW.Close()
-	if err := sb.runRunsc(ctx, bundle, netMode, flags, inner, outW, errW, image); err != nil {
+	if err := sb.runRunsc(ctx, bundle, netMode, flags, inner, outW, errW, how); err != nil {
 		return nil, err
 	}
-	// A restored first process said it was ready once, before its checkpoint.
-	if sb.opts.Ready != "" && image == "" {
+	// A restored first process said it was ready once, before its checkpoint; a prepared
+	// sandbox runs nothing yet.
+	if sb.opts.Ready != "" && how == (launch{}) {
 		if err := sb.awaitReady(ctx, sb.opts.Ready); err != nil {
 			return nil, err
 		}
@@ -308,7 +318,11 @@ func (s *Sandbox) prepareBundle(ctx context.Context) (bundle string, netMode str
 		return "", "", nil, fmt.Errorf("making the sandbox folder: %w", err)
 	}
 	work := s.workDir()
-	if opts.Workspace == "" {
+	if s.prepared {
+		if err := mountLaterWork(work); err != nil {
+			return "", "", nil, err
+		}
+	} else if opts.Workspace == "" {
 		if err := mountWork(work, opts.WorkBytes, opts.WorkFiles, opts.UID, opts.GID); err != nil {
 			return "", "", nil, err
 		}
@@ -372,21 +386,28 @@ func (s *Sandbox) openStreams() (inner, outW, errW *os.File, err error) {
 
 // runRunsc starts the sandbox's first process under runsc, detached, with the bundle, network
 // mode and flags prepareBundle gave, and the sandbox's ends of the streams openStreams made; with
-// image, it restores the processes of the checkpoint there instead.
-func (s *Sandbox) runRunsc(ctx context.Context, bundle string, netMode string, flags []string, inner, outW, errW *os.File, image string) error {
+// how.image, it restores the processes of the checkpoint there instead; with how.prepare, it only
+// creates the sandbox (runsc create), for Resume.
+func (s *Sandbox) runRunsc(ctx context.Context, bundle string, netMode string, flags []string, inner, outW, errW *os.File, how launch) error {
 	create := runsc.CreateOpts{Network: netMode, Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{inner},
 		LogFile: filepath.Join(s.dir, "runsc.log"), ExtraFlags: flags}
 	if s.opts.ControlStdin {
 		create.Stdin, create.ExtraFiles = inner, nil
 	}
-	if image != "" {
-		if err := s.m.opts.Runtime.Restore(ctx, s.ID, bundle, &runsc.RestoreOpts{ImagePath: image, Detach: true, CreateOpts: create}); err != nil {
+	rt := s.m.opts.Runtime
+	switch {
+	case how.prepare:
+		if err := rt.Create(ctx, s.ID, bundle, &create); err != nil {
+			return fmt.Errorf("creating the sandbox: %w", err)
+		}
+	case how.image != "":
+		if err := rt.Restore(ctx, s.ID, bundle, &runsc.RestoreOpts{ImagePath: how.image, Detach: true, CreateOpts: create}); err != nil {
 			return fmt.Errorf("restoring the sandbox: %w", err)
 		}
-		return nil
-	}
-	if err := s.m.opts.Runtime.Run(ctx, s.ID, bundle, &runsc.RunOpts{Detach: true, CreateOpts: create}); err != nil {
-		return fmt.Errorf("starting the sandbox: %w", err)
+	default:
+		if err := rt.Run(ctx, s.ID, bundle, &runsc.RunOpts{Detach: true, CreateOpts: create}); err != nil {
+			return fmt.Errorf("starting the sandbox: %w", err)
+		}
 	}
 	return nil
 }

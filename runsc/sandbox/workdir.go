@@ -25,6 +25,23 @@ func mountWork(dir string, sizeBytes int64, inodes int, uid, gid uint32) error {
 	return nil
 }
 
+// mountLaterWork makes dir the mount point of a prepared sandbox's /work (Manager.Prepare): an
+// empty, read-only tmpfs made shared, so that what Resume binds onto it later reaches the
+// sandbox's gofer, which bound dir into its own mount namespace as a slave ("rslave" in the
+// spec) when the sandbox was created.
+func mountLaterWork(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("making the work folder: %w", err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, "size=4k,nr_inodes=1,mode=0700"); err != nil {
+		return fmt.Errorf("mounting the work folder's mount point: %w", err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("sharing the work folder's mount point: %w", err)
+	}
+	return nil
+}
+
 // unmountAll detaches every mount at or below dir, deepest first. Nothing mounted is not an error.
 func unmountAll(dir string) error {
 	points, err := mountsUnder(dir)
