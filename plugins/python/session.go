@@ -242,14 +242,20 @@ func (k *kind) sessionSandboxes(c configured) (*sandbox.Manager, error) {
 }
 
 // readyCount is how many sandboxes the session manager keeps ready now (0 with none made).
-func (s *sessions) readyCount() int {
+func (s *sessions) readyCount() int { return s.count((*session.Manager).ReadyCount) }
+
+// preparedCount is how many sandboxes the session manager keeps prepared for resumes now.
+func (s *sessions) preparedCount() int { return s.count((*session.Manager).PreparedCount) }
+
+// count is what of the session manager gives (0 with none made).
+func (s *sessions) count(of func(*session.Manager) int) int {
 	s.mu.Lock()
 	m := s.m
 	s.mu.Unlock()
 	if m == nil {
 		return 0
 	}
-	return m.ReadyCount()
+	return of(m)
 }
 
 // keepFreeMB is [python] sessions_keep_free_mb as session.Options takes it (0 there is the

@@ -91,6 +91,7 @@ func (s *Sandbox) Resume(ctx context.Context, image, workspace string) error {
 	if err != nil {
 		return fmt.Errorf("restoring the sandbox: %w", err)
 	}
+	s.opts.Workspace = workspace
 	s.started = time.Now()
 	return nil
 }

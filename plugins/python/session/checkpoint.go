@@ -109,6 +109,7 @@ func (m *Manager) keep(ctx context.Context, s *session) {
 		return
 	}
 	m.log.Debug("checkpointed a session's sandbox", "session", s.id, "took", time.Since(t0))
+	m.kickPrepared()
 }
 
 // checkpointable says whether s's sandbox b can be checkpointed now (see above). s.mu is held.
@@ -362,6 +363,20 @@ func (m *Manager) restore(ctx context.Context, id string) (*box, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p := m.takePrepared(); p != nil {
+		err := p.Resume(ctx, dir, m.mountPath(id))
+		if err == nil {
+			m.log.Debug("restored a session's sandbox", "session", id, "check", checked, "restore", time.Since(t0)-checked, "prepared", true)
+			m.opts.Counters.Resumed.Add(1)
+			m.opts.Counters.ResumedPrepared.Add(1)
+			return m.watch(id, p, NetworkOff), nil
+		}
+		// The checkpoint or the prepared sandbox: a whole restore says which.
+		m.log.Debug("restoring into the prepared sandbox failed: restoring the whole way", "session", id, "error", err)
+		if err := p.Destroy(context.WithoutCancel(ctx)); err != nil {
+			m.log.Warn("removing the sandbox prepared for resumes", "sandbox", p.ID, "error", err)
+		}
+	}
 	sandboxes, opts, err := m.boxOptions(m.mountPath(id), NetworkOff)
 	if err != nil {
 		return nil, err
@@ -370,7 +385,8 @@ func (m *Manager) restore(ctx context.Context, id string) (*box, error) {
 	if err != nil {
 		return nil, restoreRefused(err)
 	}
-	m.log.Debug("restored a session's sandbox", "session", id, "check", checked, "restore", time.Since(t0)-checked)
+	m.log.Debug("restored a session's sandbox", "session", id, "check", checked, "restore", time.Since(t0)-checked, "prepared", false)
+	m.opts.Counters.Resumed.Add(1)
 	return m.watch(id, sb, NetworkOff), nil
 }
 

@@ -41,6 +41,16 @@ func awaitCheckpoint(t *testing.T, m *Manager, id string) {
 	}
 }
 
+// awaitPrepared waits until m has a sandbox prepared for the next resume.
+func awaitPrepared(t *testing.T, m *Manager) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); m.PreparedCount() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no sandbox was prepared for the next resume")
+		}
+	}
+}
+
 // resumed says whether the run res resumed its session's sandbox, and fails the test when it
 // didn't; but for one case. In the VMs (TOOLHOST_TEST_EMULATED_CPU, QEMU's software CPU), a
 // restore was once refused because its checkpoint had a CPU feature (xsave) that the restoring
@@ -104,11 +114,17 @@ func TestAnIdleStopKeepsTheInterpretersNames(t *testing.T) {
 		}
 		t.Logf("round %d: the checkpoint holds %d files, %d KiB", round, len(entries), man.Bytes>>10)
 
+		// A sandbox is prepared for the resume once a checkpoint is there.
+		awaitPrepared(t, m)
+		quick := m.opts.Counters.ResumedPrepared.Load()
 		t0 := time.Now()
 		res, out, errOut := cell(t, m, id, "x += 1\nprint(open('/work/last.txt').read())\nx", Run{})
 		took := time.Since(t0)
 		if !resumed(t, res) {
 			return
+		}
+		if got := m.opts.Counters.ResumedPrepared.Load(); got != quick+1 {
+			t.Errorf("round %d: %d resumes into the prepared sandbox, want %d", round, got, quick+1)
 		}
 		if want := fmt.Sprint(41 + round); res.Value != want || out != "written last\n" || errOut != "" {
 			t.Errorf("round %d, the cell after the idle stop: %+v, %q, %q; want the names and the file of before", round, res, out, errOut)
@@ -123,6 +139,24 @@ func TestAnIdleStopKeepsTheInterpretersNames(t *testing.T) {
 	}
 	if res, out, _ := runOK(t, m, id, "bash", "cat /work/last.txt; echo; id -u"); res.ExitCode != 0 || out != "written last\n65534\n" {
 		t.Errorf("bash in the resumed sandbox: %+v, %q", res, out)
+	}
+	// The sandbox prepared for a resume is gone when its resume comes (removed meanwhile): the
+	// resume restores the whole way.
+	awaitCheckpoint(t, m, id)
+	awaitPrepared(t, m)
+	m.prep.mu.Lock()
+	gone := m.prep.sb
+	m.prep.mu.Unlock()
+	if err := gone.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	quick, all := m.opts.Counters.ResumedPrepared.Load(), m.opts.Counters.Resumed.Load()
+	if res, _, _ := cell(t, m, id, "x", Run{}); resumed(t, res) && res.Value != "43" {
+		t.Errorf("the cell resumed the whole way: %+v", res)
+	}
+	if m.opts.Counters.ResumedPrepared.Load() != quick || m.opts.Counters.Resumed.Load() != all+1 {
+		t.Errorf("resumes: %d into a prepared sandbox (want %d), %d in all (want %d)", m.opts.Counters.ResumedPrepared.Load(), quick,
+			m.opts.Counters.Resumed.Load(), all+1)
 	}
 	// Stop (POST …/stop) ends the interpreter: a checkpoint made before it goes too.
 	awaitCheckpoint(t, m, id)

@@ -113,6 +113,9 @@ type Counters struct {
 	NoRoom atomic.Uint64
 	// ReadyTaken counts new sessions whose first run took a ready sandbox (Options.Ready).
 	ReadyTaken atomic.Uint64
+	// Resumed counts sandboxes restored from their checkpoints; ResumedPrepared those of them
+	// restored into a sandbox prepared ahead (prepared.go).
+	Resumed, ResumedPrepared atomic.Uint64
 }
 
 // Run is one run of code in a session.
@@ -203,6 +206,8 @@ type Manager struct {
 	diskMu sync.Mutex
 	// spare holds the ready sandboxes for new sessions (Options.Ready).
 	spare spares
+	// prep holds the sandbox prepared for the next resume (prepared.go).
+	prep prepared
 	// ids are what checkpoints are made with (see checkpoint.go).
 	ids identities
 }
@@ -278,6 +283,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	go m.idleLoop()
 	m.startSpares()
+	m.startPrepared()
 	return m, nil
 }
 
@@ -635,6 +641,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	close(m.stopIdle)
 	<-m.idleDone
 	m.closeSpares(ctx)
+	m.closePrepared(ctx)
 	var (
 		wg   sync.WaitGroup
 		emu  sync.Mutex

@@ -1,0 +1,144 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/toolhost/toolhost/runsc/sandbox"
+)
+
+// A sandbox prepared for the next resume (checkpoint.go). Most of a restore is runsc's making of
+// the sandbox (its processes, cgroup, seccomp programs, platform), not the loading of the
+// checkpoint. So while some session has a checkpoint, the manager keeps one sandbox made ahead
+// (sandbox.Manager.Prepare: created, nothing running, /work an empty mount point), and a resume
+// restores into it, binding the session's workspace there (Sandbox.Resume): about 70 ms where a
+// whole restore takes about 200. A second resume meanwhile restores the whole way, and the
+// next one is made after each is taken.
+//
+// Like the ready sandboxes for new sessions (spare.go), it holds no place in Options.Places and
+// is made only while a place is free; while none is, it goes. It is made only when checkpoints
+// are (not with Options.NoCheckpoints, nor in viaExec's measurements).
+
+// prepared is the manager's sandbox prepared for the next resume, and what keeps it made.
+type prepared struct {
+	mu     sync.Mutex
+	sb     *sandbox.Sandbox
+	kick   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startPrepared starts the keeper of the sandbox prepared for resumes, when there are resumes.
+func (m *Manager) startPrepared() {
+	m.prep.kick = make(chan struct{}, 1)
+	m.prep.done = make(chan struct{})
+	if m.opts.NoCheckpoints || m.viaExec {
+		close(m.prep.done)
+		m.prep.cancel = func() {}
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.prep.cancel = cancel
+	go m.keepPrepared(ctx)
+}
+
+// kickPrepared asks the keeper to look now: a checkpoint was made, or the prepared sandbox taken.
+func (m *Manager) kickPrepared() {
+	select {
+	case m.prep.kick <- struct{}{}:
+	default:
+	}
+}
+
+// keepPrepared keeps one sandbox prepared while a session has a checkpoint and a place is free,
+// looking every spareLook and when kicked, until ctx ends. A failure is logged and tried again
+// spareRetry later (more after failures in a row).
+func (m *Manager) keepPrepared(ctx context.Context) {
+	defer close(m.prep.done)
+	tick := time.NewTicker(spareLook)
+	defer tick.Stop()
+	var (
+		failed time.Time
+		wait   time.Duration
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.prep.kick:
+		case <-tick.C:
+		}
+		free := m.opts.Places == nil || m.opts.Places.Free() > 0
+		m.prep.mu.Lock()
+		have := m.prep.sb
+		m.prep.mu.Unlock()
+		if have != nil {
+			if !free {
+				m.dropPrepared(ctx)
+			}
+			continue
+		}
+		if !free || time.Since(failed) < wait || len(m.checkpointIDs()) == 0 {
+			continue
+		}
+		sandboxes, opts, err := m.boxOptions("", NetworkOff)
+		if err == nil {
+			var sb *sandbox.Sandbox
+			if sb, err = sandboxes.Prepare(ctx, opts); err == nil {
+				m.prep.mu.Lock()
+				m.prep.sb = sb
+				m.prep.mu.Unlock()
+				wait = 0
+				continue
+			}
+		}
+		if ctx.Err() == nil {
+			failed, wait = time.Now(), min(max(2*wait, spareRetry), spareRetryMax)
+			m.log.Warn("preparing a sandbox for the next resume", "error", err, "next try in", wait)
+		}
+	}
+}
+
+// PreparedCount is 1 while a sandbox is prepared for the next resume, 0 otherwise.
+func (m *Manager) PreparedCount() int {
+	m.prep.mu.Lock()
+	defer m.prep.mu.Unlock()
+	if m.prep.sb == nil {
+		return 0
+	}
+	return 1
+}
+
+// takePrepared takes the prepared sandbox, if there is one, and has the next one made.
+func (m *Manager) takePrepared() *sandbox.Sandbox {
+	m.prep.mu.Lock()
+	sb := m.prep.sb
+	m.prep.sb = nil
+	m.prep.mu.Unlock()
+	if sb != nil {
+		m.kickPrepared()
+	}
+	return sb
+}
+
+// dropPrepared removes the prepared sandbox, if there is one.
+func (m *Manager) dropPrepared(ctx context.Context) {
+	m.prep.mu.Lock()
+	sb := m.prep.sb
+	m.prep.sb = nil
+	m.prep.mu.Unlock()
+	if sb == nil {
+		return
+	}
+	if err := sb.Destroy(context.WithoutCancel(ctx)); err != nil {
+		m.log.Warn("removing the sandbox prepared for resumes", "sandbox", sb.ID, "error", err)
+	}
+}
+
+// closePrepared stops the keeper and removes the prepared sandbox.
+func (m *Manager) closePrepared(ctx context.Context) {
+	m.prep.cancel()
+	<-m.prep.done
+	m.dropPrepared(ctx)
+}
