@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolhost/toolhost/runsc/sandbox"
 )
 
 // A session's sandbox that stops while idle (or for another run's place, or because the
@@ -152,7 +155,7 @@ func (m *Manager) checkpoint(ctx context.Context, s *session, b *box) error {
 		return err
 	}
 	man := manifest{Session: s.id, Made: time.Now().UTC(), Runsc: runscID, Rootfs: rootfsID, MemoryBytes: limit}
-	if man.Files, man.Bytes, err = hashFiles(tmp); err != nil {
+	if man.Files, man.Bytes, err = hashFiles(tmp, nil); err != nil {
 		_ = os.RemoveAll(tmp)
 		return err
 	}
@@ -172,9 +175,10 @@ func (m *Manager) checkpoint(ctx context.Context, s *session, b *box) error {
 	return nil
 }
 
-// hashFiles returns the SHA-256 of each plain file of dir and their total size; anything else
-// there is an error.
-func hashFiles(dir string) (map[string]string, int64, error) {
+// hashFiles returns the SHA-256 of each plain file of dir that now says to hash now (every one
+// when now is nil; the others are listed with an empty hash) and their total size; anything
+// else there is an error.
+func hashFiles(dir string, now func(name string) bool) (map[string]string, int64, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the checkpoint: %w", err)
@@ -183,6 +187,10 @@ func hashFiles(dir string) (map[string]string, int64, error) {
 	for _, e := range entries {
 		if !e.Type().IsRegular() {
 			return nil, 0, fmt.Errorf("the checkpoint holds %s, which is not a plain file", e.Name())
+		}
+		if now != nil && !now(e.Name()) {
+			files[e.Name()] = ""
+			continue
 		}
 		sum, n, err := hashFile(filepath.Join(dir, e.Name()))
 		if err != nil {
@@ -238,60 +246,75 @@ func writeFileAtomic(path string, data []byte) error {
 // errNoCheckpoint: the session has no checkpoint (the usual case: nothing is said).
 var errNoCheckpoint = errors.New("the session has no checkpoint")
 
+// guestMemory is the file of a checkpoint that holds the guest's memory pages (runsc's name for
+// it), most of a checkpoint's bytes. gVisor's sentry doesn't trust what is in it (the guest
+// writes its own memory), so a restore may read it before its hash is checked: its check runs
+// beside the restore, and a restored sandbox whose pages are not what was written is removed
+// before a run is given to it. The other files, the kernel's state that the sentry trusts, are
+// checked before the restore.
+const guestMemory = "pages.img"
+
 // validCheckpoint checks session id's checkpoint against its manifest and what this manager
-// runs with, and returns its folder. errNoCheckpoint when it has none; otherwise an error says,
+// runs with, and returns its folder, and what checks its guestMemory file (for the caller to
+// run beside the restore, and heed). errNoCheckpoint when it has none; otherwise an error says,
 // in the user's words, why it can't be restored.
-func (m *Manager) validCheckpoint(id string) (string, error) {
+func (m *Manager) validCheckpoint(id string) (dir string, checkMemory func() error, err error) {
 	data, err := os.ReadFile(m.manifestPath(id))
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", errNoCheckpoint
+		return "", nil, errNoCheckpoint
 	}
 	if err != nil {
-		return "", fmt.Errorf("its checkpoint's manifest can't be read: %w", err)
+		return "", nil, fmt.Errorf("its checkpoint's manifest can't be read: %w", err)
 	}
 	var man manifest
 	if err := json.Unmarshal(data, &man); err != nil {
-		return "", fmt.Errorf("its checkpoint's manifest is damaged: %w", err)
+		return "", nil, fmt.Errorf("its checkpoint's manifest is damaged: %w", err)
 	}
 	runscID, rootfsID, err := m.ids.get()
 	switch {
 	case err != nil:
-		return "", err
+		return "", nil, err
 	case man.Session != id:
-		return "", errors.New("its checkpoint is another session's")
+		return "", nil, errors.New("its checkpoint is another session's")
 	case man.Runsc != runscID:
-		return "", errors.New("its checkpoint was made by another version of runsc (gVisor), which was upgraded since")
+		return "", nil, errors.New("its checkpoint was made by another version of runsc (gVisor), which was upgraded since")
 	case man.Rootfs != rootfsID:
-		return "", errors.New("its checkpoint was made on another root filesystem, which was rebuilt since")
+		return "", nil, errors.New("its checkpoint was made on another root filesystem, which was rebuilt since")
 	case man.MemoryBytes != m.opts.Limits.MemoryBytes:
-		return "", fmt.Errorf("its checkpoint was made with %s of memory, and sessions now have %s ([sessions] memory_mb)",
+		return "", nil, fmt.Errorf("its checkpoint was made with %s of memory, and sessions now have %s ([sessions] memory_mb)",
 			mib(man.MemoryBytes), mib(m.opts.Limits.MemoryBytes))
 	}
-	dir := m.checkpointPath(id)
+	dir = m.checkpointPath(id)
 	fi, err := os.Lstat(dir)
 	if err != nil || !fi.IsDir() {
-		return "", errors.New("its checkpoint's files are missing")
+		return "", nil, errors.New("its checkpoint's files are missing")
 	}
-	files, _, err := hashFiles(dir)
+	files, _, err := hashFiles(dir, func(name string) bool { return name != guestMemory })
 	if err != nil {
-		return "", fmt.Errorf("its checkpoint can't be read: %w", err)
+		return "", nil, fmt.Errorf("its checkpoint can't be read: %w", err)
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range man.Files {
-			if !yield(n) {
-				return
-			}
-		}
-	})
 	if len(files) != len(man.Files) {
-		return "", fmt.Errorf("its checkpoint's files are not the ones it was made with (%d, not %d)", len(files), len(man.Files))
+		return "", nil, fmt.Errorf("its checkpoint's files are not the ones it was made with (%d, not %d)", len(files), len(man.Files))
 	}
-	for _, n := range names {
-		if files[n] != man.Files[n] {
-			return "", fmt.Errorf("its checkpoint's %s is not what was written (damaged or changed since)", n)
+	for _, n := range slices.Sorted(maps.Keys(man.Files)) {
+		if sum, ok := files[n]; !ok || sum != man.Files[n] && sum != "" {
+			return "", nil, fmt.Errorf("its checkpoint's %s is not what was written (damaged or changed since)", n)
 		}
 	}
-	return dir, nil
+	checkMemory = func() error {
+		if _, ok := man.Files[guestMemory]; !ok {
+			return nil
+		}
+		sum, _, err := hashFile(filepath.Join(dir, guestMemory))
+		if err != nil {
+			return fmt.Errorf("its checkpoint can't be read: %w", err)
+		}
+		if sum != man.Files[guestMemory] {
+			return fmt.Errorf("its checkpoint's %s is not what was written (damaged or changed since)", guestMemory)
+		}
+		return nil
+	}
+	return dir, checkMemory, nil
 }
 
 // hasCheckpoint says whether session id has a checkpoint (valid or not).
@@ -352,10 +375,12 @@ func (m *Manager) resume(ctx context.Context, s *session, owner string) (b *box,
 	return b, nil, nil
 }
 
-// restore checks session id's checkpoint and restores its sandbox, its workspace mounted.
+// restore checks session id's checkpoint and restores its sandbox, its workspace mounted: into
+// the sandbox prepared for it if there is one (prepared.go), the whole way otherwise. The guest's
+// memory is checked beside the restore (see guestMemory).
 func (m *Manager) restore(ctx context.Context, id string) (*box, error) {
 	t0 := time.Now()
-	dir, err := m.validCheckpoint(id)
+	dir, checkMemory, err := m.validCheckpoint(id)
 	checked := time.Since(t0)
 	if errors.Is(err, errNoCheckpoint) {
 		return nil, errors.New("its checkpoint is gone")
@@ -363,13 +388,36 @@ func (m *Manager) restore(ctx context.Context, id string) (*box, error) {
 	if err != nil {
 		return nil, err
 	}
+	memory := make(chan error, 1)
+	go func() { memory <- checkMemory() }()
+	sb, prepared, err := m.restoreSandbox(ctx, id, dir)
+	if merr := <-memory; merr != nil {
+		// The better reason, whatever runsc said of such pages.
+		if sb != nil {
+			if err := sb.Destroy(context.WithoutCancel(ctx)); err != nil {
+				m.log.Warn("removing a sandbox restored from a damaged checkpoint", "sandbox", sb.ID, "error", err)
+			}
+		}
+		return nil, merr
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.log.Debug("restored a session's sandbox", "session", id, "check", checked, "restore", time.Since(t0)-checked, "prepared", prepared)
+	m.opts.Counters.Resumed.Add(1)
+	if prepared {
+		m.opts.Counters.ResumedPrepared.Add(1)
+	}
+	return m.watch(id, sb, NetworkOff), nil
+}
+
+// restoreSandbox restores session id's sandbox from the checkpoint in dir: into the prepared
+// sandbox (prepared is true) if there is one and that works, the whole way otherwise.
+func (m *Manager) restoreSandbox(ctx context.Context, id, dir string) (sb *sandbox.Sandbox, prepared bool, err error) {
 	if p := m.takePrepared(); p != nil {
 		err := p.Resume(ctx, dir, m.mountPath(id))
 		if err == nil {
-			m.log.Debug("restored a session's sandbox", "session", id, "check", checked, "restore", time.Since(t0)-checked, "prepared", true)
-			m.opts.Counters.Resumed.Add(1)
-			m.opts.Counters.ResumedPrepared.Add(1)
-			return m.watch(id, p, NetworkOff), nil
+			return p, true, nil
 		}
 		// The checkpoint or the prepared sandbox: a whole restore says which.
 		m.log.Debug("restoring into the prepared sandbox failed: restoring the whole way", "session", id, "error", err)
@@ -379,15 +427,13 @@ func (m *Manager) restore(ctx context.Context, id string) (*box, error) {
 	}
 	sandboxes, opts, err := m.boxOptions(m.mountPath(id), NetworkOff)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	sb, err := sandboxes.Restore(ctx, opts, dir)
+	sb, err = sandboxes.Restore(ctx, opts, dir)
 	if err != nil {
-		return nil, restoreRefused(err)
+		return nil, false, restoreRefused(err)
 	}
-	m.log.Debug("restored a session's sandbox", "session", id, "check", checked, "restore", time.Since(t0)-checked, "prepared", false)
-	m.opts.Counters.Resumed.Add(1)
-	return m.watch(id, sb, NetworkOff), nil
+	return sb, false, nil
 }
 
 // restoreRefused says in the user's words why runsc didn't restore a checkpoint: the reasons a

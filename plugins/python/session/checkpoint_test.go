@@ -221,6 +221,12 @@ func TestACheckpointThatCantBeRestoredStartsAfresh(t *testing.T) {
 		spoil      func(id string)
 	}{
 		{"a changed file", "is not what was written", func(id string) { appendTo(id, "checkpoint.img") }},
+		// The guest's memory is checked beside the restore (into the sandbox prepared for it):
+		// the restored sandbox goes before the run is given to it.
+		{"a changed memory file", "pages.img is not what was written", func(id string) {
+			awaitPrepared(t, m)
+			appendTo(id, "pages.img")
+		}},
 		{"another runsc", "another version of runsc", func(id string) { editManifest(id, func(m *manifest) { m.Runsc = "0" + m.Runsc[1:] }) }},
 		{"another rootfs", "another root filesystem", func(id string) { editManifest(id, func(m *manifest) { m.Rootfs = "0" + m.Rootfs[1:] }) }},
 		{"the rootfs rebuilt while the host runs", "another root filesystem, which was rebuilt since", func(string) {
