@@ -30,10 +30,14 @@ var vmPackages = []struct {
 }{
 	{
 		// Left out: the pool's growth and measurements (timing, not cgroups), the hanging-platform
-		// probe (a minute of nothing), the network tests (iptables and veth, not cgroups).
+		// probe (a minute of nothing), the network tests (iptables and veth, not cgroups). A
+		// checkpoint restored into a prepared sandbox: its /work reaches the sandbox through a
+		// mount propagated under systemd's shared mounts.
 		name: "sandbox", pkg: "runsc/sandbox", suites: []string{"bookworm", "trixie"},
 		run: "^(TestKillCgroup.*|TestCPUWeightIsRunscs|TestStatsCountFromTheBaseline|TestSandboxTakesOneRequest|TestSandboxProcessesAreTheOOMKillersFirst|TestExecIntoALongLivedSandbox|" +
-			"TestStartFailureLeavesNothing|TestPoolHandOutSetsTheRunsLimits|TestPoolReplacesADeadSandbox|TestSweepRemovesLeftovers|TestSweepSparesLiveInstances|TestDoctorPassesOnThisMachine)$",
+			"TestStartFailureLeavesNothing|TestPoolHandOutSetsTheRunsLimits|TestPoolReplacesADeadSandbox|TestSweepRemovesLeftovers|TestSweepSparesLiveInstances|TestDoctorPassesOnThisMachine|" +
+			"TestAPreparedSandboxResumesACheckpoint)$",
+		env: []string{"TOOLHOST_TEST_EMULATED_CPU=1"},
 	},
 	{
 		// Each limit's stop and its cause, a killed host and a restart's reconcile, the live

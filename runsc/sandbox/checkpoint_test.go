@@ -70,6 +70,13 @@ func TestAPreparedSandboxResumesACheckpoint(t *testing.T) {
 	}
 	t0 := time.Now()
 	if err := prepared.Resume(ctx, image, ws); err != nil {
+		// QEMU's software CPU (the VMs) once offered a restore fewer CPU features than its
+		// checkpoint had, in the same VM: what runsc must refuse, and no fault of the prepared
+		// sandbox's.
+		if os.Getenv("TOOLHOST_TEST_EMULATED_CPU") != "" && strings.Contains(err.Error(), "incompatible FeatureSet") {
+			_ = prepared.Destroy(ctx)
+			t.Skipf("the emulated CPU refused the restore: %v", err)
+		}
 		t.Fatal(err)
 	}
 	t.Logf("resumed in %v", time.Since(t0))
