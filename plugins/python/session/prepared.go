@@ -17,8 +17,15 @@ import (
 // next one is made after each is taken.
 //
 // Like the ready sandboxes for new sessions (spare.go), it holds no place in Options.Places and
-// is made only while a place is free; while none is, it goes. It is made only when checkpoints
-// are (not with Options.NoCheckpoints, nor in viaExec's measurements).
+// is made only while a place is free; while none is, it goes, and none is made for spareRetry
+// after (a busy host doesn't make and remove one over and over). It starts with few CPU shares
+// (preparedShares), so that under contention its making yields to running code; a resume gives
+// it a running sandbox's. It is made only when checkpoints are (not with Options.NoCheckpoints,
+// nor in viaExec's measurements).
+
+// preparedShares is the cpu.shares of a prepared sandbox until it is resumed (a running
+// sandbox's are 1024).
+const preparedShares = 64
 
 // prepared is the manager's sandbox prepared for the next resume, and what keeps it made.
 type prepared struct {
@@ -76,6 +83,7 @@ func (m *Manager) keepPrepared(ctx context.Context) {
 		if have != nil {
 			if !free {
 				m.dropPrepared(ctx)
+				failed, wait = time.Now(), spareRetry
 			}
 			continue
 		}
@@ -83,6 +91,7 @@ func (m *Manager) keepPrepared(ctx context.Context) {
 			continue
 		}
 		sandboxes, opts, err := m.boxOptions("", NetworkOff)
+		opts.Limits.CPUShares = preparedShares
 		if err == nil {
 			var sb *sandbox.Sandbox
 			if sb, err = sandboxes.Prepare(ctx, opts); err == nil {
