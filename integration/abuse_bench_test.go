@@ -57,7 +57,12 @@ const abuseBenchCalls = 40
 // 2026-12-05, before the pool learnt the pace, idle p50 was 710-720 ms and the
 // ratios p50 2.42×, 1.70×, p99 2.88×, 2.52×; a refill started with its caller's
 // weight measured p50 1.54×, 1.38×, 2.65× and p99 3.76×, 1.18×, 3.58×, no clear
-// gain within this noise, and was not kept.)
+// gain within this noise, and was not kept.) On 2026-12-06 a sandbox prepared
+// ahead for the next resume of a conversation (plugins/python/session/prepared.go)
+// was made and removed over and over as the attack's sessions were checkpointed
+// and places filled: p50 2.34×, p99 4.45× in that make bench. Started with few
+// shares, and not made again for 10 s after one was removed for want of a place:
+// p50 1.83×, 1.80×, 1.64×, p99 2.59×, 2.84×, 2.31× (idle p50 195-209 ms).
 func BenchmarkVictimUnderAbuse(b *testing.B) {
 	h := startAbuseHost(b)
 	ctx := context.Background()
