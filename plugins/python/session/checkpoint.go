@@ -175,8 +175,8 @@ func (m *Manager) checkpoint(ctx context.Context, s *session, b *box) error {
 	return nil
 }
 
-// hashFiles returns the SHA-256 of each plain file of dir that now says to hash now (every one
-// when now is nil; the others are listed with an empty hash) and their total size; anything
+// hashFiles returns the SHA-256 of each plain file of dir for which now is true (of every one
+// when now is nil; the others are listed with an empty hash), and their total size; anything
 // else there is an error.
 func hashFiles(dir string, now func(name string) bool) (map[string]string, int64, error) {
 	entries, err := os.ReadDir(dir)
