@@ -428,7 +428,7 @@ func (m *Manager) restoreSandbox(ctx context.Context, id, dir string) (sb *sandb
 			return p, true, nil
 		}
 		// The checkpoint or the prepared sandbox: a whole restore says which.
-		m.log.Debug("restoring into the prepared sandbox failed: restoring the whole way", "session", id, "error", err)
+		m.log.Warn("restoring into the prepared sandbox failed: restoring the whole way", "session", id, "error", err)
 		if err := p.Destroy(context.WithoutCancel(ctx)); err != nil {
 			m.log.Warn("removing the sandbox prepared for resumes", "sandbox", p.ID, "error", err)
 		}
