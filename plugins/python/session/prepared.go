@@ -12,7 +12,7 @@ import (
 // the sandbox (its processes, cgroup, seccomp programs, platform), not the loading of the
 // checkpoint. So while some session has a checkpoint, the manager keeps one sandbox made ahead
 // (sandbox.Manager.Prepare: created, nothing running, /work an empty mount point), and a resume
-// restores into it, binding the session's workspace there (Sandbox.Resume): about 70 ms where a
+// restores into it, binding the session's workspace there (Sandbox.Resume): 105-150 ms where a
 // whole restore takes about 200. A second resume meanwhile restores the whole way, and the
 // next one is made after each is taken.
 //
