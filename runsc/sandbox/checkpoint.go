@@ -77,7 +77,8 @@ func (m *Manager) Prepare(ctx context.Context, opts Options) (*Sandbox, error) {
 // host folder workspace as its /work (bound onto its mount point, from where the mount reaches
 // the sandbox's gofer), and runs it from where the checkpoint left it: Restore's work without
 // the part Prepare did. The checkpoint must be of a sandbox with s's options and a workspace.
-// A sandbox is resumed once; on failure it is for Destroy.
+// A sandbox prepared with few CPU shares (so that its making yields to running code) gets a
+// running sandbox's. A sandbox is resumed once; on failure it is for Destroy.
 func (s *Sandbox) Resume(ctx context.Context, image, workspace string) error {
 	if !s.prepared {
 		return errors.New("only a prepared sandbox can be resumed")
@@ -93,5 +94,5 @@ func (s *Sandbox) Resume(ctx context.Context, image, workspace string) error {
 	}
 	s.opts.Workspace = workspace
 	s.started = time.Now()
-	return nil
+	return s.giveFullShares()
 }

@@ -61,6 +61,7 @@ func TestAPreparedSandboxResumesACheckpoint(t *testing.T) {
 
 	later := opts
 	later.Workspace = ""
+	later.Limits.CPUShares = 64 // its making yields to running code; Resume gives it full shares
 	if _, err := m.Prepare(ctx, opts); err == nil {
 		t.Error("Prepare took a workspace")
 	}
@@ -81,6 +82,9 @@ func TestAPreparedSandboxResumesACheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("resumed in %v", time.Since(t0))
+	if got := prepared.Options().Limits.CPUShares; got != fullShares {
+		t.Errorf("the resumed sandbox's CPU shares: %d, want a running sandbox's %d", got, fullShares)
+	}
 	say(prepared, "b", "2 b")
 	if err := prepared.Resume(ctx, image, ws); err == nil {
 		t.Error("a sandbox was resumed twice")

@@ -715,6 +715,12 @@ func (s *Sandbox) handOut(memoryBytes int64) error {
 		return err
 	}
 	s.baseline = base
+	return s.giveFullShares()
+}
+
+// giveFullShares gives a sandbox started with few CPU shares (a pool's, a prepared one) a
+// running sandbox's, as it starts running code.
+func (s *Sandbox) giveFullShares() error {
 	if s.opts.Limits.CPUShares != 0 && s.opts.Limits.CPUShares != fullShares {
 		if err := s.setCPUShares(fullShares); err != nil {
 			return err

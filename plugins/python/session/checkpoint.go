@@ -417,14 +417,6 @@ func (m *Manager) restoreSandbox(ctx context.Context, id, dir string) (sb *sandb
 	if p := m.takePrepared(); p != nil {
 		err := p.Resume(ctx, dir, m.mountPath(id))
 		if err == nil {
-			// A running sandbox's weight (hold weighs it among its owner's, with Places).
-			shares := m.opts.Limits.CPUShares
-			if shares == 0 {
-				shares = 1024 // the spec's default
-			}
-			if err := m.opts.Sandboxes.Cgroups().SetCPUShares(p.ID, shares); err != nil {
-				m.log.Warn("giving a resumed sandbox its CPU weight", "sandbox", p.ID, "error", err)
-			}
 			return p, true, nil
 		}
 		// The checkpoint or the prepared sandbox: a whole restore says which.

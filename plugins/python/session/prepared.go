@@ -19,7 +19,7 @@ import (
 // Like the ready sandboxes for new sessions (spare.go), it holds no place in Options.Places and
 // is made only while a place is free; while none is, it goes, and none is made for spareRetry
 // after (a busy host doesn't make and remove one over and over). It starts with few CPU shares
-// (preparedShares), so that under contention its making yields to running code; a resume gives
+// (preparedShares), so that under contention its making yields to running code; Resume gives
 // it a running sandbox's. It is made only when checkpoints are (not with Options.NoCheckpoints,
 // nor in viaExec's measurements).
 
@@ -63,20 +63,12 @@ func (m *Manager) kickPrepared() {
 // spareRetry later (more after failures in a row).
 func (m *Manager) keepPrepared(ctx context.Context) {
 	defer close(m.prep.done)
-	tick := time.NewTicker(spareLook)
-	defer tick.Stop()
 	var (
 		failed time.Time
-		wait   time.Duration
+		wait   time.Duration // after failed
 	)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.prep.kick:
-		case <-tick.C:
-		}
-		free := m.opts.Places == nil || m.opts.Places.Free() > 0
+	lookEvery(ctx, m.prep.kick, func() {
+		free := m.placeFree()
 		m.prep.mu.Lock()
 		have := m.prep.sb
 		m.prep.mu.Unlock()
@@ -85,10 +77,10 @@ func (m *Manager) keepPrepared(ctx context.Context) {
 				m.dropPrepared(ctx)
 				failed, wait = time.Now(), spareRetry
 			}
-			continue
+			return
 		}
 		if !free || time.Since(failed) < wait || len(m.checkpointIDs()) == 0 {
-			continue
+			return
 		}
 		sandboxes, opts, err := m.boxOptions("", NetworkOff)
 		opts.Limits.CPUShares = preparedShares
@@ -99,14 +91,14 @@ func (m *Manager) keepPrepared(ctx context.Context) {
 				m.prep.sb = sb
 				m.prep.mu.Unlock()
 				wait = 0
-				continue
+				return
 			}
 		}
 		if ctx.Err() == nil {
-			failed, wait = time.Now(), min(max(2*wait, spareRetry), spareRetryMax)
+			failed, wait = time.Now(), retryWait(wait)
 			m.log.Warn("preparing a sandbox for the next resume", "error", err, "next try in", wait)
 		}
-	}
+	})
 }
 
 // PreparedCount is 1 while a sandbox is prepared for the next resume, 0 otherwise.

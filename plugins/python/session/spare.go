@@ -100,20 +100,12 @@ func (m *Manager) kickSpares() {
 // no place is free, the ready ones go: they wait only in places nobody uses, as the pool's do.
 func (m *Manager) fillSpares(ctx context.Context) {
 	defer close(m.spare.done)
-	tick := time.NewTicker(spareLook)
-	defer tick.Stop()
 	var (
 		failed time.Time
 		wait   time.Duration // after failed
 	)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.spare.kick:
-		case <-tick.C:
-		}
-		if places := m.opts.Places; places != nil && places.Free() == 0 {
+	lookEvery(ctx, m.spare.kick, func() {
+		if !m.placeFree() {
 			m.spare.mu.Lock()
 			retire := m.spare.ready
 			m.spare.ready = nil
@@ -121,28 +113,52 @@ func (m *Manager) fillSpares(ctx context.Context) {
 			for _, sp := range retire {
 				m.dropSpare(ctx, sp.name, sp.b)
 			}
-			continue
+			return
 		}
 		if time.Since(failed) < wait {
-			continue
+			return
 		}
 		for ctx.Err() == nil && m.needSpare() {
 			if err := m.makeSpare(ctx); err != nil {
 				if ctx.Err() == nil {
-					failed, wait = time.Now(), min(max(2*wait, spareRetry), spareRetryMax)
+					failed, wait = time.Now(), retryWait(wait)
 					m.log.Warn("starting a ready sandbox for new sessions", "error", err, "next try in", wait)
 				}
 				break
 			}
 			wait = 0
 		}
+	})
+}
+
+// lookEvery calls look every spareLook and whenever kick fires, until ctx ends: the loop of the
+// fillers of sandboxes made ahead (the ready ones here, the prepared one in prepared.go).
+func lookEvery(ctx context.Context, kick <-chan struct{}, look func()) {
+	tick := time.NewTicker(spareLook)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		case <-tick.C:
+		}
+		look()
 	}
 }
+
+// retryWait is how long a filler waits after a failure that followed a wait of wait: spareRetry,
+// doubled after each failure in a row, up to spareRetryMax.
+func retryWait(wait time.Duration) time.Duration { return min(max(2*wait, spareRetry), spareRetryMax) }
+
+// placeFree says whether Options.Places has a free place (always, without Places): sandboxes
+// made ahead wait only in places nobody uses.
+func (m *Manager) placeFree() bool { return m.opts.Places == nil || m.opts.Places.Free() > 0 }
 
 // needSpare says whether one more ready sandbox is wanted: fewer than Options.Ready are ready
 // (dead ones dropped), and a place is free for it.
 func (m *Manager) needSpare() bool {
-	if places := m.opts.Places; places != nil && places.Free() == 0 {
+	if !m.placeFree() {
 		return false
 	}
 	m.spare.mu.Lock()
